@@ -1,0 +1,1 @@
+"""The Purgatory broker: one asyncio (uvloop) process per broker id."""

@@ -1,0 +1,385 @@
+"""Broker configuration: Kafka's names and defaults, from defaults < TOML file < environment
+(``PURGATORY_<NAME_WITH_UNDERSCORES>``) < ``--set name=value``. Unknown names and bad values
+fail at start with a message naming the key. docs/configs.md lists every entry here."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "PURGATORY_"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key and what is wrong."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: type
+    default: Any
+    doc: str
+    validate: Callable[[Any], str | None] | None = None  # returns a complaint, or None
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+    dynamic: bool = False
+    topic_name: str | None = None  # the topic-level config this broker config defaults
+
+
+def _at_least(n: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= n else f"must be >= {n}"
+
+
+def _minus_one_or_at_least(n: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v == -1 or v >= n else f"must be -1 (unlimited) or >= {n}"
+
+
+def _host_port(value: str) -> str | None:
+    try:
+        parse_host_port(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _members(value: str) -> str | None:
+    try:
+        parse_members(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+DEFINITIONS: tuple[ConfigDef, ...] = (
+    ConfigDef("broker.id", int, 0, "This broker's id; unique in the cluster.", _at_least(0)),
+    ConfigDef(
+        "listeners",
+        str,
+        "PLAINTEXT://127.0.0.1:9092",
+        "Address the broker binds for clients and other brokers (`host:port`, optionally "
+        "prefixed with `PLAINTEXT://`). Port 0 picks a free port.",
+        _host_port,
+    ),
+    ConfigDef(
+        "advertised.listeners",
+        str,
+        "",
+        "Address given to clients in Metadata when this broker is not in `cluster.members`; "
+        "empty: the bound address.",
+        lambda v: None if v == "" else _host_port(v),
+    ),
+    ConfigDef(
+        "admin.listener",
+        str,
+        "127.0.0.1:9644",
+        "Address of the admin HTTP server (/metrics, /healthz, /v1/state). Port 0 picks a "
+        "free port.",
+        _host_port,
+    ),
+    ConfigDef(
+        "cluster.members",
+        str,
+        "",
+        "Static membership, `id@host:port,...` (the format of Kafka's "
+        "`controller.quorum.voters`); every broker gets the same list. Empty: a "
+        "single-broker cluster of this broker alone. The lowest id is the controller.",
+        _members,
+    ),
+    ConfigDef("cluster.id", str, "purgatory", "Cluster id reported in Metadata."),
+    ConfigDef(
+        "socket.request.max.bytes",
+        int,
+        104857600,
+        "Largest request frame accepted; a larger length prefix closes the connection "
+        "before any of its body is buffered.",
+        _at_least(64),
+    ),
+    ConfigDef(
+        "queued.max.requests",
+        int,
+        500,
+        "Requests one connection may have in flight before the broker stops reading from "
+        "it (back-pressure instead of unbounded memory).",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "message.max.bytes",
+        int,
+        1048588,
+        "Largest record batch accepted (MESSAGE_TOO_LARGE beyond). Topic config: "
+        "`max.message.bytes`.",
+        _at_least(64),
+        topic_name="max.message.bytes",
+    ),
+    ConfigDef(
+        "log.retention.bytes",
+        int,
+        268435456,
+        "Bytes a partition log keeps before the oldest batches are deleted. Kafka's "
+        "default is -1 (unlimited, on disk); logs here live in memory, so the default is "
+        "256 MiB per partition. -1: unlimited. Topic config: `retention.bytes`.",
+        _minus_one_or_at_least(0),
+        aliases=("retention.bytes",),
+        topic_name="retention.bytes",
+    ),
+    ConfigDef(
+        "auto.create.topics.enable",
+        bool,
+        True,
+        "Create a topic when a client asks for metadata of (or produces to) an unknown one.",
+    ),
+    ConfigDef(
+        "num.partitions", int, 1, "Partitions of an auto-created topic, and the default "
+        "for CreateTopics with num_partitions -1.", _at_least(1)
+    ),
+    ConfigDef(
+        "default.replication.factor",
+        int,
+        1,
+        "Replication factor of auto-created topics and the default for CreateTopics.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "metadata.push.timeout.ms",
+        int,
+        5000,
+        "How long the controller waits for a broker to apply a metadata update before it "
+        "considers the broker gone (it re-sends the full picture when the broker registers).",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "broker.registration.backoff.ms",
+        int,
+        200,
+        "Pause between a broker's attempts to register with the controller.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "broker.heartbeat.interval.ms",
+        int,
+        2000,
+        "How often a broker re-registers with the controller (Kafka's broker heartbeat); "
+        "a controller that lost track of it pushes it the full picture again.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "log.level",
+        str,
+        "INFO",
+        "Least severe log level written.",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+    ),
+    ConfigDef(
+        "log.format",
+        str,
+        "json",
+        "`json`: one JSON event per line (structlog); `console`: coloured, for terminals.",
+        choices=("json", "console"),
+    ),
+)
+
+BY_NAME: dict[str, ConfigDef] = {}
+for _d in DEFINITIONS:
+    BY_NAME[_d.name] = _d
+    for _alias in _d.aliases:
+        BY_NAME[_alias] = _d
+
+# Topic-level configs (CreateTopics `configs`, `purgatory topics create --config`).
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.topic_name: d for d in DEFINITIONS if d.topic_name}
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    text = value.split("://", 1)[1] if "://" in value else value
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"expected host:port, got {value!r}")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"port {port!r} in {value!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"port {number} in {value!r} is out of range")
+    return host.strip("[]"), number
+
+
+def parse_members(value: str) -> dict[int, tuple[str, int]]:
+    """Parse ``0@127.0.0.1:9092,1@127.0.0.1:9093`` into {id: (host, port)}."""
+    members: dict[int, tuple[str, int]] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        ident, sep, address = item.partition("@")
+        if not sep:
+            raise ValueError(f"member {item!r} is not of the form id@host:port")
+        try:
+            broker_id = int(ident)
+        except ValueError:
+            raise ValueError(f"broker id {ident!r} in {item!r} is not a number") from None
+        if broker_id < 0:
+            raise ValueError(f"broker id {broker_id} in {item!r} is negative")
+        if broker_id in members:
+            raise ValueError(f"broker id {broker_id} appears twice")
+        members[broker_id] = parse_host_port(address)
+    return members
+
+
+def coerce(definition: ConfigDef, raw: Any, *, source: str) -> Any:
+    """Turn a raw value (TOML value or string) into the config's type, or raise ConfigError."""
+    name = definition.name
+    kind = definition.type
+    value: Any
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                value = raw
+            elif isinstance(raw, str) and raw.lower() in ("true", "false"):
+                value = raw.lower() == "true"
+            else:
+                raise ValueError(f"expected true or false, got {raw!r}")
+        elif kind is int:
+            if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+                raise ValueError(f"expected an integer, got {raw!r}")
+            value = int(raw)
+        elif kind is float:
+            value = float(raw)
+        else:
+            if not isinstance(raw, str):
+                raise ValueError(f"expected a string, got {raw!r}")
+            value = raw
+    except ValueError as exc:
+        raise ConfigError(f"config {name!r} (from {source}): {exc}") from None
+    if definition.choices and value not in definition.choices:
+        raise ConfigError(
+            f"config {name!r} (from {source}): {value!r} is not one of "
+            f"{', '.join(definition.choices)}"
+        )
+    if definition.validate is not None:
+        complaint = definition.validate(value)
+        if complaint:
+            raise ConfigError(f"config {name!r} (from {source}): {value!r} {complaint}")
+    return value
+
+
+@dataclass
+class BrokerConfig:
+    """The resolved configuration of one broker: every name in DEFINITIONS has a value."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[BY_NAME[name].name]
+
+    @property
+    def broker_id(self) -> int:
+        return int(self.values["broker.id"])
+
+    def members(self) -> dict[int, tuple[str, int]]:
+        return parse_members(self.values["cluster.members"])
+
+    def listener(self) -> tuple[str, int]:
+        return parse_host_port(self.values["listeners"])
+
+    def admin_listener(self) -> tuple[str, int]:
+        return parse_host_port(self.values["admin.listener"])
+
+    def topic_defaults(self) -> dict[str, Any]:
+        return {topic: self.values[d.name] for topic, d in TOPIC_CONFIGS.items()}
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": d.name,
+                "value": self.values[d.name],
+                "default": d.default,
+                "source": self.sources.get(d.name, "default"),
+                "dynamic": d.dynamic,
+            }
+            for d in DEFINITIONS
+        ]
+
+
+def load_config(
+    *,
+    file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> BrokerConfig:
+    """Resolve defaults < TOML file < environment < overrides, validating every value.
+
+    The TOML file may use dotted names as keys (``"log.retention.bytes" = 1024``) or nested
+    tables (``[log.retention] bytes = 1024``); both mean the same.
+    """
+    config = BrokerConfig({d.name: d.default for d in DEFINITIONS})
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if file is not None:
+        path = Path(file)
+        try:
+            with path.open("rb") as handle:
+                layers.append((f"file {path}", _flatten(tomllib.load(handle))))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    env = os.environ if environ is None else environ
+    from_env = {}
+    for key, value in env.items():
+        if key.startswith(ENV_PREFIX):
+            from_env[key[len(ENV_PREFIX) :].lower().replace("_", ".")] = (key, value)
+    if from_env:
+        layers.append(("environment", {k: v for k, (_, v) in from_env.items()}))
+    if overrides:
+        layers.append(("--set", dict(overrides)))
+    for source, layer in layers:
+        for name, raw in layer.items():
+            definition = BY_NAME.get(name)
+            if definition is None:
+                where = f"environment variable {from_env[name][0]}" if source == "environment" else source
+                raise ConfigError(f"unknown config {name!r} (from {where}){_suggest(name)}")
+            config.values[definition.name] = coerce(definition, raw, source=source)
+            config.sources[definition.name] = source
+    return config
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """Parse repeated ``name=value`` arguments."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set/--config expects name=value, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
+    """Coerce topic-level configs; raise ConfigError naming a bad or unknown key."""
+    out: dict[str, Any] = {}
+    for name, raw in configs.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            known = ", ".join(sorted(TOPIC_CONFIGS))
+            raise ConfigError(f"unknown topic config {name!r} (known: {known})")
+        out[name] = coerce(definition, raw, source="topic config")
+    return out
+
+
+def _suggest(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(BY_NAME), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out

@@ -1,0 +1,217 @@
+"""The controller: owns topics and partition assignments and pushes them to every broker.
+
+The lowest id in the static membership list is the controller (Kafka's controller model
+without ZooKeeper or KRaft). Brokers register (and re-register every
+``broker.heartbeat.interval.ms``); the controller answers a registration only after the
+broker has applied the controller's current full picture, and pushes every change to every
+registered broker. CreateTopics returns once every registered broker applied the change, so
+Metadata from any broker agrees as soon as the topic exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from broker.config import BrokerConfig, ConfigError, validate_topic_configs
+from clients.connection import Connection, ConnectionClosed
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import (
+    CreatableTopic,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    PartitionState,
+    TopicState,
+    UpdateMetadataRequest,
+)
+
+LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+MAX_PARTITIONS_PER_TOPIC = 10000
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Kafka's topic name rules; None when the name is legal."""
+    if name in (".", ".."):
+        return f"topic name {name!r} is not allowed"
+    if not LEGAL_TOPIC.match(name):
+        return (
+            f"topic name {name!r} is illegal: use 1 to 249 characters of "
+            "ASCII letters, digits, '.', '_' and '-'"
+        )
+    return None
+
+
+def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
+                    start: int) -> list[list[int]]:
+    """Kafka's rack-unaware assignment: leaders round-robin from ``start``, followers
+    shifted by an increment that grows once per full round."""
+    n = len(brokers)
+    out = []
+    for p in range(partitions):
+        first = (start + p) % n
+        shift = 1 + (p // n + start) % max(n - 1, 1) if n > 1 else 0
+        replicas = [brokers[first]]
+        for r in range(1, replication_factor):
+            replicas.append(brokers[(first + shift + r - 1) % n])
+        out.append(replicas)
+    return out
+
+
+class Controller:
+    def __init__(self, config: BrokerConfig, members: dict[int, tuple[str, int]],
+                 apply_locally: Callable[[UpdateMetadataRequest], Awaitable[None]]) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.members = members
+        self.incarnation = uuid.uuid4().hex
+        self.epoch = 0
+        self.topics: dict[str, TopicState] = {}
+        self._apply_locally = apply_locally
+        self._registered: dict[int, tuple[str, int]] = {}  # broker id -> (incarnation, acked epoch)
+        self._connections: dict[int, Connection] = {}
+        self._push_locks: dict[int, asyncio.Lock] = {}
+        self._next_start = 0
+        self.log = structlog.get_logger("controller").bind(broker_id=self.broker_id)
+
+    def picture(self) -> UpdateMetadataRequest:
+        return UpdateMetadataRequest(self.broker_id, self.incarnation, self.epoch,
+                                     list(self.topics.values()))
+
+    async def start(self) -> None:
+        await self._apply_locally(self.picture())
+
+    async def close(self) -> None:
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()
+
+    # -- registration ---------------------------------------------------------------------
+
+    async def register(self, broker_id: int, incarnation: str) -> None:
+        """Bring a registering broker up to date; raise KafkaError if it cannot be reached."""
+        if broker_id not in self.members:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"broker {broker_id} is not in cluster.members")
+        known = self._registered.get(broker_id)
+        if known is not None and known == (incarnation, self.epoch):
+            return
+        if known is None or known[0] != incarnation:
+            self.log.info("broker_registered", registered_broker=broker_id)
+        self._registered[broker_id] = (incarnation, -1)
+        if not await self._push(broker_id):
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
+                             f"controller could not push metadata to broker {broker_id}")
+
+    async def _push(self, broker_id: int) -> bool:
+        """Send the current picture to one registered broker; False if it did not apply it."""
+        lock = self._push_locks.setdefault(broker_id, asyncio.Lock())
+        async with lock:
+            registration = self._registered.get(broker_id)
+            if registration is None:
+                return False
+            if registration[1] == self.epoch:
+                return True
+            picture = self.picture()
+            timeout_ms = self.config["metadata.push.timeout.ms"]
+            try:
+                conn = await self._connection(broker_id)
+                await conn.send(ApiKey.UPDATE_METADATA, picture, timeout_ms=timeout_ms)
+            except (ConnectionClosed, KafkaError) as exc:
+                self.log.warning("metadata_push_failed", target_broker=broker_id, error=str(exc))
+                self._registered.pop(broker_id, None)
+                conn_ = self._connections.pop(broker_id, None)
+                if conn_ is not None:
+                    await conn_.close()
+                return False
+            current = self._registered.get(broker_id)
+            if current is not None:
+                self._registered[broker_id] = (current[0], picture.metadata_epoch)
+            return True
+
+    async def _connection(self, broker_id: int) -> Connection:
+        conn = self._connections.get(broker_id)
+        if conn is None or conn.closed:
+            host, port = self.members[broker_id]
+            conn = await Connection.open(host, port, client_id=f"controller-{self.broker_id}",
+                                         connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000)
+            self._connections[broker_id] = conn
+        return conn
+
+    async def _publish(self, timeout_ms: int) -> None:
+        """Apply the new picture here and push it to every registered broker (bounded wait)."""
+        await self._apply_locally(self.picture())
+        others = [b for b in self._registered if b != self.broker_id]
+        if others:
+            pushes = [asyncio.ensure_future(self._push(b)) for b in others]
+            _, pending = await asyncio.wait(pushes, timeout=max(timeout_ms, 1) / 1000)
+            for task in pending:
+                # Keep pushing in the background; the caller stops waiting.
+                task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    # -- topics ---------------------------------------------------------------------------
+
+    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        results: list[CreatableTopicResult] = []
+        created = False
+        seen: set[str] = set()
+        for topic in request.topics:
+            result = self._create_one(topic, request.validate_only, duplicate=topic.name in seen)
+            seen.add(topic.name)
+            results.append(result)
+            created |= result.error_code == 0 and not request.validate_only
+        if created:
+            self.epoch += 1
+            await self._publish(request.timeout_ms)
+        return CreateTopicsResponse(results)
+
+    def _create_one(self, topic: CreatableTopic, validate_only: bool, *,
+                    duplicate: bool) -> CreatableTopicResult:
+        def fail(code: ErrorCode, message: str) -> CreatableTopicResult:
+            return CreatableTopicResult(topic.name, code, message)
+
+        problem = topic_name_problem(topic.name)
+        if problem:
+            return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if duplicate:
+            return fail(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears twice in the request")
+        if topic.name in self.topics:
+            return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+        partitions = topic.num_partitions if topic.num_partitions != -1 else self.config["num.partitions"]
+        if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+            return fail(ErrorCode.INVALID_PARTITIONS,
+                        f"num_partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}")
+        rf = (topic.replication_factor if topic.replication_factor != -1
+              else self.config["default.replication.factor"])
+        if not 1 <= rf <= len(self.members):
+            return fail(ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"replication factor {rf} must be between 1 and the "
+                        f"{len(self.members)} brokers of the cluster")
+        if rf > 1:
+            return fail(ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"replication factor {rf}: this version keeps one replica per partition "
+                        "(replication is not implemented yet)")
+        try:
+            configs: dict[str, Any] = validate_topic_configs(topic.configs)
+        except ConfigError as exc:
+            return fail(ErrorCode.INVALID_CONFIG, str(exc))
+        if not validate_only:
+            brokers = sorted(self.members)
+            assignment = assign_replicas(brokers, partitions, rf, self._next_start % len(brokers))
+            self._next_start += 1
+            self.topics[topic.name] = TopicState(
+                topic.name,
+                uuid.uuid4().hex,
+                {k: str(v) for k, v in configs.items()},
+                [PartitionState(p, replicas[0], 0, replicas, [replicas[0]])
+                 for p, replicas in enumerate(assignment)],
+            )
+            self.log.info("topic_created", topic=topic.name, partitions=partitions,
+                          replication_factor=rf)
+        return CreatableTopicResult(topic.name, ErrorCode.NONE, None, partitions, rf)

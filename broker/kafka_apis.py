@@ -1,0 +1,172 @@
+"""KafkaApis: turns one decoded request into its response (or into a pending one).
+
+A handler returns the response body, ``None`` when no response is due (Produce with
+acks=0), or an awaitable when the answer needs another broker (metadata with topic
+auto-creation, CreateTopics forwarded to the controller, registrations).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import structlog
+
+from broker.controller import topic_name_problem
+from protocol import messages as m
+from protocol.api import ApiKey, RequestError, supported_versions
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+MAX_PARTITIONS_PER_REQUEST = 10000
+
+Result = msgspec.Struct | None | Awaitable[msgspec.Struct]
+
+
+class CloseConnection(Exception):
+    """Kafka's answer to a failed acks=0 produce: close the connection so the client notices."""
+
+
+class KafkaApis:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.replica_manager = broker.replica_manager
+        self.metrics = broker.metrics
+        self.log = structlog.get_logger("kafka_apis").bind(broker_id=broker.broker_id)
+        self._handlers: dict[int, Callable[[Any, int], Result]] = {
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
+        }
+
+    def handle(self, api_key: int, version: int, body: Any) -> Result:
+        return self._handlers[api_key](body, version)
+
+    # -- produce / fetch -------------------------------------------------------------------
+
+    def handle_produce(self, request: m.ProduceRequest, version: int) -> Result:
+        _check_partition_count(sum(len(t.partitions) for t in request.topics))
+        response = self.replica_manager.append_records(request)
+        failed = 0
+        for topic in response.responses:
+            for part in topic.partitions:
+                if part.error_code:
+                    failed += 1
+                    self.metrics.record_error("Produce", part.error_code)
+                    if part.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        self.broker.auto_create_in_background(topic.name)
+        if request.acks == 0:
+            if failed:
+                raise CloseConnection(f"acks=0 produce failed for {failed} partition(s)")
+            return None
+        return response
+
+    def handle_fetch(self, request: m.FetchRequest, version: int) -> Result:
+        if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
+            raise RequestError(ErrorCode.INVALID_REQUEST,
+                               "max_wait_ms, min_bytes and max_bytes must not be negative")
+        count = 0
+        for topic in request.topics:
+            count += len(topic.partitions)
+            for p in topic.partitions:
+                if p.partition_max_bytes < 0 or p.fetch_offset < 0:
+                    raise RequestError(ErrorCode.INVALID_REQUEST,
+                                       "fetch_offset and partition_max_bytes must not be negative")
+        _check_partition_count(count)
+        responses = self.replica_manager.fetch(request)
+        self._count_partition_errors("Fetch", responses)
+        if version == 0:
+            return m.FetchResponseV0(responses)
+        return m.FetchResponseV1(responses, wait_time_ms=0)
+
+    def handle_list_offsets(self, request: m.ListOffsetsRequest, version: int) -> Result:
+        _check_partition_count(sum(len(t.partitions) for t in request.topics))
+        return self.replica_manager.list_offsets(request)
+
+    def handle_offset_commit(self, request: m.OffsetCommitRequest, version: int) -> Result:
+        _check_partition_count(sum(len(t.partitions) for t in request.topics))
+        return self.replica_manager.commit_offsets(request)
+
+    def handle_offset_fetch(self, request: m.OffsetFetchRequest, version: int) -> Result:
+        _check_partition_count(sum(len(t.partition_indexes) for t in request.topics))
+        return self.replica_manager.fetch_offsets(request)
+
+    def _count_partition_errors(self, name: str, responses: list[m.FetchableTopicResponse]) -> None:
+        for topic in responses:
+            for part in topic.partitions:
+                if part.error_code:
+                    self.metrics.record_error(name, part.error_code)
+
+    # -- metadata and topics ---------------------------------------------------------------
+
+    def handle_api_versions(self, request: m.ApiVersionsRequest, version: int) -> Result:
+        return m.ApiVersionsResponse(ErrorCode.NONE, supported_versions())
+
+    def handle_metadata(self, request: m.MetadataRequest, version: int) -> Result:
+        if request.topics is not None and len(request.topics) > MAX_PARTITIONS_PER_REQUEST:
+            raise RequestError(ErrorCode.INVALID_REQUEST,
+                               f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request")
+        missing = [
+            t for t in (request.topics or ())
+            if t not in self.broker.metadata.topics and topic_name_problem(t) is None
+        ]
+        if missing and request.allow_auto_topic_creation and self.broker.config["auto.create.topics.enable"]:
+            return self._metadata_after_create(request, missing)
+        return self.broker.metadata_response(request.topics)
+
+    async def _metadata_after_create(self, request: m.MetadataRequest, missing: list[str]) -> m.MetadataResponse:
+        await self.broker.create_topics(
+            m.CreateTopicsRequest([m.CreatableTopic(name) for name in dict.fromkeys(missing)])
+        )
+        return self.broker.metadata_response(request.topics)
+
+    def handle_create_topics(self, request: m.CreateTopicsRequest, version: int) -> Result:
+        if len(request.topics) > MAX_PARTITIONS_PER_REQUEST:
+            raise RequestError(ErrorCode.INVALID_REQUEST,
+                               f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request")
+        return self.broker.create_topics(request)
+
+    # -- inter-broker ----------------------------------------------------------------------
+
+    def handle_update_metadata(self, request: m.UpdateMetadataRequest, version: int) -> Result:
+        expected = self.broker.controller_id
+        if request.controller_id != expected:
+            return m.UpdateMetadataResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
+        self.broker.apply_metadata(request)
+        return m.UpdateMetadataResponse(ErrorCode.NONE)
+
+    def handle_broker_registration(self, request: m.BrokerRegistrationRequest, version: int) -> Result:
+        controller = self.broker.controller
+        if controller is None:
+            return m.BrokerRegistrationResponse(
+                ErrorCode.NOT_CONTROLLER, f"broker {self.broker.broker_id} is not the controller")
+        return self._register(request)
+
+    async def _register(self, request: m.BrokerRegistrationRequest) -> m.BrokerRegistrationResponse:
+        assert self.broker.controller is not None
+        try:
+            await self.broker.controller.register(request.broker_id, request.incarnation)
+        except KafkaError as exc:
+            return m.BrokerRegistrationResponse(exc.code, str(exc))
+        except asyncio.CancelledError:
+            raise
+        return m.BrokerRegistrationResponse(ErrorCode.NONE)
+
+
+def _check_partition_count(count: int) -> None:
+    if count > MAX_PARTITIONS_PER_REQUEST:
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST,
+            f"request names {count} partitions; at most {MAX_PARTITIONS_PER_REQUEST} are served per request",
+        )

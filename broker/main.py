@@ -1,0 +1,68 @@
+"""Run one broker process: resolve its config, start it on uvloop, stop it on a signal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+import uvloop
+
+from broker.config import BrokerConfig, ConfigError, load_config, parse_assignments, parse_host_port
+from broker.logs import configure_logging
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, str]:
+    """--set assignments, then the dedicated flags (which win)."""
+    overrides = parse_assignments(args.set)
+    if args.id is not None:
+        overrides["broker.id"] = str(args.id)
+    if args.cluster is not None:
+        overrides["cluster.members"] = args.cluster
+    if args.log_format:
+        overrides["log.format"] = args.log_format
+    if args.log_level:
+        overrides["log.level"] = args.log_level
+    return overrides
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    try:
+        overrides = config_from_args(args)
+        config = load_config(file=args.config, overrides=overrides)
+        if args.host is not None or args.port is not None:
+            host, port = config.listener()
+            if args.port is None and args.host is not None and config.broker_id in config.members():
+                port = config.members()[config.broker_id][1]
+            overrides["listeners"] = f"PLAINTEXT://{args.host or host}:{port if args.port is None else args.port}"
+        if args.admin_port is not None or args.host is not None:
+            host, port = config.admin_listener()
+            overrides["admin.listener"] = f"{args.host or host}:{port if args.admin_port is None else args.admin_port}"
+        config = load_config(file=args.config, overrides=overrides)
+    except ConfigError as exc:
+        print(f"purgatory broker: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config["log.format"], config["log.level"])
+    try:
+        parse_host_port(config["listeners"])
+        return uvloop.run(_serve(config))
+    except ValueError as exc:
+        print(f"purgatory broker: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"purgatory broker: cannot listen: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _serve(config: BrokerConfig) -> int:
+    from broker.server import start_broker
+
+    broker = await start_broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await broker.stop()
+    return 0

@@ -1,0 +1,75 @@
+"""MetadataCache: this broker's copy of the controller's picture of the cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """What a metadata update means for one partition on this broker."""
+
+    topic: str
+    partition: int
+    state: PartitionState | None  # None: the partition is gone
+    topic_id: str
+    configs: dict[str, str]
+
+
+class MetadataCache:
+    """Topics, partition leaders and epochs as last pushed by the controller.
+
+    Invariant: ``incarnation``/``epoch`` identify the update applied last; an update from
+    the same controller incarnation with a lower epoch is stale and ignored, while a new
+    incarnation (a restarted controller) replaces everything.
+    """
+
+    def __init__(self, members: dict[int, tuple[str, int]], controller_id: int) -> None:
+        self.members = members
+        self.controller_id = controller_id
+        self.topics: dict[str, TopicState] = {}
+        self.incarnation = ""
+        self.epoch = -1
+
+    def apply(self, update: UpdateMetadataRequest) -> list[PartitionChange] | None:
+        """Apply a full-picture update; return the partition changes, or None if stale."""
+        if update.controller_incarnation == self.incarnation and update.metadata_epoch <= self.epoch:
+            return None
+        old = self.topics
+        new = {t.name: t for t in update.topics}
+        changes: list[PartitionChange] = []
+        for name, topic in new.items():
+            before = old.get(name)
+            same_topic = before is not None and before.topic_id == topic.topic_id
+            before_parts = {p.partition_index: p for p in before.partitions} if same_topic else {}
+            for part in topic.partitions:
+                if before_parts.get(part.partition_index) != part:
+                    changes.append(
+                        PartitionChange(name, part.partition_index, part, topic.topic_id, topic.configs)
+                    )
+            if before is not None and not same_topic:
+                changes.extend(
+                    PartitionChange(name, p.partition_index, None, before.topic_id, before.configs)
+                    for p in before.partitions
+                )
+        for name, before in old.items():
+            if name not in new:
+                changes.extend(
+                    PartitionChange(name, p.partition_index, None, before.topic_id, before.configs)
+                    for p in before.partitions
+                )
+        # Removals first, so a re-created topic's partitions start from empty logs.
+        changes.sort(key=lambda c: c.state is not None)
+        self.topics = new
+        self.incarnation = update.controller_incarnation
+        self.epoch = update.metadata_epoch
+        self.controller_id = update.controller_id
+        return changes
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        state = self.topics.get(topic)
+        if state is None or not 0 <= partition < len(state.partitions):
+            return None
+        return state.partitions[partition]

@@ -1,0 +1,252 @@
+"""SocketServer: the broker's TCP front end on asyncio Protocols.
+
+Per connection: an incremental frame decoder, requests dispatched in arrival order, and
+responses written in that same order even when an earlier one is still pending (Kafka's
+rule). Responses produced while handling one read are written with one ``write``. A
+connection with ``queued.max.requests`` responses outstanding, or whose socket buffer is
+full, stops being read until it drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import structlog
+
+from broker.kafka_apis import CloseConnection, KafkaApis
+from protocol.api import (
+    RequestError,
+    decode_request_body,
+    decode_request_header,
+    encode_response_into,
+)
+from protocol.errors import ErrorCode
+from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
+
+if TYPE_CHECKING:
+    from broker.metrics import BrokerMetrics
+
+_perf = time.perf_counter
+
+
+class _Slot:
+    """A response position on a connection, filled when its (pending) answer is ready."""
+
+    __slots__ = ("correlation_id", "frame", "ready")
+
+    def __init__(self, correlation_id: int) -> None:
+        self.correlation_id = correlation_id
+        self.frame = bytearray()
+        self.ready = False
+
+
+class BrokerConnection(asyncio.Protocol):
+    def __init__(self, server: SocketServer) -> None:
+        self.server = server
+        self.apis = server.apis
+        self.metrics = server.metrics
+        self.decoder = FrameDecoder(server.max_request_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.slots: deque[_Slot] = deque()  # responses waiting behind a pending one
+        self.out = bytearray()
+        self.closing = False
+        self.reading_paused = False
+        self.writing_paused = False
+        self.tasks: set[asyncio.Future[Any]] = set()
+
+    # -- asyncio.Protocol -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+        self.metrics.connections.inc()
+        self.metrics.connections_created.inc()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.server.connections.discard(self)
+        self.metrics.connections.dec()
+        self.metrics.connections_closed.inc()
+        for task in self.tasks:
+            task.cancel()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.metrics.network_in.inc(len(data))
+        try:
+            frames = self.decoder.feed(data)
+        except FrameTooLarge as exc:
+            self._bad_input("frame_too_large", str(exc))
+            return
+        except FrameError as exc:  # pragma: no cover - FrameTooLarge is the only kind today
+            self._bad_input("bad_frame", str(exc))
+            return
+        for frame in frames:
+            self._handle(frame)
+            if self.closing:
+                return
+        self._flush()
+        self._update_reading()
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _handle(self, frame: bytes) -> None:
+        start = _perf()
+        try:
+            header = decode_request_header(frame)
+        except msgspec.DecodeError as exc:
+            self._bad_input("unreadable_header", f"request header does not decode: {exc}")
+            return
+        counter, timer = self.metrics.for_request(header.api_key, header.api_version)
+        counter.inc()
+        correlation_id = header.correlation_id
+        try:
+            body = decode_request_body(header)
+            result = self.apis.handle(header.api_key, header.api_version, body)
+        except RequestError as exc:
+            self.metrics.bad_requests.labels(exc.code.name.lower()).inc()
+            self.server.log_bad_input(self.peer, exc.code.name.lower(), exc.message,
+                                      api_key=header.api_key, api_version=header.api_version)
+            self._respond(correlation_id, None, exc.code, exc.message)
+            timer.observe(_perf() - start)
+            return
+        except CloseConnection as exc:
+            self.server.log.info("closing_connection", peer=self.peer, reason=str(exc))
+            self._close()
+            return
+        except Exception as exc:  # a bug in a handler must not take the broker down
+            self.server.log.exception("request_failed", peer=self.peer, api_key=header.api_key)
+            self.metrics.record_error("Unknown", ErrorCode.UNKNOWN_SERVER_ERROR)
+            self._respond(correlation_id, None, ErrorCode.UNKNOWN_SERVER_ERROR,
+                          f"unexpected server error: {type(exc).__name__}")
+            return
+        if result is None:
+            timer.observe(_perf() - start)
+            return
+        if isinstance(result, msgspec.Struct):
+            self._respond(correlation_id, result)
+            timer.observe(_perf() - start)
+            return
+        # Pending: hold a slot so later responses wait behind this one.
+        slot = _Slot(correlation_id)
+        self.slots.append(slot)
+        future = asyncio.ensure_future(result)
+        self.tasks.add(future)
+        future.add_done_callback(lambda f: self._complete(slot, f, timer, start))
+
+    def _complete(self, slot: _Slot, future: asyncio.Future[Any], timer: Any, start: float) -> None:
+        self.tasks.discard(future)
+        if self.closing or future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
+            encode_response_into(slot.frame, slot.correlation_id, future.result())
+        elif isinstance(exc, RequestError):
+            encode_response_into(slot.frame, slot.correlation_id, None, exc.code, exc.message)
+        else:
+            self.server.log.error("request_failed", peer=self.peer, error=repr(exc))
+            encode_response_into(slot.frame, slot.correlation_id, None,
+                                 ErrorCode.UNKNOWN_SERVER_ERROR, f"unexpected server error: {exc!r}")
+        slot.ready = True
+        timer.observe(_perf() - start)
+        self._drain_slots()
+        self._flush()
+        self._update_reading()
+
+    def _respond(self, correlation_id: int, body: msgspec.Struct | None, error_code: int = 0,
+                 error_message: str | None = None) -> None:
+        if self.slots:
+            slot = _Slot(correlation_id)
+            encode_response_into(slot.frame, correlation_id, body, error_code, error_message)
+            slot.ready = True
+            self.slots.append(slot)
+        else:
+            encode_response_into(self.out, correlation_id, body, error_code, error_message)
+
+    def _drain_slots(self) -> None:
+        slots = self.slots
+        while slots and slots[0].ready:
+            self.out += slots.popleft().frame
+
+    def _flush(self) -> None:
+        if self.out and self.transport is not None and not self.closing:
+            self.metrics.network_out.inc(len(self.out))
+            self.transport.write(self.out)
+            self.out = bytearray()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closing:
+            return
+        should_pause = self.writing_paused or len(self.slots) >= self.server.max_queued_requests
+        if should_pause and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self.reading_paused:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    # -- bad input --------------------------------------------------------------------------
+
+    def _bad_input(self, reason: str, message: str) -> None:
+        self.metrics.bad_requests.labels(reason).inc()
+        self.server.log_bad_input(self.peer, reason, message)
+        self._close()
+
+    def _close(self) -> None:
+        self._flush()
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class SocketServer:
+    def __init__(self, apis: KafkaApis, metrics: BrokerMetrics, *, max_request_bytes: int,
+                 max_queued_requests: int, broker_id: int) -> None:
+        self.apis = apis
+        self.metrics = metrics
+        self.max_request_bytes = max_request_bytes
+        self.max_queued_requests = max_queued_requests
+        self.connections: set[BrokerConnection] = set()
+        self.server: asyncio.Server | None = None
+        self.log = structlog.get_logger("network").bind(broker_id=broker_id)
+        self._logged_bad: set[tuple[str, str]] = set()
+
+    async def start(self, host: str, port: int) -> int:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: BrokerConnection(self), host, port,
+                                               reuse_address=True)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for conn in list(self.connections):
+            conn._close()
+        if self.server is not None:
+            await self.server.wait_closed()
+
+    def log_bad_input(self, peer: str, reason: str, message: str, **extra: Any) -> None:
+        """Log a bad-input case once per (peer host, reason); the metric counts every one."""
+        key = (peer.rsplit(":", 1)[0], reason)
+        if key in self._logged_bad:
+            return
+        if len(self._logged_bad) > 10000:
+            self._logged_bad.clear()
+        self._logged_bad.add(key)
+        self.log.warning("bad_request", peer=peer, reason=reason, detail=message, **extra)

@@ -1,0 +1,261 @@
+"""Broker: assembles one broker (network, KafkaApis, ReplicaManager, controller role, admin
+HTTP) on the running event loop, and runs its registration with the controller."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import uuid
+from typing import Any
+
+import structlog
+
+from broker.admin import AdminServer
+from broker.config import BrokerConfig, parse_host_port
+from broker.controller import Controller, topic_name_problem
+from broker.kafka_apis import KafkaApis
+from broker.metadata import MetadataCache
+from broker.metrics import BrokerMetrics
+from broker.network import SocketServer
+from broker.replica_manager import ReplicaManager
+from clients.connection import Connection, ConnectionClosed
+from protocol import messages as m
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.incarnation = uuid.uuid4().hex
+        self.metrics = BrokerMetrics(self.broker_id)
+        self.members = config.members()
+        if self.members and self.broker_id not in self.members:
+            raise ValueError(
+                f"broker.id {self.broker_id} is not in cluster.members "
+                f"({', '.join(map(str, sorted(self.members)))})"
+            )
+        self.controller_id = min(self.members) if self.members else self.broker_id
+        self.metadata = MetadataCache(self.members, self.controller_id)
+        self.replica_manager = ReplicaManager(config, self.metadata, self.metrics)
+        self.metrics.add_partition_collector(self._partition_rows)
+        self.apis = KafkaApis(self)
+        self.socket_server = SocketServer(
+            self.apis, self.metrics,
+            max_request_bytes=config["socket.request.max.bytes"],
+            max_queued_requests=config["queued.max.requests"],
+            broker_id=self.broker_id,
+        )
+        self.admin = AdminServer(self)
+        self.controller: Controller | None = None
+        self.port = 0
+        self.admin_port = 0
+        self.has_metadata = asyncio.Event()
+        self._serving = False
+        self._controller_conn: Connection | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._auto_creating: set[str] = set()
+        self._metadata_waiters: list[asyncio.Future[None]] = []
+        self.log = structlog.get_logger("broker").bind(broker_id=self.broker_id)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        host, port = self.config.listener()
+        if self.config.sources.get("listeners") is None and self.broker_id in self.members:
+            host, port = self.members[self.broker_id]  # no listener given: the member address
+        self.port = await self.socket_server.start(host, port)
+        if not self.members:
+            advertised = self.config["advertised.listeners"]
+            if advertised:
+                self.members = {self.broker_id: parse_host_port(advertised)}
+            else:
+                shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+                self.members = {self.broker_id: (shown, self.port)}
+            self.metadata.members = self.members
+        if self.controller_id == self.broker_id:
+            self.controller = Controller(self.config, self.members, self._apply_local)
+            await self.controller.start()
+        else:
+            self._spawn(self._registration_loop())
+        admin_host, admin_port = self.config.admin_listener()
+        self.admin_port = await self.admin.start(admin_host, admin_port)
+        self._serving = True
+        self.log.info("broker_started", port=self.port, admin_port=self.admin_port,
+                      controller_id=self.controller_id, members=len(self.members))
+
+    async def stop(self) -> None:
+        self._serving = False
+        for task in list(self._background):
+            task.cancel()
+        for task in list(self._background):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._controller_conn is not None:
+            await self._controller_conn.close()
+        if self.controller is not None:
+            await self.controller.close()
+        await self.socket_server.stop()
+        await self.admin.stop()
+        self.log.info("broker_stopped")
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    def health_problem(self) -> str | None:
+        if not self._serving:
+            return "not serving yet"
+        if not self.has_metadata.is_set():
+            return f"waiting for metadata from the controller (broker {self.controller_id})"
+        return None
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def apply_metadata(self, update: m.UpdateMetadataRequest) -> None:
+        changes = self.metadata.apply(update)
+        if changes is not None:
+            self.replica_manager.apply(changes)
+        self.has_metadata.set()
+        waiters, self._metadata_waiters = self._metadata_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _apply_local(self, update: m.UpdateMetadataRequest) -> None:
+        self.apply_metadata(update)
+
+    async def _registration_loop(self) -> None:
+        """Register with the controller, then keep re-registering (a heartbeat): the
+        controller answers after this broker holds its current picture."""
+        backoff = self.config["broker.registration.backoff.ms"] / 1000
+        interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        request = m.BrokerRegistrationRequest(self.broker_id, self.incarnation)
+        while True:
+            delay = backoff
+            try:
+                conn = await self._controller_connection()
+                response = await conn.send(ApiKey.BROKER_REGISTRATION, request,
+                                           timeout_ms=self.config["metadata.push.timeout.ms"] * 2)
+                if response.error_code == ErrorCode.NONE:
+                    delay = interval
+                else:
+                    self.log.warning("registration_refused", error=response.error_message)
+            except (ConnectionClosed, KafkaError) as exc:
+                if self.has_metadata.is_set():
+                    self.log.warning("controller_unreachable", error=str(exc))
+            await asyncio.sleep(delay)
+
+    async def _controller_connection(self) -> Connection:
+        conn = self._controller_conn
+        if conn is None or conn.closed:
+            host, port = self.members[self.controller_id]
+            conn = await Connection.open(host, port, client_id=f"broker-{self.broker_id}",
+                                         connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000)
+            self._controller_conn = conn
+        return conn
+
+    async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        """Create topics on the controller (here, or forwarded to it)."""
+        if self.controller is not None:
+            return await self.controller.create_topics(request)
+        try:
+            conn = await self._controller_connection()
+            response: m.CreateTopicsResponse = await conn.send(
+                ApiKey.CREATE_TOPICS, request, timeout_ms=request.timeout_ms + 1000)
+        except (ConnectionClosed, KafkaError) as exc:
+            message = f"controller (broker {self.controller_id}) unavailable: {exc}"
+            return m.CreateTopicsResponse(
+                [m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, message) for t in request.topics])
+        # The controller pushed the change before answering; wait for it to land here too.
+        await self._wait_for_topics([r.name for r in response.topics if r.error_code == 0],
+                                    request.timeout_ms)
+        return response
+
+    async def _wait_for_topics(self, names: list[str], timeout_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while any(n not in self.metadata.topics for n in names):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._metadata_waiters.append(waiter)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(waiter, remaining)
+
+    def auto_create_in_background(self, topic: str) -> None:
+        """A produce hit an unknown topic: create it (if allowed) so the client's retry works."""
+        if (not self.config["auto.create.topics.enable"] or topic in self._auto_creating
+                or topic in self.metadata.topics or topic_name_problem(topic)):
+            return
+        self._auto_creating.add(topic)
+        task = self._spawn(self.create_topics(m.CreateTopicsRequest([m.CreatableTopic(topic)])))
+        task.add_done_callback(lambda _: self._auto_creating.discard(topic))
+
+    def metadata_response(self, topics: list[str] | None) -> m.MetadataResponse:
+        brokers = [m.MetadataBroker(i, h, p) for i, (h, p) in sorted(self.members.items())]
+        cache = self.metadata.topics
+        names = sorted(cache) if topics is None else topics
+        out = []
+        for name in names:
+            state = cache.get(name)
+            if state is None:
+                code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_problem(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.append(m.MetadataTopic(code, name, "", []))
+                continue
+            out.append(m.MetadataTopic(ErrorCode.NONE, name, state.topic_id, [
+                m.MetadataPartition(ErrorCode.NONE, p.partition_index, p.leader_id, p.leader_epoch,
+                                    p.replicas, p.isr)
+                for p in state.partitions]))
+        return m.MetadataResponse(self.config["cluster.id"], self.controller_id, brokers, out)
+
+    # -- observation -----------------------------------------------------------------------
+
+    def _partition_rows(self) -> list[tuple[str, int, int, int, int, int]]:
+        return [
+            (p.topic, p.index, p.log.size_bytes, p.log.log_start_offset, p.log.log_end_offset,
+             p.high_watermark)
+            for p in self.replica_manager.partitions.values()
+            if p.leader_id == self.broker_id
+        ]
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id,
+            "controller_id": self.controller_id,
+            "is_controller": self.controller is not None,
+            "metadata_epoch": self.metadata.epoch,
+            "members": {str(i): f"{h}:{p}" for i, (h, p) in sorted(self.members.items())},
+            "partitions": [
+                {
+                    "topic": p.topic,
+                    "partition": p.index,
+                    "topic_id": p.topic_id,
+                    "leader": p.leader_id,
+                    "leader_epoch": p.leader_epoch,
+                    "log_start_offset": p.log.log_start_offset,
+                    "high_watermark": p.high_watermark,
+                    "log_end_offset": p.log.log_end_offset,
+                    "size_bytes": p.log.size_bytes,
+                    "batches": len(p.log),
+                    "retention_bytes": p.log.retention_bytes,
+                }
+                for p in sorted(self.replica_manager.partitions.values(), key=lambda p: (p.topic, p.index))
+            ],
+            "connections": len(self.socket_server.connections),
+        }
+
+
+async def start_broker(config: BrokerConfig) -> Broker:
+    broker = Broker(config)
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()
+        raise
+    return broker

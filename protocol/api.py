@@ -1,0 +1,176 @@
+"""API keys (Kafka's numbers), their versions, and the request/response frame envelopes.
+
+A request frame body is ``[api_key, api_version, correlation_id, client_id, body]``; a
+response frame body is ``[correlation_id, error_code, error_message, body]`` where a
+non-zero ``error_code`` is a request-level error (unsupported version, undecodable body)
+and ``body`` is then nil. Per-partition errors live inside the bodies.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+from msgspec import Raw, Struct
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    UPDATE_METADATA = 6
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    BROKER_REGISTRATION = 62
+
+    @property
+    def api_name(self) -> str:
+        """Kafka's CamelCase name (Produce, Fetch, ...), used in metrics and docs."""
+        return _NAMES[self]
+
+
+_NAMES = {
+    ApiKey.PRODUCE: "Produce",
+    ApiKey.FETCH: "Fetch",
+    ApiKey.LIST_OFFSETS: "ListOffsets",
+    ApiKey.METADATA: "Metadata",
+    ApiKey.UPDATE_METADATA: "UpdateMetadata",
+    ApiKey.OFFSET_COMMIT: "OffsetCommit",
+    ApiKey.OFFSET_FETCH: "OffsetFetch",
+    ApiKey.API_VERSIONS: "ApiVersions",
+    ApiKey.CREATE_TOPICS: "CreateTopics",
+    ApiKey.BROKER_REGISTRATION: "BrokerRegistration",
+}
+
+# (api_key, version) -> (request type, response type)
+SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
+    (ApiKey.PRODUCE, 0): (m.ProduceRequest, m.ProduceResponse),
+    (ApiKey.FETCH, 0): (m.FetchRequest, m.FetchResponseV0),
+    (ApiKey.FETCH, 1): (m.FetchRequest, m.FetchResponseV1),
+    (ApiKey.LIST_OFFSETS, 0): (m.ListOffsetsRequest, m.ListOffsetsResponse),
+    (ApiKey.METADATA, 0): (m.MetadataRequest, m.MetadataResponse),
+    (ApiKey.UPDATE_METADATA, 0): (m.UpdateMetadataRequest, m.UpdateMetadataResponse),
+    (ApiKey.OFFSET_COMMIT, 0): (m.OffsetCommitRequest, m.OffsetCommitResponse),
+    (ApiKey.OFFSET_FETCH, 0): (m.OffsetFetchRequest, m.OffsetFetchResponse),
+    (ApiKey.API_VERSIONS, 0): (m.ApiVersionsRequest, m.ApiVersionsResponse),
+    (ApiKey.CREATE_TOPICS, 0): (m.CreateTopicsRequest, m.CreateTopicsResponse),
+    (ApiKey.BROKER_REGISTRATION, 0): (m.BrokerRegistrationRequest, m.BrokerRegistrationResponse),
+}
+
+
+def supported_versions() -> list[m.ApiVersionRange]:
+    ranges: dict[ApiKey, list[int]] = {}
+    for key, version in SCHEMAS:
+        ranges.setdefault(key, []).append(version)
+    return [m.ApiVersionRange(int(k), min(v), max(v)) for k, v in sorted(ranges.items())]
+
+
+def latest_version(key: ApiKey) -> int:
+    return max(v for k, v in SCHEMAS if k == key)
+
+
+class RequestHeader(Struct, array_like=True):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Raw
+
+
+class ResponseHeader(Struct, array_like=True):
+    correlation_id: int
+    error_code: int
+    error_message: str | None
+    body: Raw
+
+
+class RequestError(Exception):
+    """A request whose header was read but which cannot be served as sent."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+_header_decoder = msgspec.msgpack.Decoder(RequestHeader)
+_response_header_decoder = msgspec.msgpack.Decoder(ResponseHeader)
+_body_decoders: dict[tuple[int, int], msgspec.msgpack.Decoder[Any]] = {
+    (int(k), v): msgspec.msgpack.Decoder(req) for (k, v), (req, _) in SCHEMAS.items()
+}
+_response_decoders: dict[tuple[int, int], msgspec.msgpack.Decoder[Any]] = {
+    (int(k), v): msgspec.msgpack.Decoder(resp) for (k, v), (_, resp) in SCHEMAS.items()
+}
+_encoder = msgspec.msgpack.Encoder()
+
+
+def decode_request_header(frame: bytes) -> RequestHeader:
+    """Raise msgspec.DecodeError when not even the header can be read."""
+    return _header_decoder.decode(frame)
+
+
+def decode_request_body(header: RequestHeader) -> Any:
+    """Decode the body for the header's API and version, or raise RequestError."""
+    decoder = _body_decoders.get((header.api_key, header.api_version))
+    if decoder is None:
+        if header.api_key not in ApiKey._value2member_map_:
+            raise RequestError(ErrorCode.INVALID_REQUEST, f"unknown api_key {header.api_key}")
+        key = ApiKey(header.api_key)
+        versions = sorted(v for k, v in SCHEMAS if k == key)
+        raise RequestError(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"{key.api_name} version {header.api_version} is not supported "
+            f"(supported: {versions[0]}..{versions[-1]})",
+        )
+    try:
+        return decoder.decode(header.body)
+    except msgspec.DecodeError as exc:
+        raise RequestError(ErrorCode.INVALID_REQUEST, f"malformed request body: {exc}") from None
+
+
+def encode_request(
+    key: ApiKey, version: int, correlation_id: int, client_id: str | None, body: Struct
+) -> bytes:
+    return _encoder.encode((int(key), version, correlation_id, client_id, body))
+
+
+def encode_response_into(
+    buffer: bytearray,
+    correlation_id: int,
+    body: Struct | None,
+    error_code: int = 0,
+    error_message: str | None = None,
+) -> None:
+    """Append one complete response frame (length prefix included) to ``buffer``."""
+    start = len(buffer)
+    _encoder.encode_into((correlation_id, error_code, error_message, body), buffer, start + 4)
+    buffer[start : start + 4] = (len(buffer) - start - 4).to_bytes(4, "big")
+
+
+def encode_request_into(
+    buffer: bytearray,
+    key: int,
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: Struct,
+) -> None:
+    """Append one complete request frame (length prefix included) to ``buffer``."""
+    start = len(buffer)
+    _encoder.encode_into((key, version, correlation_id, client_id, body), buffer, start + 4)
+    buffer[start : start + 4] = (len(buffer) - start - 4).to_bytes(4, "big")
+
+
+def decode_response_header(frame: bytes) -> ResponseHeader:
+    return _response_header_decoder.decode(frame)
+
+
+def decode_response_body(key: int, version: int, body: Raw) -> Any:
+    return _response_decoders[(key, version)].decode(body)

@@ -1,0 +1,101 @@
+"""Error codes with Kafka's names and numbers (org.apache.kafka.common.protocol.Errors)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.IntEnum):
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    STALE_CONTROLLER_EPOCH = 11
+    OFFSET_METADATA_TOO_LARGE = 12
+    NETWORK_EXCEPTION = 13
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    INVALID_GROUP_ID = 24
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
+    KAFKA_STORAGE_ERROR = 56
+    UNKNOWN_TOPIC_ID = 100
+
+    @property
+    def retriable(self) -> bool:
+        """Whether a client may retry the same request (Kafka's RetriableException)."""
+        return self in _RETRIABLE
+
+
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.NOT_CONTROLLER,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+
+# Errors that mean "your view of the cluster is stale: refresh metadata, then retry".
+METADATA_STALE = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.NOT_CONTROLLER,
+    }
+)
+
+
+def error_name(code: int) -> str:
+    """The Kafka name of an error code, or UNKNOWN(<code>) for a code we do not know."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"UNKNOWN({code})"
+
+
+class KafkaError(Exception):
+    """An error code raised inside Python code (clients, broker internals)."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        self.code = code
+        self.name = error_name(code)
+        super().__init__(f"{self.name}: {message}" if message else self.name)
+
+    @property
+    def retriable(self) -> bool:
+        try:
+            return ErrorCode(self.code).retriable
+        except ValueError:
+            return False

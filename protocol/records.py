@@ -1,0 +1,196 @@
+"""Record batches: the unit producers send, logs store and fetches return, as bytes.
+
+A batch is a fixed 43-byte big-endian header followed by the records, MessagePack-encoded.
+The broker assigns ``base_offset`` and ``partition_leader_epoch`` by rewriting the first 16
+bytes; everything after them (covered by the CRC) is stored and served byte for byte, so a
+fetch never re-encodes records. Several batches are concatenated in a fetch response; each
+one's ``batch_length`` tells where the next starts. Layout (offsets in bytes)::
+
+    0  base_offset             int64   assigned by the broker (producers send 0)
+    8  batch_length            int32   bytes after this field, to the end of the batch
+    12 partition_leader_epoch  int32   assigned by the broker (producers send -1)
+    16 magic                   int8    1
+    17 crc                     uint32  CRC-32 (zlib/IEEE) of bytes 21..end
+    21 attributes              int16   0 (reserved)
+    23 base_timestamp          int64   ms since the epoch; record timestamps are deltas
+    31 max_timestamp           int64   ms
+    39 record_count            int32   >= 1
+    43 records                 MessagePack array of record_count arrays
+                               [timestamp_delta: int, key: bin|nil, value: bin|nil,
+                                headers: array of [name: str, value: bin|nil]]
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+
+import msgspec
+
+MAGIC = 1
+HEADER = struct.Struct(">qiibIhqqi")
+HEADER_SIZE = HEADER.size  # 43
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_CRC_START = 21
+_LENGTH_END = 12  # batch_length counts bytes from here
+_PATCH = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+
+
+class CorruptRecordError(ValueError):
+    """A batch that does not match its header or its CRC; Kafka answers CORRUPT_MESSAGE."""
+
+
+class Header(msgspec.Struct, array_like=True, frozen=True):
+    """One record header: a name and an optional binary value."""
+
+    key: str
+    value: bytes | None = None
+
+
+class Record(msgspec.Struct, array_like=True, frozen=True):
+    """One record as it travels inside a batch (timestamps are deltas there)."""
+
+    timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = []
+
+
+class ConsumerRecord(msgspec.Struct, frozen=True):
+    """A record as a consumer sees it: absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header]
+
+
+class BatchInfo(msgspec.Struct, frozen=True):
+    """What the broker needs of a batch without decoding its records."""
+
+    record_count: int
+    base_timestamp: int
+    max_timestamp: int
+    size: int
+
+
+_records_encoder = msgspec.msgpack.Encoder()
+_records_decoder = msgspec.msgpack.Decoder(list[Record])
+
+
+def encode_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]]
+    | Sequence[tuple[bytes | None, bytes | None, int]]
+    | Sequence[tuple[bytes | None, bytes | None, int, Sequence[tuple[str, bytes | None]]]],
+    *,
+    timestamp_ms: int = 0,
+) -> bytes:
+    """Encode (key, value[, timestamp_ms[, headers]]) tuples as one batch with base offset 0.
+
+    A record without its own timestamp gets ``timestamp_ms``.
+    """
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    stamps = [r[2] if len(r) > 2 else timestamp_ms for r in records]  # type: ignore[misc]
+    base_ts = min(stamps)
+    max_ts = max(stamps)
+    encoded = [
+        Record(
+            ts - base_ts,
+            r[0],
+            r[1],
+            [Header(k, v) for k, v in r[3]] if len(r) > 3 else [],  # type: ignore[misc]
+        )
+        for r, ts in zip(records, stamps, strict=True)
+    ]
+    body = _records_encoder.encode(encoded)
+    tail = struct.pack(">hqqi", 0, base_ts, max_ts, len(records)) + body
+    crc = zlib.crc32(tail)
+    return (
+        _OFFSET_AND_LENGTH.pack(0, HEADER_SIZE - _LENGTH_END + len(body))
+        + struct.pack(">ibI", -1, MAGIC, crc)
+        + tail
+    )
+
+
+def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
+    """Check one produced batch and return its header figures, or raise CorruptRecordError.
+
+    Checks the length, magic, CRC and record count; with ``verify_records`` it also decodes
+    the records to prove the count and their shape (what the broker does before appending).
+    """
+    if len(batch) < HEADER_SIZE:
+        raise CorruptRecordError(f"batch of {len(batch)} bytes is shorter than its header")
+    _, length, _, magic, crc, _, base_ts, max_ts, count = HEADER.unpack_from(batch)
+    if length != len(batch) - _LENGTH_END:
+        raise CorruptRecordError(
+            f"batch_length says {length} bytes but {len(batch) - _LENGTH_END} follow it"
+        )
+    if magic != MAGIC:
+        raise CorruptRecordError(f"unsupported batch magic {magic} (expected {MAGIC})")
+    if zlib.crc32(memoryview(batch)[_CRC_START:]) != crc:
+        raise CorruptRecordError("batch CRC does not match its contents")
+    if count < 1:
+        raise CorruptRecordError(f"record_count is {count}; a batch holds at least one record")
+    if max_ts < base_ts:
+        raise CorruptRecordError("max_timestamp is before base_timestamp")
+    if verify_records:
+        try:
+            decoded = _records_decoder.decode(memoryview(batch)[HEADER_SIZE:])
+        except msgspec.DecodeError as exc:
+            raise CorruptRecordError(f"records do not decode: {exc}") from None
+        if len(decoded) != count:
+            raise CorruptRecordError(f"record_count is {count} but {len(decoded)} records follow")
+    return BatchInfo(count, base_ts, max_ts, len(batch))
+
+
+def assign_offsets(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
+    """Return the batch with the broker's base offset and leader epoch; records untouched."""
+    return _PATCH.pack(base_offset) + batch[8:12] + _EPOCH.pack(leader_epoch) + batch[16:]
+
+
+def batch_base_offset(batch: bytes | memoryview) -> int:
+    return int(_PATCH.unpack_from(batch)[0])
+
+
+def iter_batches(data: bytes | memoryview) -> Iterator[memoryview]:
+    """Split concatenated batches (a fetch response's ``records``). A partial trailing batch
+    (a fetch cut at max_bytes) is dropped, as Kafka clients do."""
+    view = memoryview(data)
+    pos = 0
+    end = len(view)
+    while end - pos >= HEADER_SIZE:
+        _, length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
+        stop = pos + _LENGTH_END + length
+        if length < HEADER_SIZE - _LENGTH_END:
+            raise CorruptRecordError(f"batch at byte {pos} has impossible length {length}")
+        if stop > end:
+            return
+        yield view[pos:stop]
+        pos = stop
+
+
+def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
+    """Decode every complete batch in ``data`` into consumer records with absolute offsets."""
+    out: list[ConsumerRecord] = []
+    for batch in iter_batches(data):
+        base_offset, _, _, _, crc, _, base_ts, _, count = HEADER.unpack_from(batch)
+        if zlib.crc32(batch[_CRC_START:]) != crc:
+            raise CorruptRecordError(f"batch at offset {base_offset} fails its CRC")
+        records = _records_decoder.decode(batch[HEADER_SIZE:])
+        if len(records) != count:
+            raise CorruptRecordError(f"batch at offset {base_offset} has a wrong record count")
+        out.extend(
+            ConsumerRecord(
+                base_offset + i, base_ts + r.timestamp_delta, r.key, r.value, r.headers
+            )
+            for i, r in enumerate(records)
+        )
+    return out
+
+
+def records_size(batches: Iterable[bytes]) -> int:
+    return sum(len(b) for b in batches)

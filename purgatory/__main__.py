@@ -1,0 +1,3 @@
+from purgatory.cli import main
+
+raise SystemExit(main())
