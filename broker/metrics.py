@@ -1,16 +1,23 @@
 """Prometheus metrics of one broker (its own registry, so several brokers share a process).
 
-Names follow Prometheus conventions; docs/metrics.md maps each to the Kafka JMX name it
-mirrors. Per-partition figures are read at scrape time, never counted on the hot path.
+The request path only adds to plain integers and a bucket array (a prometheus_client
+``inc`` takes a lock and costs more than a produce's own work); a collector turns them into
+metric families when /metrics is scraped. Names follow Prometheus conventions;
+docs/metrics.md maps each to the Kafka JMX name it mirrors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+import bisect
+from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from protocol.api import SCHEMAS, ApiKey
@@ -22,98 +29,162 @@ TIME_BUCKETS = (
     0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )
 
+PartitionRow = tuple[str, int, int, int, int, int]  # topic, partition, size, start, end, hw
+
+
+class Histogram:
+    """A Prometheus-style histogram without locks: ``counts[i]`` holds observations in
+    (bounds[i-1], bounds[i]]; the last slot holds those above every bound."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...] = TIME_BUCKETS) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        out = []
+        running = 0
+        for bound, count in zip(self.bounds, self.counts, strict=False):
+            running += count
+            out.append((_fmt(bound), running))
+        out.append(("+Inf", running + self.counts[-1]))
+        return out
+
+
+def _fmt(bound: float) -> str:
+    return repr(float(bound))
+
+
+class RequestStats:
+    """Counts and times of one request type and version."""
+
+    __slots__ = ("count", "name", "time", "version")
+
+    def __init__(self, name: str, version: str, time: Histogram) -> None:
+        self.name = name
+        self.version = version
+        self.count = 0
+        self.time = time
+
 
 class BrokerMetrics:
     def __init__(self, broker_id: int) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.requests = Counter(
-            "purgatory_requests", "Requests received, by request type and version.",
-            ["request", "version"], registry=r)
-        self.request_time = Histogram(
-            "purgatory_request_total_time_seconds",
-            "Time from a request's arrival to its response being queued for the socket.",
-            ["request"], buckets=TIME_BUCKETS, registry=r)
-        self.errors = Counter(
-            "purgatory_errors", "Error codes returned, by request type and error name.",
-            ["request", "error"], registry=r)
-        self.bad_requests = Counter(
-            "purgatory_bad_requests",
-            "Input that could not be served as sent, by reason (the connection is closed "
-            "when the request header is unreadable).", ["reason"], registry=r)
-        self.bytes_in = Counter(
-            "purgatory_bytes_in", "Record batch bytes appended by producers.", registry=r)
-        self.bytes_out = Counter(
-            "purgatory_bytes_out", "Record batch bytes returned by fetches.", registry=r)
-        self.messages_in = Counter(
-            "purgatory_messages_in", "Records appended by producers.", registry=r)
-        self.network_in = Counter(
-            "purgatory_network_received_bytes", "Bytes read from client sockets.", registry=r)
-        self.network_out = Counter(
-            "purgatory_network_sent_bytes", "Bytes written to client sockets.", registry=r)
-        self.connections = Gauge(
-            "purgatory_connections", "Open client connections.", registry=r)
-        self.connections_created = Counter(
-            "purgatory_connections_created", "Client connections accepted.", registry=r)
-        self.connections_closed = Counter(
-            "purgatory_connections_closed", "Client connections closed.", registry=r)
-        info = Gauge("purgatory_broker_info", "Constant 1, labelled with the broker id.",
-                     ["broker_id"], registry=r)
-        info.labels(str(broker_id)).set(1)
-        self._request_children: dict[tuple[int, int], tuple[Any, Any]] = {}
-        self._error_children: dict[tuple[str, int], Any] = {}
+        self.broker_id = broker_id
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.messages_in = 0
+        self.network_in = 0
+        self.network_out = 0
+        self.connections = 0
+        self.connections_created = 0
+        self.connections_closed = 0
+        self.errors: dict[tuple[str, int], int] = {}
+        self.bad_requests: dict[str, int] = {}
+        self._requests: dict[tuple[int, int], RequestStats] = {}
+        self._times: dict[str, Histogram] = {}
+        self._partition_sources: list[Callable[[], Iterable[PartitionRow]]] = []
+        self.registry.register(_BrokerCollector(self))
 
-    def for_request(self, api_key: int, version: int) -> tuple[Any, Any]:
-        """(request counter, time histogram) children for an API, resolved once."""
-        key = (api_key, version)
-        children = self._request_children.get(key)
-        if children is None:
+    def for_request(self, api_key: int, version: int) -> RequestStats:
+        """The stats of an API version, created once. Unknown keys/versions share one entry,
+        so a peer cannot grow the label set."""
+        stats = self._requests.get((api_key, version))
+        if stats is None:
             if (api_key, version) in SCHEMAS:
-                name, label = ApiKey(api_key).api_name, str(version)
-            else:  # never a label per value a peer sends: cardinality stays bounded
-                name, label = "Unknown", "unknown"
-            children = (self.requests.labels(name, label), self.request_time.labels(name))
-            if len(self._request_children) < 1000:
-                self._request_children[key] = children
-        return children
+                name, label, key = ApiKey(api_key).api_name, str(version), (api_key, version)
+            else:
+                name, label, key = "Unknown", "unknown", (-1, -1)
+            stats = self._requests.get(key)
+            if stats is None:
+                stats = RequestStats(name, label, self._times.setdefault(name, Histogram()))
+                self._requests[key] = stats
+            if key != (-1, -1):
+                self._requests[(api_key, version)] = stats
+        return stats
 
     def record_error(self, request: str, code: int, count: int = 1) -> None:
         key = (request, code)
-        child = self._error_children.get(key)
-        if child is None:
-            child = self.errors.labels(request, error_name(code))
-            self._error_children[key] = child
-        child.inc(count)
+        self.errors[key] = self.errors.get(key, 0) + count
 
-    def add_partition_collector(self, source: Callable[[], Iterable[tuple[str, int, int, int, int, int]]]) -> None:
-        """Register scrape-time gauges of (topic, partition, size, start, end, hw) rows."""
-        self.registry.register(_PartitionCollector(source))
+    def record_bad_request(self, reason: str) -> None:
+        self.bad_requests[reason] = self.bad_requests.get(reason, 0) + 1
+
+    def add_partition_source(self, source: Callable[[], Iterable[PartitionRow]]) -> None:
+        self._partition_sources.append(source)
+
+    def partition_rows(self) -> Iterator[PartitionRow]:
+        for source in self._partition_sources:
+            yield from source()
 
 
-class _PartitionCollector(Collector):
-    def __init__(self, source: Callable[[], Iterable[tuple[str, int, int, int, int, int]]]) -> None:
-        self.source = source
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        size = GaugeMetricFamily("purgatory_log_size_bytes", "Bytes held by a partition log.",
-                                 labels=["topic", "partition"])
-        start = GaugeMetricFamily("purgatory_log_start_offset", "First offset a partition log holds.",
-                                  labels=["topic", "partition"])
-        end = GaugeMetricFamily("purgatory_log_end_offset", "Offset the next appended record gets.",
-                                labels=["topic", "partition"])
-        hw = GaugeMetricFamily("purgatory_high_watermark", "Offset up to which consumers may read.",
-                               labels=["topic", "partition"])
+
+class _BrokerCollector(Collector):
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        mt = self.metrics
+        info = GaugeMetricFamily("purgatory_broker_info", "Constant 1, labelled with the broker id.",
+                                 labels=["broker_id"])
+        info.add_metric([str(mt.broker_id)], 1)
+        yield info
+        requests = CounterMetricFamily("purgatory_requests", "Requests received, by request type and version.",
+                                       labels=["request", "version"])
+        seen: set[int] = set()
+        for stats in mt._requests.values():
+            if id(stats) not in seen:
+                seen.add(id(stats))
+                requests.add_metric([stats.name, stats.version], stats.count)
+        yield requests
+        times = HistogramMetricFamily(
+            "purgatory_request_total_time_seconds",
+            "Time from a request's arrival to its response being queued for the socket.",
+            labels=["request"])
+        for name, hist in sorted(mt._times.items()):
+            times.add_metric([name], hist.cumulative(), hist.sum)
+        yield times
+        errors = CounterMetricFamily("purgatory_errors", "Error codes returned, by request type and error name.",
+                                     labels=["request", "error"])
+        for (request, code), count in sorted(mt.errors.items()):
+            errors.add_metric([request, error_name(code)], count)
+        yield errors
+        bad = CounterMetricFamily(
+            "purgatory_bad_requests",
+            "Input that could not be served as sent, by reason (the connection is closed when "
+            "the request header is unreadable).", labels=["reason"])
+        for reason, count in sorted(mt.bad_requests.items()):
+            bad.add_metric([reason], count)
+        yield bad
+        yield _counter("purgatory_bytes_in", "Record batch bytes appended by producers.", mt.bytes_in)
+        yield _counter("purgatory_bytes_out", "Record batch bytes returned by fetches.", mt.bytes_out)
+        yield _counter("purgatory_messages_in", "Records appended by producers.", mt.messages_in)
+        yield _counter("purgatory_network_received_bytes", "Bytes read from client sockets.", mt.network_in)
+        yield _counter("purgatory_network_sent_bytes", "Bytes written to client sockets.", mt.network_out)
+        yield GaugeMetricFamily("purgatory_connections", "Open client connections.", value=mt.connections)
+        yield _counter("purgatory_connections_created", "Client connections accepted.", mt.connections_created)
+        yield _counter("purgatory_connections_closed", "Client connections closed.", mt.connections_closed)
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("purgatory_log_size_bytes", "Bytes held by a partition log.", labels=labels)
+        start = GaugeMetricFamily("purgatory_log_start_offset", "First offset a partition log holds.", labels=labels)
+        end = GaugeMetricFamily("purgatory_log_end_offset", "Offset the next appended record gets.", labels=labels)
+        hw = GaugeMetricFamily("purgatory_high_watermark", "Offset up to which consumers may read.", labels=labels)
         count = 0
-        for topic, partition, size_bytes, log_start, log_end, high_watermark in self.source():
-            labels = [topic, str(partition)]
-            size.add_metric(labels, size_bytes)
-            start.add_metric(labels, log_start)
-            end.add_metric(labels, log_end)
-            hw.add_metric(labels, high_watermark)
+        for topic, partition, size_bytes, log_start, log_end, high_watermark in mt.partition_rows():
+            key = [topic, str(partition)]
+            size.add_metric(key, size_bytes)
+            start.add_metric(key, log_start)
+            end.add_metric(key, log_end)
+            hw.add_metric(key, high_watermark)
             count += 1
-        partitions = GaugeMetricFamily("purgatory_partitions", "Partitions this broker leads.",
-                                       value=count)
-        return [size, start, end, hw, partitions]
-
-    def describe(self) -> Iterable[GaugeMetricFamily]:
-        return []
+        yield from (size, start, end, hw)
+        yield GaugeMetricFamily("purgatory_partitions", "Partitions this broker leads.", value=count)

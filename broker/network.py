@@ -66,14 +66,14 @@ class BrokerConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
-        self.metrics.connections.inc()
-        self.metrics.connections_created.inc()
+        self.metrics.connections += 1
+        self.metrics.connections_created += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.server.connections.discard(self)
-        self.metrics.connections.dec()
-        self.metrics.connections_closed.inc()
+        self.metrics.connections -= 1
+        self.metrics.connections_closed += 1
         for task in self.tasks:
             task.cancel()
 
@@ -88,7 +88,7 @@ class BrokerConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
-        self.metrics.network_in.inc(len(data))
+        self.metrics.network_in += len(data)
         try:
             frames = self.decoder.feed(data)
         except FrameTooLarge as exc:
@@ -113,14 +113,15 @@ class BrokerConnection(asyncio.Protocol):
         except msgspec.DecodeError as exc:
             self._bad_input("unreadable_header", f"request header does not decode: {exc}")
             return
-        counter, timer = self.metrics.for_request(header.api_key, header.api_version)
-        counter.inc()
+        stats = self.metrics.for_request(header.api_key, header.api_version)
+        stats.count += 1
+        timer = stats.time
         correlation_id = header.correlation_id
         try:
             body = decode_request_body(header)
             result = self.apis.handle(header.api_key, header.api_version, body)
         except RequestError as exc:
-            self.metrics.bad_requests.labels(exc.code.name.lower()).inc()
+            self.metrics.record_bad_request(exc.code.name.lower())
             self.server.log_bad_input(self.peer, exc.code.name.lower(), exc.message,
                                       api_key=header.api_key, api_version=header.api_version)
             self._respond(correlation_id, None, exc.code, exc.message)
@@ -186,7 +187,7 @@ class BrokerConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         if self.out and self.transport is not None and not self.closing:
-            self.metrics.network_out.inc(len(self.out))
+            self.metrics.network_out += len(self.out)
             self.transport.write(self.out)
             self.out = bytearray()
 
@@ -204,7 +205,7 @@ class BrokerConnection(asyncio.Protocol):
     # -- bad input --------------------------------------------------------------------------
 
     def _bad_input(self, reason: str, message: str) -> None:
-        self.metrics.bad_requests.labels(reason).inc()
+        self.metrics.record_bad_request(reason)
         self.server.log_bad_input(self.peer, reason, message)
         self._close()
 

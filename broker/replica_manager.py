@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -82,30 +81,39 @@ class ReplicaManager:
 
     # -- produce -------------------------------------------------------------------------
 
-    def append_records(self, request: m.ProduceRequest) -> m.ProduceResponse:
-        """Append every partition's batch (acks 0/1/-1 behave alike with one replica)."""
-        valid_acks = request.acks in (-1, 0, 1)
-        now_ms = int(time.time() * 1000)
+    def append_records(self, request: m.ProduceRequest) -> tuple[m.ProduceResponse, int, list[str]]:
+        """Append every partition's batch (acks 0/1/-1 behave alike with one replica).
+
+        Returns the response, the number of failed partitions and the topics that were
+        unknown (candidates for auto-creation)."""
         responses = []
+        failed = 0
+        unknown: list[str] = []
+        valid_acks = request.acks in (-1, 0, 1)
         for topic in request.topics:
             parts = []
             for data in topic.partitions:
-                if not valid_acks:
-                    parts.append(m.PartitionProduceResponse(
+                if valid_acks:
+                    result = self._append(topic.name, data)
+                else:
+                    result = m.PartitionProduceResponse(
                         data.index, ErrorCode.INVALID_REQUIRED_ACKS,
-                        error_message=f"acks must be -1, 0 or 1, got {request.acks}"))
-                    continue
-                parts.append(self._append(topic.name, data, now_ms))
+                        error_message=f"acks must be -1, 0 or 1, got {request.acks}")
+                if result.error_code:
+                    failed += 1
+                    self.metrics.record_error("Produce", result.error_code)
+                    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        unknown.append(topic.name)
+                parts.append(result)
             responses.append(m.TopicProduceResponse(topic.name, parts))
-        return m.ProduceResponse(responses)
+        return m.ProduceResponse(responses), failed, unknown
 
-    def _append(self, topic: str, data: m.PartitionProduceData, now_ms: int) -> m.PartitionProduceResponse:
+    def _append(self, topic: str, data: m.PartitionProduceData) -> m.PartitionProduceResponse:
         partition = self._leader_partition(topic, data.index)
         if isinstance(partition, ErrorCode):
             return m.PartitionProduceResponse(data.index, partition)
         size = len(data.records)
         if size > partition.max_message_bytes:
-            self.metrics.record_error("Produce", ErrorCode.MESSAGE_TOO_LARGE)
             return m.PartitionProduceResponse(
                 data.index, ErrorCode.MESSAGE_TOO_LARGE,
                 error_message=f"batch of {size} bytes exceeds max.message.bytes "
@@ -113,13 +121,13 @@ class ReplicaManager:
         try:
             info = validate_batch(data.records)
         except CorruptRecordError as exc:
-            self.metrics.record_error("Produce", ErrorCode.CORRUPT_MESSAGE)
             return m.PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE,
                                               error_message=str(exc))
         log = partition.log
         base = log.append(data.records, info, partition.leader_epoch)
-        self.metrics.bytes_in.inc(size)
-        self.metrics.messages_in.inc(info.record_count)
+        metrics = self.metrics
+        metrics.bytes_in += size
+        metrics.messages_in += info.record_count
         return m.PartitionProduceResponse(data.index, ErrorCode.NONE, base, -1, log.log_start_offset)
 
     # -- fetch ---------------------------------------------------------------------------
@@ -158,7 +166,7 @@ class ReplicaManager:
                 parts.append(m.PartitionData(fp.partition, ErrorCode.NONE, hw,
                                              log.log_start_offset, records))
             out.append(m.FetchableTopicResponse(topic.topic, parts))
-        self.metrics.bytes_out.inc(sent)
+        self.metrics.bytes_out += sent
         return out
 
     # -- offsets -------------------------------------------------------------------------

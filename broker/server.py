@@ -40,7 +40,7 @@ class Broker:
         self.controller_id = min(self.members) if self.members else self.broker_id
         self.metadata = MetadataCache(self.members, self.controller_id)
         self.replica_manager = ReplicaManager(config, self.metadata, self.metrics)
-        self.metrics.add_partition_collector(self._partition_rows)
+        self.metrics.add_partition_source(self._partition_rows)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(
             self.apis, self.metrics,

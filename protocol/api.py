@@ -16,6 +16,7 @@ from msgspec import Raw, Struct
 
 from protocol import messages as m
 from protocol.errors import ErrorCode
+from protocol.framing import LENGTH_PREFIX as _LENGTH
 
 
 class ApiKey(enum.IntEnum):
@@ -151,7 +152,7 @@ def encode_response_into(
     """Append one complete response frame (length prefix included) to ``buffer``."""
     start = len(buffer)
     _encoder.encode_into((correlation_id, error_code, error_message, body), buffer, start + 4)
-    buffer[start : start + 4] = (len(buffer) - start - 4).to_bytes(4, "big")
+    _LENGTH.pack_into(buffer, start, len(buffer) - start - 4)
 
 
 def encode_request_into(
@@ -165,7 +166,7 @@ def encode_request_into(
     """Append one complete request frame (length prefix included) to ``buffer``."""
     start = len(buffer)
     _encoder.encode_into((key, version, correlation_id, client_id, body), buffer, start + 4)
-    buffer[start : start + 4] = (len(buffer) - start - 4).to_bytes(4, "big")
+    _LENGTH.pack_into(buffer, start, len(buffer) - start - 4)
 
 
 def decode_response_header(frame: bytes) -> ResponseHeader:

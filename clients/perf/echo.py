@@ -1,0 +1,91 @@
+"""The framed echo ceiling: a server that answers every frame with one fixed, valid
+response frame, on uvloop with the broker's framing and no broker logic in between."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import signal
+import socket
+from typing import Any
+
+import uvloop
+
+from protocol.api import encode_response_into
+from protocol.framing import FrameDecoder
+
+
+class EchoProtocol(asyncio.Protocol):
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.decoder = FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        frames = self.decoder.feed(data)
+        if frames and self.transport is not None:
+            self.transport.write(self.reply * len(frames))
+
+
+def reply_frame(body: Any) -> bytes:
+    buffer = bytearray()
+    encode_response_into(buffer, 0, body)
+    return bytes(buffer)
+
+
+def _serve(sock: socket.socket, reply: bytes) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: EchoProtocol(reply), sock=sock)
+        await server.serve_forever()
+
+    uvloop.run(main())
+
+
+class EchoServer:
+    """An echo server in its own process (like a broker), on a free loopback port."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+        self.process = ctx.Process(target=_serve, args=(self.sock, reply), daemon=True)
+
+    def __enter__(self) -> EchoServer:
+        self.process.start()
+        self.sock.close()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.join(5)
+
+
+def main(args: argparse.Namespace) -> int:
+    from clients.perf.produce import produce_load
+
+    with EchoServer(produce_reply()) as echo:
+        stats = uvloop.run(produce_load("127.0.0.1", echo.port, "perf", args.num_requests,
+                                        args.record_size, args.batch_size, args.max_in_flight,
+                                        acks=1, throughput=-1, duration_s=None, progress=not args.json))
+    summary = {"benchmark": "echo", "record_size": args.record_size, "batch_size": args.batch_size,
+               "max_in_flight": args.max_in_flight, **stats.summary()}
+    print(json.dumps(summary, indent=None if args.json else 2))
+    return 0
+
+
+def produce_reply() -> bytes:
+    from protocol import messages as m
+
+    return reply_frame(m.ProduceResponse([m.TopicProduceResponse(
+        "perf", [m.PartitionProduceResponse(0, 0, 0, -1, 0)])]))
