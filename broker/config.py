@@ -242,9 +242,15 @@ def coerce(definition: ConfigDef, raw: Any, *, source: str) -> Any:
         elif kind is int:
             if isinstance(raw, bool) or not isinstance(raw, (int, str)):
                 raise ValueError(f"expected an integer, got {raw!r}")
-            value = int(raw)
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"expected an integer, got {raw!r}") from None
         elif kind is float:
-            value = float(raw)
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"expected a number, got {raw!r}") from None
         else:
             if not isinstance(raw, str):
                 raise ValueError(f"expected a string, got {raw!r}")

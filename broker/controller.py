@@ -50,16 +50,19 @@ def topic_name_problem(name: str) -> str | None:
 
 def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
                     start: int) -> list[list[int]]:
-    """Kafka's rack-unaware assignment: leaders round-robin from ``start``, followers
-    shifted by an increment that grows once per full round."""
+    """Kafka's rack-unaware assignment: partition p's leader is broker (start + p) mod n;
+    follower j sits 1 + (shift + j) mod (n - 1) places after it, the shift growing by one
+    after every n partitions, so replicas of a partition are distinct brokers."""
     n = len(brokers)
     out = []
+    shift = start
     for p in range(partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
         first = (start + p) % n
-        shift = 1 + (p // n + start) % max(n - 1, 1) if n > 1 else 0
         replicas = [brokers[first]]
-        for r in range(1, replication_factor):
-            replicas.append(brokers[(first + shift + r - 1) % n])
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
         out.append(replicas)
     return out
 

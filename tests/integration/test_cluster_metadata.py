@@ -1,0 +1,112 @@
+"""Static-membership clusters: the controller's picture reaches every broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.server import Broker
+from clients import AdminClient, Connection, Producer
+from protocol import messages as m
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from tests.support import bootstrap, running_cluster, wait_until
+
+
+async def metadata(broker: Broker, topics: list[str] | None, auto: bool = False) -> m.MetadataResponse:
+    conn = await Connection.open("127.0.0.1", broker.port)
+    try:
+        return await conn.send(ApiKey.METADATA, m.MetadataRequest(topics, auto))
+    finally:
+        await conn.close()
+
+
+def leaders(response: m.MetadataResponse) -> list[int]:
+    return [p.leader_id for t in response.topics for p in t.partitions]
+
+
+async def test_a_topic_created_through_a_follower_broker_has_the_same_leaders_everywhere(cluster3: list[Broker]) -> None:
+    async with AdminClient(bootstrap(cluster3[2:])) as admin:
+        admin.cluster.controller_id = 2  # send it to a non-controller: it must forward
+        result = await admin.create_topic("orders", 6)
+    assert result.num_partitions == 6
+    answers = [leaders(await metadata(b, ["orders"])) for b in cluster3]
+    assert answers[0] == answers[1] == answers[2]
+    assert sorted(set(answers[0])) == [0, 1, 2]
+    assert all(b.metadata.controller_id == 0 for b in cluster3)
+
+
+async def test_metadata_with_auto_creation_answers_with_the_new_topic(cluster3: list[Broker]) -> None:
+    response = await metadata(cluster3[1], ["fresh"], auto=True)
+    assert response.topics[0].error_code == 0 and len(response.topics[0].partitions) == 1
+    other = await metadata(cluster3[2], ["fresh"])
+    assert leaders(other) == leaders(response)
+
+
+async def test_unknown_topics_are_not_created_without_permission(cluster3: list[Broker]) -> None:
+    response = await metadata(cluster3[0], ["ghost", "bad name"])
+    assert [t.error_code for t in response.topics] == [
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION]
+
+
+async def test_a_produce_to_an_unknown_topic_creates_it_for_the_retry(broker: Broker) -> None:
+    conn = await Connection.open("127.0.0.1", broker.port)
+    from tests.integration.test_produce_fetch import produce_request
+
+    first = await conn.send(ApiKey.PRODUCE, produce_request("auto", 0, [b"x"]))
+    assert first.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    await wait_until(lambda: "auto" in broker.metadata.topics, message="auto-created topic")
+    retry = await conn.send(ApiKey.PRODUCE, produce_request("auto", 0, [b"x"]))
+    assert retry.responses[0].partitions[0].error_code == 0
+    await conn.close()
+
+
+async def test_auto_creation_can_be_switched_off() -> None:
+    async with running_cluster(1, auto_create_topics_enable=False) as brokers:
+        response = await metadata(brokers[0], ["nope"], auto=True)
+        assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(KafkaError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            async with Producer(bootstrap(brokers), delivery_timeout_ms=500) as producer:
+                await producer.send_and_wait("nope", b"x")
+
+
+@pytest.mark.parametrize(
+    ("topic", "code"),
+    [
+        (m.CreatableTopic("ok", 0), ErrorCode.INVALID_PARTITIONS),
+        (m.CreatableTopic("ok", 1, 2), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (m.CreatableTopic("ok", 1, 4), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (m.CreatableTopic("a/b"), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (m.CreatableTopic("ok", 1, 1, {"retention.bytes": "lots"}), ErrorCode.INVALID_CONFIG),
+        (m.CreatableTopic("ok", 1, 1, {"no.such": "1"}), ErrorCode.INVALID_CONFIG),
+    ],
+)
+async def test_bad_topic_creations_say_why(cluster3: list[Broker], topic: m.CreatableTopic, code: ErrorCode) -> None:
+    async with AdminClient(bootstrap(cluster3)) as admin:
+        [result] = await admin.create_topics([topic])
+    assert result.error_code == code and result.error_message
+    assert "ok" not in cluster3[0].metadata.topics
+
+
+async def test_creating_a_topic_twice_is_refused(cluster3: list[Broker]) -> None:
+    async with AdminClient(bootstrap(cluster3)) as admin:
+        await admin.create_topic("once")
+        with pytest.raises(KafkaError, match="TOPIC_ALREADY_EXISTS"):
+            await admin.create_topic("once")
+
+
+async def test_a_restarted_broker_gets_the_picture_again_and_serves_its_partitions() -> None:
+    from broker.server import start_broker
+
+    async with running_cluster(2, broker_heartbeat_interval_ms=50) as brokers:
+        async with AdminClient(bootstrap(brokers)) as admin:
+            await admin.create_topic("t", 2)
+        config = brokers[1].config
+        await brokers[1].stop()
+        brokers[1] = await start_broker(config)
+        await wait_until(lambda: brokers[1].health_problem() is None, message="restarted broker healthy")
+        assert "t" in brokers[1].metadata.topics
+        assert any(p.leader_id == 1 for p in brokers[1].replica_manager.partitions.values())
+        async with Producer(bootstrap(brokers), linger_ms=0) as producer:
+            md = await producer.send_and_wait("t", b"again", partition=[
+                p.index for p in brokers[1].replica_manager.partitions.values()][0])
+        assert md.offset == 0

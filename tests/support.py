@@ -1,0 +1,77 @@
+"""Helpers for tests: free ports, in-process brokers, waiting on conditions with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from broker.config import load_config
+from broker.server import Broker, start_broker
+
+
+def free_ports(n: int) -> list[int]:
+    """Ports the OS considers free right now (bound and released together, so distinct)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+async def wait_until(condition: Callable[[], bool | Awaitable[bool]], *, timeout: float = 10.0,
+                     interval: float = 0.01, message: str = "condition") -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        await asyncio.sleep(interval)
+
+
+def broker_config(broker_id: int = 0, *, members: str = "", port: int = 0, **overrides: Any) -> Any:
+    values = {
+        "broker.id": broker_id,
+        "listeners": f"127.0.0.1:{port}",
+        "admin.listener": "127.0.0.1:0",
+        "cluster.members": members,
+        "broker.registration.backoff.ms": 20,
+        "log.level": "WARNING",
+    }
+    values.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return load_config(environ={}, overrides=values)
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(n: int, **overrides: Any) -> AsyncIterator[list[Broker]]:
+    """``n`` in-process brokers on ephemeral ports, all holding the controller's metadata."""
+    ports = free_ports(n)
+    members = ",".join(f"{i}@127.0.0.1:{p}" for i, p in enumerate(ports))
+    brokers: list[Broker] = []
+    try:
+        for i, port in enumerate(ports):
+            config = broker_config(i, members=members if n > 1 else "", port=port, **overrides)
+            brokers.append(await start_broker(config))
+        await wait_until(lambda: all(b.health_problem() is None for b in brokers),
+                         message="every broker healthy")
+        yield brokers
+    finally:
+        for b in reversed(brokers):
+            await b.stop()
+
+
+def bootstrap(brokers: list[Broker]) -> str:
+    return ",".join(f"127.0.0.1:{b.port}" for b in brokers)

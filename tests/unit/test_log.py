@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import pytest
+
+from broker.log import Log, OffsetOutOfRange
+from protocol.records import decode_records, encode_batch, validate_batch
+
+
+def append(log: Log, *values: bytes, ts: int = 0) -> int:
+    batch = encode_batch([(None, v) for v in values], timestamp_ms=ts)
+    return log.append(batch, validate_batch(batch), 0)
+
+
+def test_offsets_are_assigned_consecutively_across_batches() -> None:
+    log = Log()
+    assert append(log, b"a", b"b") == 0
+    assert append(log, b"c") == 2
+    assert log.log_end_offset == 3
+    assert [r.offset for b in log.read(0, 10**6) for r in decode_records(b)] == [0, 1, 2]
+
+
+def test_a_read_from_inside_a_batch_returns_the_whole_batch() -> None:
+    log = Log()
+    append(log, b"a", b"b", b"c")
+    assert [r.value for r in decode_records(b"".join(log.read(1, 10**6)))] == [b"a", b"b", b"c"]
+
+
+def test_reads_outside_the_log_are_out_of_range_and_at_the_end_empty() -> None:
+    log = Log()
+    append(log, b"a")
+    assert log.read(1, 100) == []
+    with pytest.raises(OffsetOutOfRange):
+        log.read(2, 100)
+
+
+def test_the_first_batch_comes_back_even_beyond_max_bytes_then_the_limit_holds() -> None:
+    log = Log()
+    append(log, b"x" * 500)
+    append(log, b"y" * 500)
+    assert len(log.read(0, 10)) == 1
+    assert len(log.read(0, 10**6)) == 2
+
+
+def test_reads_stop_at_the_high_watermark() -> None:
+    log = Log()
+    append(log, b"a")
+    append(log, b"b")
+    assert len(log.read(0, 10**6, max_offset=1)) == 1
+    assert log.read(1, 10**6, max_offset=1) == []
+
+
+def test_retention_deletes_the_oldest_batches_but_never_the_newest() -> None:
+    log = Log(retention_bytes=300)
+    for i in range(100):
+        append(log, bytes([i]) * 100)
+    assert log.size_bytes <= 300
+    assert log.log_start_offset > 0
+    assert log.log_end_offset == 100
+    with pytest.raises(OffsetOutOfRange):
+        log.read(0, 100)
+    small = Log(retention_bytes=1)
+    append(small, b"big" * 100)
+    assert len(small) == 1
+
+
+def test_memory_stays_bounded_however_much_is_appended() -> None:
+    log = Log(retention_bytes=10_000)
+    for _ in range(20_000):
+        append(log, b"z" * 100)
+    assert log.size_bytes <= 10_000
+    assert len(log._batches) < 3000  # deleted entries are compacted away
+
+
+def test_offset_for_timestamp_finds_the_first_record_at_or_after_it() -> None:
+    log = Log()
+    append(log, b"a", ts=100)
+    batch = encode_batch([(None, b"b", 200), (None, b"c", 300)])
+    log.append(batch, validate_batch(batch), 0)
+    assert log.offset_for_timestamp(250) == (2, 300)
+    assert log.offset_for_timestamp(50) == (0, 100)
+    assert log.offset_for_timestamp(301) is None
