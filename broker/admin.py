@@ -41,9 +41,7 @@ class AdminServer:
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port, reuse_address=True)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        self.port = int(self.runner.addresses[-1][1])
         return self.port
 
     async def stop(self) -> None:

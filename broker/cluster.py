@@ -22,9 +22,22 @@ def broker_commands(args: argparse.Namespace) -> list[list[str]]:
     members = ",".join(f"{i}@{args.host}:{args.base_port + i}" for i in range(args.brokers))
     commands = []
     for i in range(args.brokers):
-        cmd = [sys.executable, "-m", "purgatory", "broker", "--id", str(i), "--host", args.host,
-               "--port", str(args.base_port + i), "--admin-port", str(args.admin_base_port + i),
-               "--cluster", members]
+        cmd = [
+            sys.executable,
+            "-m",
+            "purgatory",
+            "broker",
+            "--id",
+            str(i),
+            "--host",
+            args.host,
+            "--port",
+            str(args.base_port + i),
+            "--admin-port",
+            str(args.admin_base_port + i),
+            "--cluster",
+            members,
+        ]
         if args.config:
             cmd += ["--config", args.config]
         for item in args.set:
@@ -76,12 +89,16 @@ def run_cluster(args: argparse.Namespace) -> int:
             while waiting:
                 for i in list(waiting):
                     if procs[i].poll() is not None:
-                        console.print(f"[red]broker {i} exited with code {procs[i].returncode} during start[/red]")
+                        console.print(
+                            f"[red]broker {i} exited with code {procs[i].returncode} during start[/red]"
+                        )
                         return 1
                     if healthy(args.host, args.admin_base_port + i):
                         waiting.discard(i)
                 if waiting and time.monotonic() > deadline:
-                    console.print(f"[red]brokers {sorted(waiting)} not healthy after {args.startup_timeout}s[/red]")
+                    console.print(
+                        f"[red]brokers {sorted(waiting)} not healthy after {args.startup_timeout}s[/red]"
+                    )
                     return 1
                 time.sleep(0.05)
         bootstrap = ",".join(f"{args.host}:{args.base_port + i}" for i in range(args.brokers))
@@ -91,16 +108,32 @@ def run_cluster(args: argparse.Namespace) -> int:
         table.add_column("metrics")
         table.add_column("pid")
         for i, proc in enumerate(procs):
-            table.add_row(str(i), f"{args.host}:{args.base_port + i}",
-                          f"http://{args.host}:{args.admin_base_port + i}/metrics", str(proc.pid))
+            table.add_row(
+                str(i),
+                f"{args.host}:{args.base_port + i}",
+                f"http://{args.host}:{args.admin_base_port + i}/metrics",
+                str(proc.pid),
+            )
         console.print(table)
-        print(json.dumps({"bootstrap": bootstrap, "admin": [
-            f"http://{args.host}:{args.admin_base_port + i}" for i in range(args.brokers)]}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "bootstrap": bootstrap,
+                    "admin": [
+                        f"http://{args.host}:{args.admin_base_port + i}"
+                        for i in range(args.brokers)
+                    ],
+                }
+            ),
+            flush=True,
+        )
         console.print("[green]ready[/green]; Ctrl-C stops every broker")
         while True:
             for i, proc in enumerate(procs):
                 if proc.poll() is not None:
-                    console.print(f"[red]broker {i} exited with code {proc.returncode}; stopping the rest[/red]")
+                    console.print(
+                        f"[red]broker {i} exited with code {proc.returncode}; stopping the rest[/red]"
+                    )
                     return 1
             time.sleep(0.2)
     except _Stop as stop:

@@ -8,16 +8,24 @@ from typing import Any
 
 def _common_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML file of broker configs")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a config (repeatable); beats the file and PURGATORY_* variables")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a config (repeatable); beats the file and PURGATORY_* variables",
+    )
     p.add_argument("--log-format", choices=("json", "console"), help="log.format")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log.level")
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("broker", help="run one broker in this process",
-                       description="Run one broker. Configs: defaults < --config FILE < "
-                       "PURGATORY_<NAME> environment < --set < the flags below.")
+    p = sub.add_parser(
+        "broker",
+        help="run one broker in this process",
+        description="Run one broker. Configs: defaults < --config FILE < "
+        "PURGATORY_<NAME> environment < --set < the flags below.",
+    )
     p.add_argument("--id", type=int, help="broker.id")
     p.add_argument("--host", help="interface to bind (host of `listeners`)")
     p.add_argument("--port", type=int, help="client port (port of `listeners`; 0: any free port)")
@@ -26,14 +34,21 @@ def add_commands(sub: Any) -> None:
     _common_config_args(p)
     p.set_defaults(func=_run_broker)
 
-    c = sub.add_parser("cluster", help="run N local broker processes until Ctrl-C",
-                       description="Start N broker processes on this machine, wait until all "
-                       "are healthy, print where they listen, stop them all on Ctrl-C/SIGTERM.")
+    c = sub.add_parser(
+        "cluster",
+        help="run N local broker processes until Ctrl-C",
+        description="Start N broker processes on this machine, wait until all "
+        "are healthy, print where they listen, stop them all on Ctrl-C/SIGTERM.",
+    )
     c.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     c.add_argument("--host", default="127.0.0.1", help="interface every broker binds")
     c.add_argument("--base-port", type=int, default=9092, help="broker i listens on BASE+i")
-    c.add_argument("--admin-base-port", type=int, default=9644, help="broker i's admin HTTP on BASE+i")
-    c.add_argument("--log-dir", help="write each broker's log to DIR/broker-<id>.log instead of stderr")
+    c.add_argument(
+        "--admin-base-port", type=int, default=9644, help="broker i's admin HTTP on BASE+i"
+    )
+    c.add_argument(
+        "--log-dir", help="write each broker's log to DIR/broker-<id>.log instead of stderr"
+    )
     c.add_argument("--startup-timeout", type=float, default=30.0, help="seconds to wait for health")
     _common_config_args(c)
     c.set_defaults(func=_run_cluster)

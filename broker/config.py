@@ -134,8 +134,12 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "Create a topic when a client asks for metadata of (or produces to) an unknown one.",
     ),
     ConfigDef(
-        "num.partitions", int, 1, "Partitions of an auto-created topic, and the default "
-        "for CreateTopics with num_partitions -1.", _at_least(1)
+        "num.partitions",
+        int,
+        1,
+        "Partitions of an auto-created topic, and the default "
+        "for CreateTopics with num_partitions -1.",
+        _at_least(1),
     ),
     ConfigDef(
         "default.replication.factor",
@@ -343,7 +347,11 @@ def load_config(
         for name, raw in layer.items():
             definition = BY_NAME.get(name)
             if definition is None:
-                where = f"environment variable {from_env[name][0]}" if source == "environment" else source
+                where = (
+                    f"environment variable {from_env[name][0]}"
+                    if source == "environment"
+                    else source
+                )
                 raise ConfigError(f"unknown config {name!r} (from {where}){_suggest(name)}")
             config.values[definition.name] = coerce(definition, raw, source=source)
             config.sources[definition.name] = source

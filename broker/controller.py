@@ -48,8 +48,9 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
-def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
-                    start: int) -> list[list[int]]:
+def assign_replicas(
+    brokers: list[int], partitions: int, replication_factor: int, start: int
+) -> list[list[int]]:
     """Kafka's rack-unaware assignment: partition p's leader is broker (start + p) mod n;
     follower j sits 1 + (shift + j) mod (n - 1) places after it, the shift growing by one
     after every n partitions, so replicas of a partition are distinct brokers."""
@@ -68,8 +69,12 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
 
 
 class Controller:
-    def __init__(self, config: BrokerConfig, members: dict[int, tuple[str, int]],
-                 apply_locally: Callable[[UpdateMetadataRequest], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        members: dict[int, tuple[str, int]],
+        apply_locally: Callable[[UpdateMetadataRequest], Awaitable[None]],
+    ) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.members = members
@@ -84,8 +89,9 @@ class Controller:
         self.log = structlog.get_logger("controller").bind(broker_id=self.broker_id)
 
     def picture(self) -> UpdateMetadataRequest:
-        return UpdateMetadataRequest(self.broker_id, self.incarnation, self.epoch,
-                                     list(self.topics.values()))
+        return UpdateMetadataRequest(
+            self.broker_id, self.incarnation, self.epoch, list(self.topics.values())
+        )
 
     async def start(self) -> None:
         await self._apply_locally(self.picture())
@@ -100,8 +106,9 @@ class Controller:
     async def register(self, broker_id: int, incarnation: str) -> None:
         """Bring a registering broker up to date; raise KafkaError if it cannot be reached."""
         if broker_id not in self.members:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"broker {broker_id} is not in cluster.members")
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"broker {broker_id} is not in cluster.members"
+            )
         known = self._registered.get(broker_id)
         if known is not None and known == (incarnation, self.epoch):
             return
@@ -109,8 +116,10 @@ class Controller:
             self.log.info("broker_registered", registered_broker=broker_id)
         self._registered[broker_id] = (incarnation, -1)
         if not await self._push(broker_id):
-            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
-                             f"controller could not push metadata to broker {broker_id}")
+            raise KafkaError(
+                ErrorCode.BROKER_NOT_AVAILABLE,
+                f"controller could not push metadata to broker {broker_id}",
+            )
 
     async def _push(self, broker_id: int) -> bool:
         """Send the current picture to one registered broker; False if it did not apply it."""
@@ -142,8 +151,12 @@ class Controller:
         conn = self._connections.get(broker_id)
         if conn is None or conn.closed:
             host, port = self.members[broker_id]
-            conn = await Connection.open(host, port, client_id=f"controller-{self.broker_id}",
-                                         connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000)
+            conn = await Connection.open(
+                host,
+                port,
+                client_id=f"controller-{self.broker_id}",
+                connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000,
+            )
             self._connections[broker_id] = conn
         return conn
 
@@ -174,8 +187,9 @@ class Controller:
             await self._publish(request.timeout_ms)
         return CreateTopicsResponse(results)
 
-    def _create_one(self, topic: CreatableTopic, validate_only: bool, *,
-                    duplicate: bool) -> CreatableTopicResult:
+    def _create_one(
+        self, topic: CreatableTopic, validate_only: bool, *, duplicate: bool
+    ) -> CreatableTopicResult:
         def fail(code: ErrorCode, message: str) -> CreatableTopicResult:
             return CreatableTopicResult(topic.name, code, message)
 
@@ -183,23 +197,36 @@ class Controller:
         if problem:
             return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if duplicate:
-            return fail(ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears twice in the request")
+            return fail(
+                ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears twice in the request"
+            )
         if topic.name in self.topics:
             return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
-        partitions = topic.num_partitions if topic.num_partitions != -1 else self.config["num.partitions"]
+        partitions = (
+            topic.num_partitions if topic.num_partitions != -1 else self.config["num.partitions"]
+        )
         if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
-            return fail(ErrorCode.INVALID_PARTITIONS,
-                        f"num_partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}")
-        rf = (topic.replication_factor if topic.replication_factor != -1
-              else self.config["default.replication.factor"])
+            return fail(
+                ErrorCode.INVALID_PARTITIONS,
+                f"num_partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}",
+            )
+        rf = (
+            topic.replication_factor
+            if topic.replication_factor != -1
+            else self.config["default.replication.factor"]
+        )
         if not 1 <= rf <= len(self.members):
-            return fail(ErrorCode.INVALID_REPLICATION_FACTOR,
-                        f"replication factor {rf} must be between 1 and the "
-                        f"{len(self.members)} brokers of the cluster")
+            return fail(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {rf} must be between 1 and the "
+                f"{len(self.members)} brokers of the cluster",
+            )
         if rf > 1:
-            return fail(ErrorCode.INVALID_REPLICATION_FACTOR,
-                        f"replication factor {rf}: this version keeps one replica per partition "
-                        "(replication is not implemented yet)")
+            return fail(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {rf}: this version keeps one replica per partition "
+                "(replication is not implemented yet)",
+            )
         try:
             configs: dict[str, Any] = validate_topic_configs(topic.configs)
         except ConfigError as exc:
@@ -212,9 +239,12 @@ class Controller:
                 topic.name,
                 uuid.uuid4().hex,
                 {k: str(v) for k, v in configs.items()},
-                [PartitionState(p, replicas[0], 0, replicas, [replicas[0]])
-                 for p, replicas in enumerate(assignment)],
+                [
+                    PartitionState(p, replicas[0], 0, replicas, [replicas[0]])
+                    for p, replicas in enumerate(assignment)
+                ],
             )
-            self.log.info("topic_created", topic=topic.name, partitions=partitions,
-                          replication_factor=rf)
+            self.log.info(
+                "topic_created", topic=topic.name, partitions=partitions, replication_factor=rf
+            )
         return CreatableTopicResult(topic.name, ErrorCode.NONE, None, partitions, rf)

@@ -68,14 +68,18 @@ class KafkaApis:
 
     def handle_fetch(self, request: m.FetchRequest, version: int) -> Result:
         if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
-            raise RequestError(ErrorCode.INVALID_REQUEST,
-                               "max_wait_ms, min_bytes and max_bytes must not be negative")
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                "max_wait_ms, min_bytes and max_bytes must not be negative",
+            )
         _check_partition_count(request.topics)
         for topic in request.topics:
             for p in topic.partitions:
                 if p.partition_max_bytes < 0 or p.fetch_offset < 0:
-                    raise RequestError(ErrorCode.INVALID_REQUEST,
-                                       "fetch_offset and partition_max_bytes must not be negative")
+                    raise RequestError(
+                        ErrorCode.INVALID_REQUEST,
+                        "fetch_offset and partition_max_bytes must not be negative",
+                    )
         responses = self.replica_manager.fetch(request)
         self._count_partition_errors("Fetch", responses)
         if version == 0:
@@ -107,17 +111,26 @@ class KafkaApis:
 
     def handle_metadata(self, request: m.MetadataRequest, version: int) -> Result:
         if request.topics is not None and len(request.topics) > MAX_PARTITIONS_PER_REQUEST:
-            raise RequestError(ErrorCode.INVALID_REQUEST,
-                               f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request")
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request",
+            )
         missing = [
-            t for t in (request.topics or ())
+            t
+            for t in (request.topics or ())
             if t not in self.broker.metadata.topics and topic_name_problem(t) is None
         ]
-        if missing and request.allow_auto_topic_creation and self.broker.config["auto.create.topics.enable"]:
+        if (
+            missing
+            and request.allow_auto_topic_creation
+            and self.broker.config["auto.create.topics.enable"]
+        ):
             return self._metadata_after_create(request, missing)
         return self.broker.metadata_response(request.topics)
 
-    async def _metadata_after_create(self, request: m.MetadataRequest, missing: list[str]) -> m.MetadataResponse:
+    async def _metadata_after_create(
+        self, request: m.MetadataRequest, missing: list[str]
+    ) -> m.MetadataResponse:
         await self.broker.create_topics(
             m.CreateTopicsRequest([m.CreatableTopic(name) for name in dict.fromkeys(missing)])
         )
@@ -125,8 +138,10 @@ class KafkaApis:
 
     def handle_create_topics(self, request: m.CreateTopicsRequest, version: int) -> Result:
         if len(request.topics) > MAX_PARTITIONS_PER_REQUEST:
-            raise RequestError(ErrorCode.INVALID_REQUEST,
-                               f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request")
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request",
+            )
         return self.broker.create_topics(request)
 
     # -- inter-broker ----------------------------------------------------------------------
@@ -138,11 +153,14 @@ class KafkaApis:
         self.broker.apply_metadata(request)
         return m.UpdateMetadataResponse(ErrorCode.NONE)
 
-    def handle_broker_registration(self, request: m.BrokerRegistrationRequest, version: int) -> Result:
+    def handle_broker_registration(
+        self, request: m.BrokerRegistrationRequest, version: int
+    ) -> Result:
         controller = self.broker.controller
         if controller is None:
             return m.BrokerRegistrationResponse(
-                ErrorCode.NOT_CONTROLLER, f"broker {self.broker.broker_id} is not the controller")
+                ErrorCode.NOT_CONTROLLER, f"broker {self.broker.broker_id} is not the controller"
+            )
         return self._register(request)
 
     async def _register(self, request: m.BrokerRegistrationRequest) -> m.BrokerRegistrationResponse:
@@ -160,7 +178,9 @@ def _partitions_of(topic: Any) -> list[Any]:
     return topic.partitions  # type: ignore[no-any-return]
 
 
-def _check_partition_count(topics: list[Any], partitions_of: Callable[[Any], list[Any]] = _partitions_of) -> None:
+def _check_partition_count(
+    topics: list[Any], partitions_of: Callable[[Any], list[Any]] = _partitions_of
+) -> None:
     """Refuse requests naming more partitions than one request may (bounded loop time)."""
     if len(topics) == 1 and len(partitions_of(topics[0])) <= MAX_PARTITIONS_PER_REQUEST:
         return

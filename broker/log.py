@@ -9,9 +9,7 @@ from protocol.records import BatchInfo, assign_offsets, decode_records
 
 class OffsetOutOfRange(Exception):
     def __init__(self, offset: int, log_start: int, log_end: int) -> None:
-        super().__init__(
-            f"offset {offset} is outside the log [{log_start}, {log_end}]"
-        )
+        super().__init__(f"offset {offset} is outside the log [{log_start}, {log_end}]")
         self.offset = offset
 
 

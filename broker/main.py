@@ -35,10 +35,14 @@ def run_broker(args: argparse.Namespace) -> int:
             host, port = config.listener()
             if args.port is None and args.host is not None and config.broker_id in config.members():
                 port = config.members()[config.broker_id][1]
-            overrides["listeners"] = f"PLAINTEXT://{args.host or host}:{port if args.port is None else args.port}"
+            overrides["listeners"] = (
+                f"PLAINTEXT://{args.host or host}:{port if args.port is None else args.port}"
+            )
         if args.admin_port is not None or args.host is not None:
             host, port = config.admin_listener()
-            overrides["admin.listener"] = f"{args.host or host}:{port if args.admin_port is None else args.admin_port}"
+            overrides["admin.listener"] = (
+                f"{args.host or host}:{port if args.admin_port is None else args.admin_port}"
+            )
         config = load_config(file=args.config, overrides=overrides)
     except ConfigError as exc:
         print(f"purgatory broker: {exc}", file=sys.stderr)

@@ -35,7 +35,10 @@ class MetadataCache:
 
     def apply(self, update: UpdateMetadataRequest) -> list[PartitionChange] | None:
         """Apply a full-picture update; return the partition changes, or None if stale."""
-        if update.controller_incarnation == self.incarnation and update.metadata_epoch <= self.epoch:
+        if (
+            update.controller_incarnation == self.incarnation
+            and update.metadata_epoch <= self.epoch
+        ):
             return None
         old = self.topics
         new = {t.name: t for t in update.topics}
@@ -43,11 +46,17 @@ class MetadataCache:
         for name, topic in new.items():
             before = old.get(name)
             same_topic = before is not None and before.topic_id == topic.topic_id
-            before_parts = {p.partition_index: p for p in before.partitions} if same_topic else {}
+            before_parts = (
+                {p.partition_index: p for p in before.partitions}
+                if before is not None and same_topic
+                else {}
+            )
             for part in topic.partitions:
                 if before_parts.get(part.partition_index) != part:
                     changes.append(
-                        PartitionChange(name, part.partition_index, part, topic.topic_id, topic.configs)
+                        PartitionChange(
+                            name, part.partition_index, part, topic.topic_id, topic.configs
+                        )
                     )
             if before is not None and not same_topic:
                 changes.extend(

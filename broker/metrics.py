@@ -25,8 +25,24 @@ from protocol.errors import error_name
 
 # Request times from 50 us to 30 s: fine where a healthy broker lives, coarse beyond.
 TIME_BUCKETS = (
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-    0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
 )
 
 PartitionRow = tuple[str, int, int, int, int, int]  # topic, partition, size, start, end, hw
@@ -48,7 +64,7 @@ class Histogram:
         self.sum += value
 
     def cumulative(self) -> list[tuple[str, float]]:
-        out = []
+        out: list[tuple[str, float]] = []
         running = 0
         for bound, count in zip(self.bounds, self.counts, strict=False):
             running += count
@@ -134,12 +150,18 @@ class _BrokerCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         mt = self.metrics
-        info = GaugeMetricFamily("purgatory_broker_info", "Constant 1, labelled with the broker id.",
-                                 labels=["broker_id"])
+        info = GaugeMetricFamily(
+            "purgatory_broker_info",
+            "Constant 1, labelled with the broker id.",
+            labels=["broker_id"],
+        )
         info.add_metric([str(mt.broker_id)], 1)
         yield info
-        requests = CounterMetricFamily("purgatory_requests", "Requests received, by request type and version.",
-                                       labels=["request", "version"])
+        requests = CounterMetricFamily(
+            "purgatory_requests",
+            "Requests received, by request type and version.",
+            labels=["request", "version"],
+        )
         seen: set[int] = set()
         for stats in mt._requests.values():
             if id(stats) not in seen:
@@ -149,35 +171,63 @@ class _BrokerCollector(Collector):
         times = HistogramMetricFamily(
             "purgatory_request_total_time_seconds",
             "Time from a request's arrival to its response being queued for the socket.",
-            labels=["request"])
+            labels=["request"],
+        )
         for name, hist in sorted(mt._times.items()):
             times.add_metric([name], hist.cumulative(), hist.sum)
         yield times
-        errors = CounterMetricFamily("purgatory_errors", "Error codes returned, by request type and error name.",
-                                     labels=["request", "error"])
+        errors = CounterMetricFamily(
+            "purgatory_errors",
+            "Error codes returned, by request type and error name.",
+            labels=["request", "error"],
+        )
         for (request, code), count in sorted(mt.errors.items()):
             errors.add_metric([request, error_name(code)], count)
         yield errors
         bad = CounterMetricFamily(
             "purgatory_bad_requests",
             "Input that could not be served as sent, by reason (the connection is closed when "
-            "the request header is unreadable).", labels=["reason"])
+            "the request header is unreadable).",
+            labels=["reason"],
+        )
         for reason, count in sorted(mt.bad_requests.items()):
             bad.add_metric([reason], count)
         yield bad
-        yield _counter("purgatory_bytes_in", "Record batch bytes appended by producers.", mt.bytes_in)
-        yield _counter("purgatory_bytes_out", "Record batch bytes returned by fetches.", mt.bytes_out)
+        yield _counter(
+            "purgatory_bytes_in", "Record batch bytes appended by producers.", mt.bytes_in
+        )
+        yield _counter(
+            "purgatory_bytes_out", "Record batch bytes returned by fetches.", mt.bytes_out
+        )
         yield _counter("purgatory_messages_in", "Records appended by producers.", mt.messages_in)
-        yield _counter("purgatory_network_received_bytes", "Bytes read from client sockets.", mt.network_in)
-        yield _counter("purgatory_network_sent_bytes", "Bytes written to client sockets.", mt.network_out)
-        yield GaugeMetricFamily("purgatory_connections", "Open client connections.", value=mt.connections)
-        yield _counter("purgatory_connections_created", "Client connections accepted.", mt.connections_created)
-        yield _counter("purgatory_connections_closed", "Client connections closed.", mt.connections_closed)
+        yield _counter(
+            "purgatory_network_received_bytes", "Bytes read from client sockets.", mt.network_in
+        )
+        yield _counter(
+            "purgatory_network_sent_bytes", "Bytes written to client sockets.", mt.network_out
+        )
+        yield GaugeMetricFamily(
+            "purgatory_connections", "Open client connections.", value=mt.connections
+        )
+        yield _counter(
+            "purgatory_connections_created", "Client connections accepted.", mt.connections_created
+        )
+        yield _counter(
+            "purgatory_connections_closed", "Client connections closed.", mt.connections_closed
+        )
         labels = ["topic", "partition"]
-        size = GaugeMetricFamily("purgatory_log_size_bytes", "Bytes held by a partition log.", labels=labels)
-        start = GaugeMetricFamily("purgatory_log_start_offset", "First offset a partition log holds.", labels=labels)
-        end = GaugeMetricFamily("purgatory_log_end_offset", "Offset the next appended record gets.", labels=labels)
-        hw = GaugeMetricFamily("purgatory_high_watermark", "Offset up to which consumers may read.", labels=labels)
+        size = GaugeMetricFamily(
+            "purgatory_log_size_bytes", "Bytes held by a partition log.", labels=labels
+        )
+        start = GaugeMetricFamily(
+            "purgatory_log_start_offset", "First offset a partition log holds.", labels=labels
+        )
+        end = GaugeMetricFamily(
+            "purgatory_log_end_offset", "Offset the next appended record gets.", labels=labels
+        )
+        hw = GaugeMetricFamily(
+            "purgatory_high_watermark", "Offset up to which consumers may read.", labels=labels
+        )
         count = 0
         for topic, partition, size_bytes, log_start, log_end, high_watermark in mt.partition_rows():
             key = [topic, str(partition)]
@@ -187,4 +237,6 @@ class _BrokerCollector(Collector):
             hw.add_metric(key, high_watermark)
             count += 1
         yield from (size, start, end, hw)
-        yield GaugeMetricFamily("purgatory_partitions", "Partitions this broker leads.", value=count)
+        yield GaugeMetricFamily(
+            "purgatory_partitions", "Partitions this broker leads.", value=count
+        )

@@ -122,8 +122,13 @@ class BrokerConnection(asyncio.Protocol):
             result = self.apis.handle(header.api_key, header.api_version, body)
         except RequestError as exc:
             self.metrics.record_bad_request(exc.code.name.lower())
-            self.server.log_bad_input(self.peer, exc.code.name.lower(), exc.message,
-                                      api_key=header.api_key, api_version=header.api_version)
+            self.server.log_bad_input(
+                self.peer,
+                exc.code.name.lower(),
+                exc.message,
+                api_key=header.api_key,
+                api_version=header.api_version,
+            )
             self._respond(correlation_id, None, exc.code, exc.message)
             timer.observe(_perf() - start)
             return
@@ -134,8 +139,12 @@ class BrokerConnection(asyncio.Protocol):
         except Exception as exc:  # a bug in a handler must not take the broker down
             self.server.log.exception("request_failed", peer=self.peer, api_key=header.api_key)
             self.metrics.record_error("Unknown", ErrorCode.UNKNOWN_SERVER_ERROR)
-            self._respond(correlation_id, None, ErrorCode.UNKNOWN_SERVER_ERROR,
-                          f"unexpected server error: {type(exc).__name__}")
+            self._respond(
+                correlation_id,
+                None,
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"unexpected server error: {type(exc).__name__}",
+            )
             return
         if result is None:
             timer.observe(_perf() - start)
@@ -162,16 +171,26 @@ class BrokerConnection(asyncio.Protocol):
             encode_response_into(slot.frame, slot.correlation_id, None, exc.code, exc.message)
         else:
             self.server.log.error("request_failed", peer=self.peer, error=repr(exc))
-            encode_response_into(slot.frame, slot.correlation_id, None,
-                                 ErrorCode.UNKNOWN_SERVER_ERROR, f"unexpected server error: {exc!r}")
+            encode_response_into(
+                slot.frame,
+                slot.correlation_id,
+                None,
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"unexpected server error: {exc!r}",
+            )
         slot.ready = True
         timer.observe(_perf() - start)
         self._drain_slots()
         self._flush()
         self._update_reading()
 
-    def _respond(self, correlation_id: int, body: msgspec.Struct | None, error_code: int = 0,
-                 error_message: str | None = None) -> None:
+    def _respond(
+        self,
+        correlation_id: int,
+        body: msgspec.Struct | None,
+        error_code: int = 0,
+        error_message: str | None = None,
+    ) -> None:
         if self.slots:
             slot = _Slot(correlation_id)
             encode_response_into(slot.frame, correlation_id, body, error_code, error_message)
@@ -217,8 +236,15 @@ class BrokerConnection(asyncio.Protocol):
 
 
 class SocketServer:
-    def __init__(self, apis: KafkaApis, metrics: BrokerMetrics, *, max_request_bytes: int,
-                 max_queued_requests: int, broker_id: int) -> None:
+    def __init__(
+        self,
+        apis: KafkaApis,
+        metrics: BrokerMetrics,
+        *,
+        max_request_bytes: int,
+        max_queued_requests: int,
+        broker_id: int,
+    ) -> None:
         self.apis = apis
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
@@ -230,8 +256,9 @@ class SocketServer:
 
     async def start(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: BrokerConnection(self), host, port,
-                                               reuse_address=True)
+        self.server = await loop.create_server(
+            lambda: BrokerConnection(self), host, port, reuse_address=True
+        )
         return int(self.server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:

@@ -39,7 +39,9 @@ class Partition:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, metadata: MetadataCache, metrics: BrokerMetrics) -> None:
+    def __init__(
+        self, config: BrokerConfig, metadata: MetadataCache, metrics: BrokerMetrics
+    ) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.metadata = metadata
@@ -58,7 +60,9 @@ class ReplicaManager:
             if state is None or self.broker_id not in state.replicas:
                 if existing is not None:
                     del self.partitions[key]
-                    self.log.info("partition_removed", topic=change.topic, partition=change.partition)
+                    self.log.info(
+                        "partition_removed", topic=change.topic, partition=change.partition
+                    )
                 continue
             configs = {**defaults, **change.configs}
             if existing is not None and existing.topic_id == change.topic_id:
@@ -66,8 +70,12 @@ class ReplicaManager:
                 existing.leader_epoch = state.leader_epoch
                 continue
             self.partitions[key] = Partition(
-                change.topic, change.partition, change.topic_id, state.leader_id,
-                state.leader_epoch, Log(int(configs["retention.bytes"])),
+                change.topic,
+                change.partition,
+                change.topic_id,
+                state.leader_id,
+                state.leader_epoch,
+                Log(int(configs["retention.bytes"])),
                 int(configs["max.message.bytes"]),
             )
 
@@ -97,8 +105,10 @@ class ReplicaManager:
                     result = self._append(topic.name, data)
                 else:
                     result = m.PartitionProduceResponse(
-                        data.index, ErrorCode.INVALID_REQUIRED_ACKS,
-                        error_message=f"acks must be -1, 0 or 1, got {request.acks}")
+                        data.index,
+                        ErrorCode.INVALID_REQUIRED_ACKS,
+                        error_message=f"acks must be -1, 0 or 1, got {request.acks}",
+                    )
                 if result.error_code:
                     failed += 1
                     self.metrics.record_error("Produce", result.error_code)
@@ -115,20 +125,25 @@ class ReplicaManager:
         size = len(data.records)
         if size > partition.max_message_bytes:
             return m.PartitionProduceResponse(
-                data.index, ErrorCode.MESSAGE_TOO_LARGE,
+                data.index,
+                ErrorCode.MESSAGE_TOO_LARGE,
                 error_message=f"batch of {size} bytes exceeds max.message.bytes "
-                f"{partition.max_message_bytes}")
+                f"{partition.max_message_bytes}",
+            )
         try:
             info = validate_batch(data.records)
         except CorruptRecordError as exc:
-            return m.PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE,
-                                              error_message=str(exc))
+            return m.PartitionProduceResponse(
+                data.index, ErrorCode.CORRUPT_MESSAGE, error_message=str(exc)
+            )
         log = partition.log
         base = log.append(data.records, info, partition.leader_epoch)
         metrics = self.metrics
         metrics.bytes_in += size
         metrics.messages_in += info.record_count
-        return m.PartitionProduceResponse(data.index, ErrorCode.NONE, base, -1, log.log_start_offset)
+        return m.PartitionProduceResponse(
+            data.index, ErrorCode.NONE, base, -1, log.log_start_offset
+        )
 
     # -- fetch ---------------------------------------------------------------------------
 
@@ -155,16 +170,24 @@ class ReplicaManager:
                 try:
                     batches = log.read(fp.fetch_offset, limit if sent else max(limit, 1), hw)
                 except OffsetOutOfRange:
-                    parts.append(m.PartitionData(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw,
-                                                 log.log_start_offset, b""))
+                    parts.append(
+                        m.PartitionData(
+                            fp.partition,
+                            ErrorCode.OFFSET_OUT_OF_RANGE,
+                            hw,
+                            log.log_start_offset,
+                            b"",
+                        )
+                    )
                     continue
                 if batches and sent and sum(len(b) for b in batches) > limit:
                     batches = []
                 records = b"".join(batches) if batches else b""
                 sent += len(records)
                 remaining -= len(records)
-                parts.append(m.PartitionData(fp.partition, ErrorCode.NONE, hw,
-                                             log.log_start_offset, records))
+                parts.append(
+                    m.PartitionData(fp.partition, ErrorCode.NONE, hw, log.log_start_offset, records)
+                )
             out.append(m.FetchableTopicResponse(topic.topic, parts))
         self.metrics.bytes_out += sent
         return out
@@ -182,14 +205,21 @@ class ReplicaManager:
                     continue
                 log = partition.log
                 if p.timestamp == m.LATEST_TIMESTAMP:
-                    parts.append(m.ListOffsetsPartitionResponse(
-                        p.partition_index, 0, -1, partition.high_watermark))
+                    parts.append(
+                        m.ListOffsetsPartitionResponse(
+                            p.partition_index, 0, -1, partition.high_watermark
+                        )
+                    )
                 elif p.timestamp == m.EARLIEST_TIMESTAMP:
-                    parts.append(m.ListOffsetsPartitionResponse(
-                        p.partition_index, 0, -1, log.log_start_offset))
+                    parts.append(
+                        m.ListOffsetsPartitionResponse(
+                            p.partition_index, 0, -1, log.log_start_offset
+                        )
+                    )
                 elif p.timestamp < 0:
-                    parts.append(m.ListOffsetsPartitionResponse(
-                        p.partition_index, ErrorCode.INVALID_REQUEST))
+                    parts.append(
+                        m.ListOffsetsPartitionResponse(p.partition_index, ErrorCode.INVALID_REQUEST)
+                    )
                 else:
                     found = log.offset_for_timestamp(p.timestamp)
                     offset, ts = found if found is not None else (-1, -1)
@@ -206,7 +236,10 @@ class ReplicaManager:
             for p in topic.partitions:
                 if not group_ok:
                     code: int = ErrorCode.INVALID_GROUP_ID
-                elif p.committed_metadata is not None and len(p.committed_metadata) > MAX_METADATA_BYTES:
+                elif (
+                    p.committed_metadata is not None
+                    and len(p.committed_metadata) > MAX_METADATA_BYTES
+                ):
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     partition = self._leader_partition(topic.name, p.partition_index)
@@ -215,7 +248,10 @@ class ReplicaManager:
                     elif not 0 <= p.committed_offset <= partition.log.log_end_offset:
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
                     else:
-                        partition.committed[request.group_id] = (p.committed_offset, p.committed_metadata)
+                        partition.committed[request.group_id] = (
+                            p.committed_offset,
+                            p.committed_metadata,
+                        )
                         code = ErrorCode.NONE
                 parts.append(m.OffsetCommitPartitionResponse(p.partition_index, code))
             topics.append(m.OffsetCommitTopicResponse(topic.name, parts))

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import socket
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 import structlog
@@ -43,7 +44,8 @@ class Broker:
         self.metrics.add_partition_source(self._partition_rows)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(
-            self.apis, self.metrics,
+            self.apis,
+            self.metrics,
             max_request_bytes=config["socket.request.max.bytes"],
             max_queued_requests=config["queued.max.requests"],
             broker_id=self.broker_id,
@@ -83,8 +85,13 @@ class Broker:
         admin_host, admin_port = self.config.admin_listener()
         self.admin_port = await self.admin.start(admin_host, admin_port)
         self._serving = True
-        self.log.info("broker_started", port=self.port, admin_port=self.admin_port,
-                      controller_id=self.controller_id, members=len(self.members))
+        self.log.info(
+            "broker_started",
+            port=self.port,
+            admin_port=self.admin_port,
+            controller_id=self.controller_id,
+            members=len(self.members),
+        )
 
     async def stop(self) -> None:
         self._serving = False
@@ -101,7 +108,7 @@ class Broker:
         await self.admin.stop()
         self.log.info("broker_stopped")
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -139,8 +146,11 @@ class Broker:
             delay = backoff
             try:
                 conn = await self._controller_connection()
-                response = await conn.send(ApiKey.BROKER_REGISTRATION, request,
-                                           timeout_ms=self.config["metadata.push.timeout.ms"] * 2)
+                response = await conn.send(
+                    ApiKey.BROKER_REGISTRATION,
+                    request,
+                    timeout_ms=self.config["metadata.push.timeout.ms"] * 2,
+                )
                 if response.error_code == ErrorCode.NONE:
                     delay = interval
                 else:
@@ -154,8 +164,12 @@ class Broker:
         conn = self._controller_conn
         if conn is None or conn.closed:
             host, port = self.members[self.controller_id]
-            conn = await Connection.open(host, port, client_id=f"broker-{self.broker_id}",
-                                         connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000)
+            conn = await Connection.open(
+                host,
+                port,
+                client_id=f"broker-{self.broker_id}",
+                connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000,
+            )
             self._controller_conn = conn
         return conn
 
@@ -166,14 +180,20 @@ class Broker:
         try:
             conn = await self._controller_connection()
             response: m.CreateTopicsResponse = await conn.send(
-                ApiKey.CREATE_TOPICS, request, timeout_ms=request.timeout_ms + 1000)
+                ApiKey.CREATE_TOPICS, request, timeout_ms=request.timeout_ms + 1000
+            )
         except (ConnectionClosed, KafkaError) as exc:
             message = f"controller (broker {self.controller_id}) unavailable: {exc}"
             return m.CreateTopicsResponse(
-                [m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, message) for t in request.topics])
+                [
+                    m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, message)
+                    for t in request.topics
+                ]
+            )
         # The controller pushed the change before answering; wait for it to land here too.
-        await self._wait_for_topics([r.name for r in response.topics if r.error_code == 0],
-                                    request.timeout_ms)
+        await self._wait_for_topics(
+            [r.name for r in response.topics if r.error_code == 0], request.timeout_ms
+        )
         return response
 
     async def _wait_for_topics(self, names: list[str], timeout_ms: int) -> None:
@@ -190,8 +210,12 @@ class Broker:
 
     def auto_create_in_background(self, topic: str) -> None:
         """A produce hit an unknown topic: create it (if allowed) so the client's retry works."""
-        if (not self.config["auto.create.topics.enable"] or topic in self._auto_creating
-                or topic in self.metadata.topics or topic_name_problem(topic)):
+        if (
+            not self.config["auto.create.topics.enable"]
+            or topic in self._auto_creating
+            or topic in self.metadata.topics
+            or topic_name_problem(topic)
+        ):
             return
         self._auto_creating.add(topic)
         task = self._spawn(self.create_topics(m.CreateTopicsRequest([m.CreatableTopic(topic)])))
@@ -205,21 +229,45 @@ class Broker:
         for name in names:
             state = cache.get(name)
             if state is None:
-                code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_problem(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                code = (
+                    ErrorCode.INVALID_TOPIC_EXCEPTION
+                    if topic_name_problem(name)
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
                 out.append(m.MetadataTopic(code, name, "", []))
                 continue
-            out.append(m.MetadataTopic(ErrorCode.NONE, name, state.topic_id, [
-                m.MetadataPartition(ErrorCode.NONE, p.partition_index, p.leader_id, p.leader_epoch,
-                                    p.replicas, p.isr)
-                for p in state.partitions]))
+            out.append(
+                m.MetadataTopic(
+                    ErrorCode.NONE,
+                    name,
+                    state.topic_id,
+                    [
+                        m.MetadataPartition(
+                            ErrorCode.NONE,
+                            p.partition_index,
+                            p.leader_id,
+                            p.leader_epoch,
+                            p.replicas,
+                            p.isr,
+                        )
+                        for p in state.partitions
+                    ],
+                )
+            )
         return m.MetadataResponse(self.config["cluster.id"], self.controller_id, brokers, out)
 
     # -- observation -----------------------------------------------------------------------
 
     def _partition_rows(self) -> list[tuple[str, int, int, int, int, int]]:
         return [
-            (p.topic, p.index, p.log.size_bytes, p.log.log_start_offset, p.log.log_end_offset,
-             p.high_watermark)
+            (
+                p.topic,
+                p.index,
+                p.log.size_bytes,
+                p.log.log_start_offset,
+                p.log.log_end_offset,
+                p.high_watermark,
+            )
             for p in self.replica_manager.partitions.values()
             if p.leader_id == self.broker_id
         ]
@@ -245,7 +293,9 @@ class Broker:
                     "batches": len(p.log),
                     "retention_bytes": p.log.retention_bytes,
                 }
-                for p in sorted(self.replica_manager.partitions.values(), key=lambda p: (p.topic, p.index))
+                for p in sorted(
+                    self.replica_manager.partitions.values(), key=lambda p: (p.topic, p.index)
+                )
             ],
             "connections": len(self.socket_server.connections),
         }

@@ -11,9 +11,12 @@ from protocol.errors import ErrorCode, KafkaError
 
 
 class AdminClient:
-    def __init__(self, bootstrap: str, *, client_id: str = "purgatory-admin",
-                 request_timeout_ms: int = 30000) -> None:
-        self.cluster = ClientCluster(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
+    def __init__(
+        self, bootstrap: str, *, client_id: str = "purgatory-admin", request_timeout_ms: int = 30000
+    ) -> None:
+        self.cluster = ClientCluster(
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -21,18 +24,32 @@ class AdminClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def create_topics(self, topics: list[m.CreatableTopic], *, timeout_ms: int = 30000,
-                            validate_only: bool = False) -> list[m.CreatableTopicResult]:
+    async def create_topics(
+        self,
+        topics: list[m.CreatableTopic],
+        *,
+        timeout_ms: int = 30000,
+        validate_only: bool = False,
+    ) -> list[m.CreatableTopicResult]:
         """Create topics; returns one result per topic (check ``error_code``)."""
         response: m.CreateTopicsResponse = await self.cluster.send_to_controller(
-            ApiKey.CREATE_TOPICS, m.CreateTopicsRequest(topics, timeout_ms, validate_only),
-            timeout_ms=timeout_ms + 5000)
+            ApiKey.CREATE_TOPICS,
+            m.CreateTopicsRequest(topics, timeout_ms, validate_only),
+            timeout_ms=timeout_ms + 5000,
+        )
         return response.topics
 
-    async def create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
-                           configs: dict[str, str] | None = None) -> m.CreatableTopicResult:
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+    ) -> m.CreatableTopicResult:
         """Create one topic or raise KafkaError with the broker's reason."""
-        [result] = await self.create_topics([m.CreatableTopic(name, partitions, replication_factor, configs or {})])
+        [result] = await self.create_topics(
+            [m.CreatableTopic(name, partitions, replication_factor, configs or {})]
+        )
         if result.error_code != ErrorCode.NONE:
             raise KafkaError(result.error_code, result.error_message)
         return result
@@ -46,8 +63,13 @@ class AdminClient:
 
     async def describe_cluster(self) -> dict[str, Any]:
         response = await self.cluster.refresh([])
-        return {"cluster_id": response.cluster_id, "controller_id": response.controller_id,
-                "brokers": [{"id": b.node_id, "host": b.host, "port": b.port} for b in response.brokers]}
+        return {
+            "cluster_id": response.cluster_id,
+            "controller_id": response.controller_id,
+            "brokers": [
+                {"id": b.node_id, "host": b.host, "port": b.port} for b in response.brokers
+            ],
+        }
 
     async def close(self) -> None:
         await self.cluster.close()

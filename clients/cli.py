@@ -42,36 +42,64 @@ async def _topics(args: argparse.Namespace) -> int:
                     raise ValueError(f"--config expects name=value, got {item!r}")
                 configs[name.strip()] = value.strip()
             try:
-                result = await admin.create_topic(args.topic, args.partitions,
-                                                  args.replication_factor, configs)
+                result = await admin.create_topic(
+                    args.topic, args.partitions, args.replication_factor, configs
+                )
             except KafkaError as exc:
                 if args.if_not_exists and exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                     return 0
                 raise
-            print(f"created topic {result.name} with {result.num_partitions} partition(s), "
-                  f"replication factor {result.replication_factor}")
+            print(
+                f"created topic {result.name} with {result.num_partitions} partition(s), "
+                f"replication factor {result.replication_factor}"
+            )
         elif args.topics_command == "list":
             for name in await admin.list_topics():
                 print(name)
         else:
             response = await admin.describe_topics(args.topics or None)
             if args.json:
-                print(json.dumps([{
-                    "name": t.name, "topic_id": t.topic_id, "error": error_name(t.error_code),
-                    "partitions": [{"partition": p.partition_index, "leader": p.leader_id,
-                                    "leader_epoch": p.leader_epoch, "replicas": p.replica_nodes,
-                                    "isr": p.isr_nodes} for p in t.partitions]}
-                    for t in response.topics], indent=2))
+                print(
+                    json.dumps(
+                        [
+                            {
+                                "name": t.name,
+                                "topic_id": t.topic_id,
+                                "error": error_name(t.error_code),
+                                "partitions": [
+                                    {
+                                        "partition": p.partition_index,
+                                        "leader": p.leader_id,
+                                        "leader_epoch": p.leader_epoch,
+                                        "replicas": p.replica_nodes,
+                                        "isr": p.isr_nodes,
+                                    }
+                                    for p in t.partitions
+                                ],
+                            }
+                            for t in response.topics
+                        ],
+                        indent=2,
+                    )
+                )
                 return 1 if any(t.error_code for t in response.topics) else 0
-            table = Table(title=f"cluster {response.cluster_id} (controller {response.controller_id})")
+            table = Table(
+                title=f"cluster {response.cluster_id} (controller {response.controller_id})"
+            )
             for column in ("topic", "partition", "leader", "replicas", "isr", "error"):
                 table.add_column(column)
             for t in response.topics:
                 if t.error_code:
                     table.add_row(t.name, "-", "-", "-", "-", error_name(t.error_code))
                 for p in t.partitions:
-                    table.add_row(t.name, str(p.partition_index), str(p.leader_id),
-                                  ",".join(map(str, p.replica_nodes)), ",".join(map(str, p.isr_nodes)), "")
+                    table.add_row(
+                        t.name,
+                        str(p.partition_index),
+                        str(p.leader_id),
+                        ",".join(map(str, p.replica_nodes)),
+                        ",".join(map(str, p.isr_nodes)),
+                        "",
+                    )
             Console().print(table)
             return 1 if any(t.error_code for t in response.topics) else 0
     return 0
@@ -97,7 +125,9 @@ async def _produce(args: argparse.Namespace) -> int:
                 sep = args.key_separator.encode()
                 if sep not in text:
                     skipped += 1
-                    err.print(f"[yellow]a line has no key separator {args.key_separator!r}; skipped[/yellow]")
+                    err.print(
+                        f"[yellow]a line has no key separator {args.key_separator!r}; skipped[/yellow]"
+                    )
                     continue
                 key, text = text.split(sep, 1)
             futures.append(await producer.send(args.topic, text, key, partition=args.partition))
@@ -108,8 +138,10 @@ async def _produce(args: argparse.Namespace) -> int:
                 failed += 1
                 if failed <= 5:
                     err.print(f"[red]{future.exception()}[/red]")
-    err.print(f"produced {sent - failed} of {sent} record(s)"
-              + (f", skipped {skipped} line(s)" if skipped else ""))
+    err.print(
+        f"produced {sent - failed} of {sent} record(s)"
+        + (f", skipped {skipped} line(s)" if skipped else "")
+    )
     return 1 if failed or skipped else 0
 
 

@@ -30,8 +30,13 @@ def parse_bootstrap(bootstrap: str | Iterable[str]) -> list[tuple[str, int]]:
 
 
 class ClientCluster:
-    def __init__(self, bootstrap: str | Iterable[str], *, client_id: str = "purgatory-client",
-                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        bootstrap: str | Iterable[str],
+        *,
+        client_id: str = "purgatory-client",
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+    ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -43,8 +48,9 @@ class ClientCluster:
         self._refresh_lock = asyncio.Lock()
 
     async def _open(self, host: str, port: int) -> Connection:
-        return await Connection.open(host, port, client_id=self.client_id,
-                                     request_timeout_ms=self.request_timeout_ms)
+        return await Connection.open(
+            host, port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms
+        )
 
     async def any_connection(self) -> Connection:
         """A connection to some broker: a known one, else a bootstrap server."""
@@ -70,13 +76,17 @@ class ClientCluster:
             if node_id not in self.brokers:
                 await self.refresh()
             if node_id not in self.brokers:
-                raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node_id} is not in metadata")
+                raise KafkaError(
+                    ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node_id} is not in metadata"
+                )
             host, port = self.brokers[node_id]
             conn = await self._open(host, port)
             self._connections[node_id] = conn
         return conn
 
-    async def refresh(self, topics: list[str] | None = None, *, auto_create: bool = False) -> m.MetadataResponse:
+    async def refresh(
+        self, topics: list[str] | None = None, *, auto_create: bool = False
+    ) -> m.MetadataResponse:
         """Fetch metadata for ``topics`` (None: all) and update the view."""
         async with self._refresh_lock:
             last: Exception | None = None
@@ -84,7 +94,8 @@ class ClientCluster:
                 try:
                     conn = await self.any_connection()
                     response: m.MetadataResponse = await conn.send(
-                        ApiKey.METADATA, m.MetadataRequest(topics, auto_create))
+                        ApiKey.METADATA, m.MetadataRequest(topics, auto_create)
+                    )
                     break
                 except (ConnectionClosed, KafkaError) as exc:
                     last = exc
@@ -114,31 +125,46 @@ class ClientCluster:
             return -1
         return parts[partition].leader_id
 
-    async def ensure_topics(self, topics: list[str], *, auto_create: bool,
-                            timeout_ms: int = 30000) -> None:
+    async def ensure_topics(
+        self, topics: list[str], *, auto_create: bool, timeout_ms: int = 30000
+    ) -> None:
         """Refresh until every topic has leaders, or raise UNKNOWN_TOPIC_OR_PARTITION."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         delay = 0.01
         while True:
             response = await self.refresh(topics, auto_create=auto_create)
-            bad = [t for t in response.topics
-                   if t.error_code != 0 or any(p.leader_id < 0 for p in t.partitions)]
+            bad = [
+                t
+                for t in response.topics
+                if t.error_code != 0 or any(p.leader_id < 0 for p in t.partitions)
+            ]
             if not bad:
                 return
-            fatal = [t for t in bad if t.error_code not in (0, ErrorCode.LEADER_NOT_AVAILABLE,
-                                                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+            fatal = [
+                t
+                for t in bad
+                if t.error_code
+                not in (0, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            ]
             if fatal or loop.time() + delay > deadline:
                 t = (fatal or bad)[0]
-                raise KafkaError(t.error_code or ErrorCode.LEADER_NOT_AVAILABLE,
-                                 f"topic {t.name!r} is not available")
-            if not auto_create and all(t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t in bad):
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"topic {bad[0].name!r} does not exist")
+                raise KafkaError(
+                    t.error_code or ErrorCode.LEADER_NOT_AVAILABLE,
+                    f"topic {t.name!r} is not available",
+                )
+            if not auto_create and all(
+                t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t in bad
+            ):
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {bad[0].name!r} does not exist"
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
-    async def send_to_controller(self, key: ApiKey, body: Any, timeout_ms: int | None = None) -> Any:
+    async def send_to_controller(
+        self, key: ApiKey, body: Any, timeout_ms: int | None = None
+    ) -> Any:
         if self.controller_id < 0:
             await self.refresh([])
         try:

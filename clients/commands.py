@@ -9,8 +9,12 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def _bootstrap(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap", "--bootstrap-server", default=DEFAULT_BOOTSTRAP,
-                   help=f"host:port[,host:port...] (default {DEFAULT_BOOTSTRAP})")
+    p.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        default=DEFAULT_BOOTSTRAP,
+        help=f"host:port[,host:port...] (default {DEFAULT_BOOTSTRAP})",
+    )
 
 
 def add_commands(sub: Any) -> None:
@@ -18,11 +22,22 @@ def add_commands(sub: Any) -> None:
     tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
     create = tsub.add_parser("create", help="create a topic")
     create.add_argument("topic")
-    create.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
-    create.add_argument("--replication-factor", type=int, default=-1,
-                        help="default: the broker's default.replication.factor")
-    create.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
-                        help="topic config, e.g. retention.bytes=1048576 (repeatable)")
+    create.add_argument(
+        "--partitions", type=int, default=-1, help="default: the broker's num.partitions"
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="default: the broker's default.replication.factor",
+    )
+    create.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="topic config, e.g. retention.bytes=1048576 (repeatable)",
+    )
     create.add_argument("--if-not-exists", action="store_true")
     _bootstrap(create)
     lst = tsub.add_parser("list", help="list topic names")
@@ -35,7 +50,9 @@ def add_commands(sub: Any) -> None:
 
     produce = sub.add_parser("produce", help="produce one record per line of standard input")
     produce.add_argument("topic")
-    produce.add_argument("--key-separator", help="split each line into key and value at this string")
+    produce.add_argument(
+        "--key-separator", help="split each line into key and value at this string"
+    )
     produce.add_argument("--acks", default="1", choices=("all", "-1", "0", "1"))
     produce.add_argument("--partition", type=int, help="send every record to this partition")
     produce.add_argument("--linger-ms", type=int, default=5)
@@ -48,8 +65,11 @@ def add_commands(sub: Any) -> None:
     consume.add_argument("--partition", type=int, help="read only this partition")
     consume.add_argument("--offset", type=int, help="start at this offset (needs --partition)")
     consume.add_argument("--max-records", type=int, help="exit after this many records")
-    consume.add_argument("--timeout-ms", type=int,
-                         help="exit when no record arrived for this long (default: wait forever)")
+    consume.add_argument(
+        "--timeout-ms",
+        type=int,
+        help="exit when no record arrived for this long (default: wait forever)",
+    )
     consume.add_argument("--group", help="commit positions for this group and resume from them")
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
     consume.add_argument("--print-offset", action="store_true", help="prefix partition:offset<TAB>")
@@ -64,15 +84,20 @@ def add_perf_commands(sub: Any) -> None:
     produce.add_argument("--record-size", type=int, default=100)
     produce.add_argument("--batch-size", type=int, default=1, help="records per produce request")
     produce.add_argument("--acks", default="1", choices=("all", "-1", "0", "1"))
-    produce.add_argument("--throughput", type=float, default=-1,
-                         help="records/s limit; -1 for none")
-    produce.add_argument("--max-in-flight", type=int, default=64,
-                         help="requests pipelined on the connection")
+    produce.add_argument(
+        "--throughput", type=float, default=-1, help="records/s limit; -1 for none"
+    )
+    produce.add_argument(
+        "--max-in-flight", type=int, default=64, help="requests pipelined on the connection"
+    )
     produce.add_argument("--partitions", type=int, default=1, help="partitions of a created topic")
     produce.add_argument("--duration", type=float, help="stop after this many seconds")
-    produce.add_argument("--echo", action="store_true",
-                         help="also run the framed echo server+client with the same requests and "
-                         "print the broker's rate as a fraction of it")
+    produce.add_argument(
+        "--echo",
+        action="store_true",
+        help="also run the framed echo server+client with the same requests and "
+        "print the broker's rate as a fraction of it",
+    )
     produce.add_argument("--json", action="store_true", help="print only the JSON summary")
     _bootstrap(produce)
     produce.set_defaults(func=_call("clients.perf.produce", "main"))
@@ -80,15 +105,22 @@ def add_perf_commands(sub: Any) -> None:
     consume = sub.add_parser("consume", help="consume load, like kafka-consumer-perf-test")
     consume.add_argument("--topic", default="perf")
     consume.add_argument("--num-records", type=int, default=100000)
-    consume.add_argument("--fetch-max-bytes", type=int, default=1048576,
-                         help="max.partition.fetch.bytes of each fetch")
-    consume.add_argument("--timeout-ms", type=int, default=10000,
-                         help="give up when no record arrives for this long")
+    consume.add_argument(
+        "--fetch-max-bytes",
+        type=int,
+        default=1048576,
+        help="max.partition.fetch.bytes of each fetch",
+    )
+    consume.add_argument(
+        "--timeout-ms", type=int, default=10000, help="give up when no record arrives for this long"
+    )
     consume.add_argument("--json", action="store_true")
     _bootstrap(consume)
     consume.set_defaults(func=_call("clients.perf.consume", "main"))
 
-    echo = sub.add_parser("echo", help="bare framed echo server+client: the ceiling of any broker here")
+    echo = sub.add_parser(
+        "echo", help="bare framed echo server+client: the ceiling of any broker here"
+    )
     echo.add_argument("--num-requests", type=int, default=200000)
     echo.add_argument("--record-size", type=int, default=100)
     echo.add_argument("--batch-size", type=int, default=1, help="records per request")

@@ -29,7 +29,11 @@ class _Pending:
     __slots__ = ("api_key", "future", "timer", "version")
 
     def __init__(
-        self, api_key: int, version: int, future: asyncio.Future[Any], timer: asyncio.TimerHandle | None
+        self,
+        api_key: int,
+        version: int,
+        future: asyncio.Future[Any],
+        timer: asyncio.TimerHandle | None,
     ) -> None:
         self.api_key = api_key
         self.version = version
@@ -55,9 +59,15 @@ class Connection:
     """A connection to one broker. ``send`` may be called concurrently: requests are
     pipelined and their responses matched by correlation id (they arrive in order)."""
 
-    def __init__(self, host: str, port: int, *, client_id: str = "purgatory-client",
-                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "purgatory-client",
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -72,16 +82,19 @@ class Connection:
         self._loop = asyncio.get_running_loop()
 
     @classmethod
-    async def open(cls, host: str, port: int, *, connect_timeout_s: float = 10.0,
-                   **kwargs: Any) -> Connection:
+    async def open(
+        cls, host: str, port: int, *, connect_timeout_s: float = 10.0, **kwargs: Any
+    ) -> Connection:
         self = cls(host, port, **kwargs)
         try:
             await asyncio.wait_for(
                 self._loop.create_connection(lambda: _ClientProtocol(self), host, port),
                 connect_timeout_s,
             )
-        except (OSError, asyncio.TimeoutError) as exc:
-            raise ConnectionClosed(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+        except (TimeoutError, OSError) as exc:
+            raise ConnectionClosed(
+                f"cannot connect to {host}:{port}: {exc or 'timed out'}"
+            ) from None
         return self
 
     @property
@@ -112,8 +125,13 @@ class Connection:
         """Send a request that gets no response (Produce with acks=0)."""
         self._enqueue(int(key), latest_version(key) if version is None else version, body)
 
-    def request(self, key: ApiKey, body: msgspec.Struct, version: int | None = None,
-                timeout_ms: int | None = None) -> asyncio.Future[Any]:
+    def request(
+        self,
+        key: ApiKey,
+        body: msgspec.Struct,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> asyncio.Future[Any]:
         """Send a request; the future resolves to the response body or raises KafkaError
         (request-level error, REQUEST_TIMED_OUT) or ConnectionClosed."""
         ver = latest_version(key) if version is None else version
@@ -122,12 +140,19 @@ class Connection:
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         timer = None
         if timeout > 0:
-            timer = self._loop.call_at(self._loop.time() + timeout / 1000, self._expire, correlation_id)
+            timer = self._loop.call_at(
+                self._loop.time() + timeout / 1000, self._expire, correlation_id
+            )
         self._pending[correlation_id] = _Pending(int(key), ver, future, timer)
         return future
 
-    async def send(self, key: ApiKey, body: msgspec.Struct, version: int | None = None,
-                   timeout_ms: int | None = None) -> Any:
+    async def send(
+        self,
+        key: ApiKey,
+        body: msgspec.Struct,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> Any:
         return await self.request(key, body, version, timeout_ms)
 
     def _expire(self, correlation_id: int) -> None:
@@ -148,7 +173,9 @@ class Connection:
             try:
                 header = decode_response_header(frame)
             except msgspec.DecodeError as exc:
-                self._fail(ConnectionClosed(f"undecodable response from {self.host}:{self.port}: {exc}"))
+                self._fail(
+                    ConnectionClosed(f"undecodable response from {self.host}:{self.port}: {exc}")
+                )
                 return
             pending = self._pending.pop(header.correlation_id, None)
             if pending is None:
@@ -162,7 +189,9 @@ class Connection:
                 future.set_exception(KafkaError(header.error_code, header.error_message))
                 continue
             try:
-                future.set_result(decode_response_body(pending.api_key, pending.version, header.body))
+                future.set_result(
+                    decode_response_body(pending.api_key, pending.version, header.body)
+                )
             except msgspec.DecodeError as exc:
                 future.set_exception(
                     KafkaError(ErrorCode.CORRUPT_MESSAGE, f"undecodable response body: {exc}")
@@ -181,9 +210,11 @@ class Connection:
             self._transport.close()
 
     def _lost(self, exc: Exception | None) -> None:
-        self._fail(ConnectionClosed(
-            f"connection to {self.host}:{self.port} lost" + (f": {exc}" if exc else "")
-        ))
+        self._fail(
+            ConnectionClosed(
+                f"connection to {self.host}:{self.port} lost" + (f": {exc}" if exc else "")
+            )
+        )
 
     async def close(self) -> None:
         self._flush()

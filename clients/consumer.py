@@ -45,7 +45,9 @@ class Consumer:
         client_id: str = "purgatory-consumer",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
-            raise ValueError(f"auto.offset.reset must be earliest, latest or none, got {auto_offset_reset!r}")
+            raise ValueError(
+                f"auto.offset.reset must be earliest, latest or none, got {auto_offset_reset!r}"
+            )
         self.group_id = group_id
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -53,8 +55,11 @@ class Consumer:
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.auto_offset_reset = auto_offset_reset
         self.retry_backoff_ms = retry_backoff_ms
-        self.cluster = ClientCluster(bootstrap, client_id=client_id,
-                                     request_timeout_ms=max(request_timeout_ms, fetch_max_wait_ms + 5000))
+        self.cluster = ClientCluster(
+            bootstrap,
+            client_id=client_id,
+            request_timeout_ms=max(request_timeout_ms, fetch_max_wait_ms + 5000),
+        )
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._highwater: dict[TopicPartition, int] = {}
@@ -111,17 +116,26 @@ class Consumer:
         offsets = await self.list_offsets(tps, timestamp)
         self._positions.update(offsets)
 
-    async def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+    async def list_offsets(
+        self, tps: list[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}
         for leader, group in (await self._by_leader(tps)).items():
             conn = await self.cluster.connection(leader)
-            request = m.ListOffsetsRequest(-1, [m.ListOffsetsTopic(t, [m.ListOffsetsPartition(p, timestamp) for p in ps])
-                                                for t, ps in _by_topic(group).items()])
+            request = m.ListOffsetsRequest(
+                -1,
+                [
+                    m.ListOffsetsTopic(t, [m.ListOffsetsPartition(p, timestamp) for p in ps])
+                    for t, ps in _by_topic(group).items()
+                ],
+            )
             response: m.ListOffsetsResponse = await conn.send(ApiKey.LIST_OFFSETS, request)
             for topic in response.topics:
                 for part in topic.partitions:
                     if part.error_code:
-                        raise KafkaError(part.error_code, f"ListOffsets for {topic.name}-{part.partition_index}")
+                        raise KafkaError(
+                            part.error_code, f"ListOffsets for {topic.name}-{part.partition_index}"
+                        )
                     out[(topic.name, part.partition_index)] = part.offset
         return out
 
@@ -133,7 +147,9 @@ class Consumer:
         for tp in tps:
             leader = self.cluster.leader_for(*tp)
             if leader < 0:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]} has no known leader")
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]} has no known leader"
+                )
             groups.setdefault(leader, []).append(tp)
         return groups
 
@@ -149,14 +165,20 @@ class Consumer:
             missing = [tp for tp in missing if tp not in self._positions]
         if missing:
             if self.auto_offset_reset == "none":
-                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                                 f"no position for {missing[0][0]}-{missing[0][1]} and auto.offset.reset=none")
-            ts = m.EARLIEST_TIMESTAMP if self.auto_offset_reset == "earliest" else m.LATEST_TIMESTAMP
+                raise KafkaError(
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    f"no position for {missing[0][0]}-{missing[0][1]} and auto.offset.reset=none",
+                )
+            ts = (
+                m.EARLIEST_TIMESTAMP if self.auto_offset_reset == "earliest" else m.LATEST_TIMESTAMP
+            )
             await self._reset(missing, ts)
 
     # -- fetching ------------------------------------------------------------------------------
 
-    async def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerMessage]:
+    async def poll(
+        self, timeout_ms: int = 1000, max_records: int | None = None
+    ) -> list[ConsumerMessage]:
         """Fetch from every assigned partition's leader until records arrive or the timeout."""
         if not self._assignment:
             raise RuntimeError("no partitions assigned")
@@ -190,7 +212,8 @@ class Consumer:
             raise
         results = await asyncio.gather(
             *(self._fetch_from(leader, tps, wait_ms) for leader, tps in groups.items()),
-            return_exceptions=True)
+            return_exceptions=True,
+        )
         out: list[ConsumerMessage] = []
         stale = False
         for result in results:
@@ -207,13 +230,29 @@ class Consumer:
             await self.cluster.refresh(sorted({t for t, _ in self._assignment}))
         return out
 
-    async def _fetch_from(self, leader: int, tps: list[TopicPartition], wait_ms: int) -> tuple[list[ConsumerMessage], bool]:
+    async def _fetch_from(
+        self, leader: int, tps: list[TopicPartition], wait_ms: int
+    ) -> tuple[list[ConsumerMessage], bool]:
         conn = await self.cluster.connection(leader)
-        request = m.FetchRequest(-1, wait_ms, self.fetch_min_bytes, self.fetch_max_bytes, [
-            m.FetchTopic(t, [m.FetchPartition(p, self._positions[(t, p)], self.max_partition_fetch_bytes) for p in ps])
-            for t, ps in _by_topic(tps).items()])
+        request = m.FetchRequest(
+            -1,
+            wait_ms,
+            self.fetch_min_bytes,
+            self.fetch_max_bytes,
+            [
+                m.FetchTopic(
+                    t,
+                    [
+                        m.FetchPartition(p, self._positions[(t, p)], self.max_partition_fetch_bytes)
+                        for p in ps
+                    ],
+                )
+                for t, ps in _by_topic(tps).items()
+            ],
+        )
         response: m.FetchResponseV1 = await conn.send(
-            ApiKey.FETCH, request, timeout_ms=wait_ms + self.cluster.request_timeout_ms)
+            ApiKey.FETCH, request, timeout_ms=wait_ms + self.cluster.request_timeout_ms
+        )
         out: list[ConsumerMessage] = []
         stale = False
         for topic in response.responses:
@@ -223,7 +262,9 @@ class Consumer:
                     continue
                 if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     if self.auto_offset_reset == "none":
-                        raise KafkaError(part.error_code, f"{tp[0]}-{tp[1]} offset {self._positions[tp]}")
+                        raise KafkaError(
+                            part.error_code, f"{tp[0]}-{tp[1]} offset {self._positions[tp]}"
+                        )
                     del self._positions[tp]  # re-initialised by auto.offset.reset
                     continue
                 if part.error_code:
@@ -237,8 +278,17 @@ class Consumer:
                 position = self._positions[tp]
                 for record in decode_records(part.records):
                     if record.offset >= position:
-                        out.append(ConsumerMessage(tp[0], tp[1], record.offset, record.timestamp,
-                                                   record.key, record.value, record.headers))
+                        out.append(
+                            ConsumerMessage(
+                                tp[0],
+                                tp[1],
+                                record.offset,
+                                record.timestamp,
+                                record.key,
+                                record.value,
+                                record.headers,
+                            )
+                        )
                         position = record.offset + 1
                 self._positions[tp] = position
         return out, stale
@@ -256,27 +306,42 @@ class Consumer:
         offsets = dict(self._positions) if offsets is None else offsets
         for leader, tps in (await self._by_leader(list(offsets))).items():
             conn = await self.cluster.connection(leader)
-            request = m.OffsetCommitRequest(group, [
-                m.OffsetCommitTopic(t, [m.OffsetCommitPartition(p, offsets[(t, p)]) for p in ps])
-                for t, ps in _by_topic(tps).items()])
+            request = m.OffsetCommitRequest(
+                group,
+                [
+                    m.OffsetCommitTopic(
+                        t, [m.OffsetCommitPartition(p, offsets[(t, p)]) for p in ps]
+                    )
+                    for t, ps in _by_topic(tps).items()
+                ],
+            )
             response: m.OffsetCommitResponse = await conn.send(ApiKey.OFFSET_COMMIT, request)
             for topic in response.topics:
                 for part in topic.partitions:
                     if part.error_code:
-                        raise KafkaError(part.error_code, f"commit {topic.name}-{part.partition_index} "
-                                         f"at {offsets[(topic.name, part.partition_index)]} for group {group!r}")
+                        raise KafkaError(
+                            part.error_code,
+                            f"commit {topic.name}-{part.partition_index} "
+                            f"at {offsets[(topic.name, part.partition_index)]} for group {group!r}",
+                        )
 
-    async def committed_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int | None]:
+    async def committed_offsets(
+        self, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, int | None]:
         group = self._require_group()
         out: dict[TopicPartition, int | None] = {}
         for leader, group_tps in (await self._by_leader(tps)).items():
             conn = await self.cluster.connection(leader)
-            request = m.OffsetFetchRequest(group, [m.OffsetFetchTopic(t, ps) for t, ps in _by_topic(group_tps).items()])
+            request = m.OffsetFetchRequest(
+                group, [m.OffsetFetchTopic(t, ps) for t, ps in _by_topic(group_tps).items()]
+            )
             response: m.OffsetFetchResponse = await conn.send(ApiKey.OFFSET_FETCH, request)
             for topic in response.topics:
                 for part in topic.partitions:
                     if part.error_code:
-                        raise KafkaError(part.error_code, f"offset fetch {topic.name}-{part.partition_index}")
+                        raise KafkaError(
+                            part.error_code, f"offset fetch {topic.name}-{part.partition_index}"
+                        )
                     offset = part.committed_offset
                     out[(topic.name, part.partition_index)] = offset if offset >= 0 else None
         return out
@@ -290,5 +355,3 @@ def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
     for topic, partition in tps:
         out.setdefault(topic, []).append(partition)
     return out
-
-

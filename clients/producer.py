@@ -5,6 +5,7 @@ metadata until ``delivery.timeout.ms``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,9 @@ class RecordMetadata(msgspec.Struct, frozen=True):
 class _Batch:
     topic: str
     partition: int
-    records: list[tuple[bytes | None, bytes | None, int, Sequence[tuple[str, bytes | None]]]] = field(default_factory=list)
+    records: list[tuple[bytes | None, bytes | None, int, Sequence[tuple[str, bytes | None]]]] = (
+        field(default_factory=list)
+    )
     futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
     size: int = 0
     created: float = 0.0
@@ -74,7 +77,9 @@ class Producer:
         self.delivery_timeout_ms = delivery_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.auto_create_topics = auto_create_topics
-        self.cluster = ClientCluster(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self.cluster = ClientCluster(
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
         self._open: dict[tuple[str, int], _Batch] = {}
         self._round_robin: dict[str, int] = {}
         self._in_flight: dict[int, asyncio.Semaphore] = {}
@@ -93,14 +98,22 @@ class Producer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def send(self, topic: str, value: bytes | None, key: bytes | None = None, *,
-                   partition: int | None = None, headers: Sequence[tuple[str, bytes | None]] = (),
-                   timestamp_ms: int | None = None) -> asyncio.Future[RecordMetadata]:
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
         if self._closed:
             raise RuntimeError("producer is closed")
         if self.cluster.partitions_for(topic) is None:
-            await self.cluster.ensure_topics([topic], auto_create=self.auto_create_topics,
-                                             timeout_ms=self.delivery_timeout_ms)
+            await self.cluster.ensure_topics(
+                [topic], auto_create=self.auto_create_topics, timeout_ms=self.delivery_timeout_ms
+            )
         parts = self.cluster.partitions_for(topic) or []
         if partition is None:
             if key is not None:
@@ -108,13 +121,22 @@ class Producer:
             else:  # sticky: keep filling the open batch of the current partition
                 partition = self._round_robin.get(topic, 0) % len(parts)
         elif not 0 <= partition < len(parts):
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"{topic} has {len(parts)} partitions; partition {partition} does not exist")
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"{topic} has {len(parts)} partitions; partition {partition} does not exist",
+            )
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        size = len(value or b"") + len(key or b"") + 8 + sum(len(k) + len(v or b"") for k, v in headers)
+        size = (
+            len(value or b"")
+            + len(key or b"")
+            + 8
+            + sum(len(k) + len(v or b"") for k, v in headers)
+        )
         if size > self.max_request_size:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"record of {size} bytes exceeds max.request.size {self.max_request_size}")
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"record of {size} bytes exceeds max.request.size {self.max_request_size}",
+            )
         tp = (topic, partition)
         batch = self._open.get(tp)
         if batch is not None and batch.size + size > self.batch_size:
@@ -133,8 +155,9 @@ class Producer:
             self._arm_linger()
         return future
 
-    async def send_and_wait(self, topic: str, value: bytes | None, key: bytes | None = None,
-                            **kwargs: Any) -> RecordMetadata:
+    async def send_and_wait(
+        self, topic: str, value: bytes | None, key: bytes | None = None, **kwargs: Any
+    ) -> RecordMetadata:
         return await (await self.send(topic, value, key, **kwargs))
 
     def _arm_linger(self) -> None:
@@ -179,30 +202,51 @@ class Producer:
                 for i, fut in enumerate(batch.futures):
                     if not fut.done():
                         offset = base + i if base >= 0 else -1
-                        fut.set_result(RecordMetadata(batch.topic, batch.partition, offset,
-                                                      batch.records[i][2] if batch.records[i][2] >= 0 else now))
+                        fut.set_result(
+                            RecordMetadata(
+                                batch.topic,
+                                batch.partition,
+                                offset,
+                                batch.records[i][2] if batch.records[i][2] >= 0 else now,
+                            )
+                        )
                 return
             retriable = ErrorCode(code).retriable if code in ErrorCode._value2member_map_ else False
-            if not retriable or time.monotonic() + self.retry_backoff_ms / 1000 > deadline or self._closed:
-                error = KafkaError(code, message or f"{error_name(code)} after {batch.attempts} attempt(s)")
+            if (
+                not retriable
+                or time.monotonic() + self.retry_backoff_ms / 1000 > deadline
+                or self._closed
+            ):
+                error = KafkaError(
+                    code, message or f"{error_name(code)} after {batch.attempts} attempt(s)"
+                )
                 for fut in batch.futures:
                     if not fut.done():
                         fut.set_exception(error)
                 return
             await asyncio.sleep(self.retry_backoff_ms / 1000)
             if code in METADATA_STALE or code == ErrorCode.NETWORK_EXCEPTION:
-                try:
+                with contextlib.suppress(ConnectionClosed, KafkaError):
                     await self.cluster.refresh([batch.topic], auto_create=self.auto_create_topics)
-                except (ConnectionClosed, KafkaError):
-                    pass
 
     async def _send_batch(self, batch: _Batch) -> tuple[int, str | None, int]:
         leader = self.cluster.leader_for(batch.topic, batch.partition)
         if leader < 0:
-            return ErrorCode.LEADER_NOT_AVAILABLE, f"no leader known for {batch.topic}-{batch.partition}", -1
+            return (
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                f"no leader known for {batch.topic}-{batch.partition}",
+                -1,
+            )
         conn = await self.cluster.connection(leader)
-        request = m.ProduceRequest(self.acks, self.request_timeout_ms, [
-            m.TopicProduceData(batch.topic, [m.PartitionProduceData(batch.partition, batch.encode())])])
+        request = m.ProduceRequest(
+            self.acks,
+            self.request_timeout_ms,
+            [
+                m.TopicProduceData(
+                    batch.topic, [m.PartitionProduceData(batch.partition, batch.encode())]
+                )
+            ],
+        )
         if self.acks == 0:
             conn.send_nowait(ApiKey.PRODUCE, request)
             return ErrorCode.NONE, None, -1

@@ -161,7 +161,7 @@ def encode_request_into(
     version: int,
     correlation_id: int,
     client_id: str | None,
-    body: Struct,
+    body: Struct | Raw,
 ) -> None:
     """Append one complete request frame (length prefix included) to ``buffer``."""
     start = len(buffer)

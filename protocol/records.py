@@ -81,30 +81,37 @@ _records_encoder = msgspec.msgpack.Encoder()
 _records_decoder = msgspec.msgpack.Decoder(list[Record])
 
 
-def encode_batch(
-    records: Sequence[tuple[bytes | None, bytes | None]]
-    | Sequence[tuple[bytes | None, bytes | None, int]]
-    | Sequence[tuple[bytes | None, bytes | None, int, Sequence[tuple[str, bytes | None]]]],
-    *,
-    timestamp_ms: int = 0,
-) -> bytes:
+RecordHeaders = Sequence[tuple[str, bytes | None]]
+RecordInput = (
+    tuple[bytes | None, bytes | None]
+    | tuple[bytes | None, bytes | None, int]
+    | tuple[bytes | None, bytes | None, int, RecordHeaders]
+)
+
+
+def _full(
+    record: RecordInput, default_ts: int
+) -> tuple[bytes | None, bytes | None, int, RecordHeaders]:
+    if len(record) == 2:
+        return record[0], record[1], default_ts, ()
+    if len(record) == 3:
+        return record[0], record[1], record[2], ()
+    return record
+
+
+def encode_batch(records: Sequence[RecordInput], *, timestamp_ms: int = 0) -> bytes:
     """Encode (key, value[, timestamp_ms[, headers]]) tuples as one batch with base offset 0.
 
     A record without its own timestamp gets ``timestamp_ms``.
     """
     if not records:
         raise ValueError("a batch holds at least one record")
-    stamps = [r[2] if len(r) > 2 else timestamp_ms for r in records]  # type: ignore[misc]
-    base_ts = min(stamps)
-    max_ts = max(stamps)
+    full = [_full(r, timestamp_ms) for r in records]
+    base_ts = min(r[2] for r in full)
+    max_ts = max(r[2] for r in full)
     encoded = [
-        Record(
-            ts - base_ts,
-            r[0],
-            r[1],
-            [Header(k, v) for k, v in r[3]] if len(r) > 3 else [],  # type: ignore[misc]
-        )
-        for r, ts in zip(records, stamps, strict=True)
+        Record(ts - base_ts, key, value, [Header(k, v) for k, v in headers])
+        for key, value, ts, headers in full
     ]
     body = _records_encoder.encode(encoded)
     tail = struct.pack(">hqqi", 0, base_ts, max_ts, len(records)) + body
@@ -151,7 +158,10 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
 
 def assign_offsets(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
     """Return the batch with the broker's base offset and leader epoch; records untouched."""
-    return _BROKER_FIELDS.pack(base_offset, len(batch) - _LENGTH_END, leader_epoch) + memoryview(batch)[16:]
+    return (
+        _BROKER_FIELDS.pack(base_offset, len(batch) - _LENGTH_END, leader_epoch)
+        + memoryview(batch)[16:]
+    )
 
 
 def batch_base_offset(batch: bytes | memoryview) -> int:
@@ -186,9 +196,7 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
         if len(records) != count:
             raise CorruptRecordError(f"batch at offset {base_offset} has a wrong record count")
         out.extend(
-            ConsumerRecord(
-                base_offset + i, base_ts + r.timestamp_delta, r.key, r.value, r.headers
-            )
+            ConsumerRecord(base_offset + i, base_ts + r.timestamp_delta, r.key, r.value, r.headers)
             for i, r in enumerate(records)
         )
     return out

@@ -27,8 +27,34 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-async def wait_until(condition: Callable[[], bool | Awaitable[bool]], *, timeout: float = 10.0,
-                     interval: float = 0.01, message: str = "condition") -> None:
+def free_port_range(n: int) -> int:
+    """A base port such that base .. base+n-1 are all free right now."""
+    for _ in range(100):
+        base = free_ports(1)[0]
+        if base + n > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {n} consecutive free ports found")
+
+
+async def wait_until(
+    condition: Callable[[], bool | Awaitable[bool]],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.01,
+    message: str = "condition",
+) -> None:
     """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -65,8 +91,9 @@ async def running_cluster(n: int, **overrides: Any) -> AsyncIterator[list[Broker
         for i, port in enumerate(ports):
             config = broker_config(i, members=members if n > 1 else "", port=port, **overrides)
             brokers.append(await start_broker(config))
-        await wait_until(lambda: all(b.health_problem() is None for b in brokers),
-                         message="every broker healthy")
+        await wait_until(
+            lambda: all(b.health_problem() is None for b in brokers), message="every broker healthy"
+        )
         yield brokers
     finally:
         for b in reversed(brokers):

@@ -22,8 +22,9 @@ class _Counter:
 
 async def consume_load(args: argparse.Namespace) -> dict[str, Any]:
     counter = _Counter()
-    async with Consumer(args.bootstrap, auto_offset_reset="earliest",
-                        max_partition_fetch_bytes=args.fetch_max_bytes) as consumer:
+    async with Consumer(
+        args.bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=args.fetch_max_bytes
+    ) as consumer:
         await consumer.assign_topics([args.topic])
         await consumer.seek_to_beginning()
         records = 0
@@ -44,10 +45,16 @@ async def consume_load(args: argparse.Namespace) -> dict[str, Any]:
                 elif (now - last) * 1000 > args.timeout_ms:
                     break
         elapsed = max(time.perf_counter() - start, 1e-9)
-    return {"benchmark": "consume", "topic": args.topic, "records": records, "polls": fetches,
-            "elapsed_s": round(elapsed, 3), "records_per_sec": round(records / elapsed, 1),
-            "mb_per_sec": round(record_bytes / elapsed / 1e6, 3),
-            "complete": records >= args.num_records}
+    return {
+        "benchmark": "consume",
+        "topic": args.topic,
+        "records": records,
+        "polls": fetches,
+        "elapsed_s": round(elapsed, 3),
+        "records_per_sec": round(records / elapsed, 1),
+        "mb_per_sec": round(record_bytes / elapsed / 1e6, 3),
+        "complete": records >= args.num_records,
+    }
 
 
 def main(args: argparse.Namespace) -> int:

@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
 import signal
 import socket
 from typing import Any
@@ -58,7 +57,7 @@ class EchoServer:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
-        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+        ctx = multiprocessing.get_context("fork")  # uvloop is POSIX-only anyway
         self.process = ctx.Process(target=_serve, args=(self.sock, reply), daemon=True)
 
     def __enter__(self) -> EchoServer:
@@ -75,11 +74,28 @@ def main(args: argparse.Namespace) -> int:
     from clients.perf.produce import produce_load
 
     with EchoServer(produce_reply()) as echo:
-        stats = uvloop.run(produce_load("127.0.0.1", echo.port, "perf", args.num_requests,
-                                        args.record_size, args.batch_size, args.max_in_flight,
-                                        acks=1, throughput=-1, duration_s=None, progress=not args.json))
-    summary = {"benchmark": "echo", "record_size": args.record_size, "batch_size": args.batch_size,
-               "max_in_flight": args.max_in_flight, **stats.summary()}
+        stats = uvloop.run(
+            produce_load(
+                "127.0.0.1",
+                echo.port,
+                "perf",
+                args.num_requests,
+                args.record_size,
+                args.batch_size,
+                args.max_in_flight,
+                acks=1,
+                throughput=-1,
+                duration_s=None,
+                progress=not args.json,
+            )
+        )
+    summary = {
+        "benchmark": "echo",
+        "record_size": args.record_size,
+        "batch_size": args.batch_size,
+        "max_in_flight": args.max_in_flight,
+        **stats.summary(),
+    }
     print(json.dumps(summary, indent=None if args.json else 2))
     return 0
 
@@ -87,5 +103,8 @@ def main(args: argparse.Namespace) -> int:
 def produce_reply() -> bytes:
     from protocol import messages as m
 
-    return reply_frame(m.ProduceResponse([m.TopicProduceResponse(
-        "perf", [m.PartitionProduceResponse(0, 0, 0, -1, 0)])]))
+    return reply_frame(
+        m.ProduceResponse(
+            [m.TopicProduceResponse("perf", [m.PartitionProduceResponse(0, 0, 0, -1, 0)])]
+        )
+    )

@@ -42,8 +42,12 @@ class LoadStats(msgspec.Struct):
             "requests_per_sec": round(self.requests / secs, 1),
             "records_per_sec": round(self.records / secs, 1),
             "mb_per_sec": round(self.record_bytes / secs / 1e6, 3),
-            "latency_ms": {"p50": pct(0.50), "p99": pct(0.99), "p999": pct(0.999),
-                           "max": round(lat[-1], 3) if lat else 0.0},
+            "latency_ms": {
+                "p50": pct(0.50),
+                "p99": pct(0.99),
+                "p999": pct(0.999),
+                "max": round(lat[-1], 3) if lat else 0.0,
+            },
         }
 
 
@@ -112,7 +116,9 @@ class PipelinedLoad:
     async def run(self) -> LoadStats:
         loop = asyncio.get_running_loop()
         self._finished = loop.create_future()
-        transport, _ = await loop.create_connection(lambda: _LoadProtocol(self), self.host, self.port)
+        transport, _ = await loop.create_connection(
+            lambda: _LoadProtocol(self), self.host, self.port
+        )
         self._transport = transport
         self._start = time.perf_counter()
         if self.duration_s:
@@ -126,17 +132,29 @@ class PipelinedLoad:
             transport.close()
         elapsed = time.perf_counter() - self._start
         count = self.done if self.expect_response else self.sent
-        return LoadStats(count, count * self.records_per_request,
-                         count * self.records_per_request * self.record_bytes,
-                         elapsed, self.errors, [x * 1000 for x in self.latencies])
+        return LoadStats(
+            count,
+            count * self.records_per_request,
+            count * self.records_per_request * self.record_bytes,
+            elapsed,
+            self.errors,
+            [x * 1000 for x in self.latencies],
+        )
 
     def _target_sent(self, now: float) -> int:
         if self.throughput <= 0:
             return self.total
-        return min(self.total, int((now - self._start) * self.throughput / self.records_per_request) + 1)
+        return min(
+            self.total, int((now - self._start) * self.throughput / self.records_per_request) + 1
+        )
 
     def _fill(self) -> None:
-        if self._transport is None or self._paused or self._finished is None or self._finished.done():
+        if (
+            self._transport is None
+            or self._paused
+            or self._finished is None
+            or self._finished.done()
+        ):
             return
         now = time.perf_counter()
         if now >= self._stop_at:
@@ -172,7 +190,9 @@ class PipelinedLoad:
             self.latencies.append(now - sent_at)
             self.done += 1
             header = decode_response_header(frame)
-            if header.error_code or not self.check(decode_response_body(self.api_key, self.api_version, header.body)):
+            if header.error_code or not self.check(
+                decode_response_body(self.api_key, self.api_version, header.body)
+            ):
                 self.errors += 1
         self._fill()
 
@@ -181,4 +201,6 @@ class PipelinedLoad:
             if self.sent >= self.total and (not self.expect_response or self.done >= self.sent):
                 self._finished.set_result(None)
             else:
-                self._finished.set_exception(ConnectionError(f"connection lost during the run: {exc}"))
+                self._finished.set_exception(
+                    ConnectionError(f"connection lost during the run: {exc}")
+                )

@@ -26,25 +26,56 @@ def _check(response: m.ProduceResponse) -> bool:
     return all(p.error_code == 0 for t in response.responses for p in t.partitions)
 
 
-async def produce_load(host: str, port: int, topic: str, num_requests: int, record_size: int,
-                       batch_size: int, window: int, *, acks: int, throughput: float,
-                       duration_s: float | None, progress: bool,
-                       partitions: list[int] | None = None) -> LoadStats:
+async def produce_load(
+    host: str,
+    port: int,
+    topic: str,
+    num_requests: int,
+    record_size: int,
+    batch_size: int,
+    window: int,
+    *,
+    acks: int,
+    throughput: float,
+    duration_s: float | None,
+    progress: bool,
+    partitions: list[int] | None = None,
+) -> LoadStats:
     value = os.urandom(record_size)
     batch = encode_batch([(None, value)] * batch_size, timestamp_ms=0)
     parts = partitions or [0]
-    bodies = [msgspec.Raw(msgspec.msgpack.encode(m.ProduceRequest(acks, 30000, [
-        m.TopicProduceData(topic, [m.PartitionProduceData(p, batch)])]))) for p in parts]
+    bodies = [
+        msgspec.Raw(
+            msgspec.msgpack.encode(
+                m.ProduceRequest(
+                    acks, 30000, [m.TopicProduceData(topic, [m.PartitionProduceData(p, batch)])]
+                )
+            )
+        )
+        for p in parts
+    ]
     n = len(bodies)
 
     def encode(buffer: bytearray, correlation_id: int) -> None:
-        encode_request_into(buffer, ApiKey.PRODUCE, 0, correlation_id, "perf",
-                            bodies[correlation_id % n])  # type: ignore[arg-type]
+        encode_request_into(
+            buffer, ApiKey.PRODUCE, 0, correlation_id, "perf", bodies[correlation_id % n]
+        )
 
-    load = PipelinedLoad(host, port, api_key=ApiKey.PRODUCE, api_version=0, encode=encode,
-                         check=_check, total=num_requests, records_per_request=batch_size,
-                         record_bytes=record_size, window=window, throughput=throughput,
-                         duration_s=duration_s, expect_response=acks != 0)
+    load = PipelinedLoad(
+        host,
+        port,
+        api_key=ApiKey.PRODUCE,
+        api_version=0,
+        encode=encode,
+        check=_check,
+        total=num_requests,
+        records_per_request=batch_size,
+        record_bytes=record_size,
+        window=window,
+        throughput=throughput,
+        duration_s=duration_s,
+        expect_response=acks != 0,
+    )
     async with progress_of(load, num_requests * batch_size, batch_size, enabled=progress):
         return await load.run()
 
@@ -76,27 +107,58 @@ def main(args: argparse.Namespace) -> int:
     except (KafkaError, ConnectionError, ValueError) as exc:
         print(f"purgatory perf produce: {exc}", file=sys.stderr)
         return 1
-    stats = uvloop.run(produce_load(host, port, args.topic, num_requests, args.record_size,
-                                    args.batch_size, args.max_in_flight, acks=acks,
-                                    throughput=args.throughput, duration_s=args.duration,
-                                    progress=not args.json, partitions=parts))
+    stats = uvloop.run(
+        produce_load(
+            host,
+            port,
+            args.topic,
+            num_requests,
+            args.record_size,
+            args.batch_size,
+            args.max_in_flight,
+            acks=acks,
+            throughput=args.throughput,
+            duration_s=args.duration,
+            progress=not args.json,
+            partitions=parts,
+        )
+    )
     summary: dict[str, Any] = {
-        "benchmark": "produce", "broker": f"{host}:{port}", "topic": args.topic,
-        "partitions": parts, "acks": acks, "record_size": args.record_size,
-        "batch_size": args.batch_size, "max_in_flight": args.max_in_flight, **stats.summary()}
+        "benchmark": "produce",
+        "broker": f"{host}:{port}",
+        "topic": args.topic,
+        "partitions": parts,
+        "acks": acks,
+        "record_size": args.record_size,
+        "batch_size": args.batch_size,
+        "max_in_flight": args.max_in_flight,
+        **stats.summary(),
+    }
     if args.echo:
         from clients.perf.echo import EchoServer, produce_reply
 
         with EchoServer(produce_reply()) as echo:
-            echo_stats = uvloop.run(produce_load(
-                "127.0.0.1", echo.port, args.topic, stats.requests or num_requests,
-                args.record_size, args.batch_size, args.max_in_flight, acks=acks,
-                throughput=args.throughput, duration_s=None, progress=not args.json))
+            echo_stats = uvloop.run(
+                produce_load(
+                    "127.0.0.1",
+                    echo.port,
+                    args.topic,
+                    stats.requests or num_requests,
+                    args.record_size,
+                    args.batch_size,
+                    args.max_in_flight,
+                    acks=acks,
+                    throughput=args.throughput,
+                    duration_s=None,
+                    progress=not args.json,
+                )
+            )
         e = echo_stats.summary()
         summary["echo"] = e
-        summary["fraction_of_echo"] = round(
-            summary["requests_per_sec"] / e["requests_per_sec"], 3) if e["requests_per_sec"] else None
+        summary["fraction_of_echo"] = (
+            round(summary["requests_per_sec"] / e["requests_per_sec"], 3)
+            if e["requests_per_sec"]
+            else None
+        )
     print(json.dumps(summary, indent=None if args.json else 2))
     return 1 if stats.errors else 0
-
-

@@ -13,14 +13,26 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 @contextlib.asynccontextmanager
-async def progress_of(load: Any, total_records: int, records_per_request: int, *,
-                      enabled: bool, attribute: str = "done") -> AsyncIterator[None]:
+async def progress_of(
+    load: Any,
+    total_records: int,
+    records_per_request: int,
+    *,
+    enabled: bool,
+    attribute: str = "done",
+) -> AsyncIterator[None]:
     """Show records completed (``getattr(load, attribute) * records_per_request``)."""
     if not enabled or not sys.stderr.isatty():
         yield
         return
-    progress = Progress(TextColumn("[bold]records"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    progress = Progress(
+        TextColumn("[bold]records"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
     task = progress.add_task("records", total=total_records)
 
     async def follow() -> None:

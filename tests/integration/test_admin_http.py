@@ -16,7 +16,10 @@ DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
 
 
 async def get(broker: Broker, path: str) -> tuple[int, str, str]:
-    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{broker.admin_port}{path}") as r:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{broker.admin_port}{path}") as r,
+    ):
         return r.status, r.headers["Content-Type"], await r.text()
 
 
@@ -28,19 +31,28 @@ async def produce_some(broker: Broker) -> None:
             await producer.send_and_wait("t", b"x" * 10, partition=i % 2)
 
 
-async def test_metrics_are_prometheus_text_with_request_and_partition_figures(broker: Broker) -> None:
+async def test_metrics_are_prometheus_text_with_request_and_partition_figures(
+    broker: Broker,
+) -> None:
     await produce_some(broker)
     status, content_type, text = await get(broker, "/metrics")
     assert status == 200 and content_type.startswith("text/plain")
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(text) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
     assert samples[("purgatory_requests_total", (("request", "Produce"), ("version", "0")))] == 10
     assert samples[("purgatory_request_total_time_seconds_count", (("request", "Produce"),))] == 10
     assert samples[("purgatory_messages_in_total", ())] == 10
     assert samples[("purgatory_log_end_offset", (("partition", "0"), ("topic", "t")))] == 5
     assert samples[("purgatory_connections", ())] >= 0
-    buckets = [v for (name, labels), v in samples.items()
-               if name == "purgatory_request_total_time_seconds_bucket" and ("request", "Produce") in labels]
+    buckets = [
+        v
+        for (name, labels), v in samples.items()
+        if name == "purgatory_request_total_time_seconds_bucket"
+        and ("request", "Produce") in labels
+    ]
     assert max(buckets) == 10
 
 
@@ -61,7 +73,12 @@ async def test_healthz_and_state(broker: Broker) -> None:
     assert content_type.startswith("application/json")
     state = broker.state()
     part = next(p for p in state["partitions"] if p["partition"] == 0)
-    assert (part["leader"], part["log_start_offset"], part["high_watermark"], part["log_end_offset"]) == (0, 0, 5, 5)
+    assert (
+        part["leader"],
+        part["log_start_offset"],
+        part["high_watermark"],
+        part["log_end_offset"],
+    ) == (0, 0, 5, 5)
     assert part["size_bytes"] > 0
 
 

@@ -60,14 +60,20 @@ async def seeded(broker: Broker) -> Broker:
 @pytest.mark.parametrize(
     ("name", "payload", "reason"),
     [
-        ("garbage that is not msgpack", struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1", "unreadable_header"),
+        (
+            "garbage that is not msgpack",
+            struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1",
+            "unreadable_header",
+        ),
         ("length over the limit", struct.pack(">I", 104857601), "frame_too_large"),
         ("negative length", struct.pack(">i", -7), "frame_too_large"),
         ("a header of the wrong shape", frame({"api_key": 0}), "unreadable_header"),
         ("an empty frame", struct.pack(">I", 0), "unreadable_header"),
     ],
 )
-async def test_unreadable_input_closes_only_that_connection(seeded: Broker, name: str, payload: bytes, reason: str) -> None:
+async def test_unreadable_input_closes_only_that_connection(
+    seeded: Broker, name: str, payload: bytes, reason: str
+) -> None:
     bystander = await Connection.open("127.0.0.1", seeded.port)
     reader, writer = await raw(seeded)
     writer.write(payload)
@@ -80,7 +86,7 @@ async def test_unreadable_input_closes_only_that_connection(seeded: Broker, name
 
 
 async def test_a_truncated_frame_blocks_nobody_and_closing_it_is_harmless(seeded: Broker) -> None:
-    reader, writer = await raw(seeded)
+    _, writer = await raw(seeded)
     writer.write(struct.pack(">I", 1000) + b"\x95partial")
     await writer.drain()
     await log_unchanged_and_broker_serving(seeded)  # served while the partial frame waits
@@ -94,13 +100,22 @@ async def test_a_truncated_frame_blocks_nobody_and_closing_it_is_harmless(seeded
     [
         ([77, 0, 5, "x", []], ErrorCode.INVALID_REQUEST, "unknown api_key 77"),
         ([1, 9, 5, "x", []], ErrorCode.UNSUPPORTED_VERSION, "Fetch version 9"),
-        ([0, 0, 5, "x", ["not", "a", "produce"]], ErrorCode.INVALID_REQUEST, "malformed request body"),
+        (
+            [0, 0, 5, "x", ["not", "a", "produce"]],
+            ErrorCode.INVALID_REQUEST,
+            "malformed request body",
+        ),
         ([1, 1, 5, "x", [-1, 0, 1, -5, []]], ErrorCode.INVALID_REQUEST, "must not be negative"),
-        ([1, 1, 5, "x", [-1, 0, 1, 100, [["t", [[0, -3, 10]]]]]], ErrorCode.INVALID_REQUEST, "must not be negative"),
+        (
+            [1, 1, 5, "x", [-1, 0, 1, 100, [["t", [[0, -3, 10]]]]]],
+            ErrorCode.INVALID_REQUEST,
+            "must not be negative",
+        ),
     ],
 )
 async def test_readable_but_wrong_requests_get_an_error_and_the_connection_stays(
-        seeded: Broker, request_value: list, code: ErrorCode, message: str) -> None:
+    seeded: Broker, request_value: list, code: ErrorCode, message: str
+) -> None:
     reader, writer = await raw(seeded)
     writer.write(frame(request_value))
     correlation_id, error_code, error_message = await answer(reader)
@@ -114,8 +129,10 @@ async def test_readable_but_wrong_requests_get_an_error_and_the_connection_stays
 
 async def test_a_million_partitions_in_one_request_are_refused_quickly(seeded: Broker) -> None:
     conn = await Connection.open("127.0.0.1", seeded.port)
-    many = m.FetchRequest(-1, 0, 1, 100, [m.FetchTopic("t", [m.FetchPartition(i, 0, 1) for i in range(1_000_000)])])
-    with pytest.raises(KafkaError, match="INVALID_REQUEST.*1000000 partitions"):
+    many = m.FetchRequest(
+        -1, 0, 1, 100, [m.FetchTopic("t", [m.FetchPartition(i, 0, 1) for i in range(1_000_000)])]
+    )
+    with pytest.raises(KafkaError, match=r"INVALID_REQUEST.*1000000 partitions"):
         await conn.send(ApiKey.FETCH, many)
     await conn.close()
     await log_unchanged_and_broker_serving(seeded)
@@ -130,9 +147,13 @@ async def test_a_million_partitions_in_one_request_are_refused_quickly(seeded: B
         (encode_batch([(None, b"x" * 2_000_000)]), ErrorCode.MESSAGE_TOO_LARGE),
     ],
 )
-async def test_bad_batches_are_refused_and_nothing_is_appended(seeded: Broker, records: bytes, code: ErrorCode) -> None:
+async def test_bad_batches_are_refused_and_nothing_is_appended(
+    seeded: Broker, records: bytes, code: ErrorCode
+) -> None:
     conn = await Connection.open("127.0.0.1", seeded.port)
-    request = m.ProduceRequest(1, 1000, [m.TopicProduceData("t", [m.PartitionProduceData(0, records)])])
+    request = m.ProduceRequest(
+        1, 1000, [m.TopicProduceData("t", [m.PartitionProduceData(0, records)])]
+    )
     response = await conn.send(ApiKey.PRODUCE, request)
     assert response.responses[0].partitions[0].error_code == code
     assert response.responses[0].partitions[0].error_message
@@ -164,7 +185,7 @@ async def test_random_garbage_from_many_connections_never_takes_the_broker_down(
     async with running_cluster(1, socket_request_max_bytes=4096) as brokers:
         b = brokers[0]
         for _ in range(50):
-            reader, writer = await raw(b)
+            _, writer = await raw(b)
             chunk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
             writer.write(chunk)
             await writer.drain()
@@ -172,5 +193,3 @@ async def test_random_garbage_from_many_connections_never_takes_the_broker_down(
         conn = await Connection.open("127.0.0.1", b.port)
         assert (await conn.send(ApiKey.API_VERSIONS, m.ApiVersionsRequest())).error_code == 0
         await conn.close()
-
-

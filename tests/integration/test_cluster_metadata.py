@@ -12,7 +12,9 @@ from protocol.errors import ErrorCode, KafkaError
 from tests.support import bootstrap, running_cluster, wait_until
 
 
-async def metadata(broker: Broker, topics: list[str] | None, auto: bool = False) -> m.MetadataResponse:
+async def metadata(
+    broker: Broker, topics: list[str] | None, auto: bool = False
+) -> m.MetadataResponse:
     conn = await Connection.open("127.0.0.1", broker.port)
     try:
         return await conn.send(ApiKey.METADATA, m.MetadataRequest(topics, auto))
@@ -24,7 +26,9 @@ def leaders(response: m.MetadataResponse) -> list[int]:
     return [p.leader_id for t in response.topics for p in t.partitions]
 
 
-async def test_a_topic_created_through_a_follower_broker_has_the_same_leaders_everywhere(cluster3: list[Broker]) -> None:
+async def test_a_topic_created_through_a_follower_broker_has_the_same_leaders_everywhere(
+    cluster3: list[Broker],
+) -> None:
     async with AdminClient(bootstrap(cluster3[2:])) as admin:
         admin.cluster.controller_id = 2  # send it to a non-controller: it must forward
         result = await admin.create_topic("orders", 6)
@@ -35,7 +39,9 @@ async def test_a_topic_created_through_a_follower_broker_has_the_same_leaders_ev
     assert all(b.metadata.controller_id == 0 for b in cluster3)
 
 
-async def test_metadata_with_auto_creation_answers_with_the_new_topic(cluster3: list[Broker]) -> None:
+async def test_metadata_with_auto_creation_answers_with_the_new_topic(
+    cluster3: list[Broker],
+) -> None:
     response = await metadata(cluster3[1], ["fresh"], auto=True)
     assert response.topics[0].error_code == 0 and len(response.topics[0].partitions) == 1
     other = await metadata(cluster3[2], ["fresh"])
@@ -45,7 +51,9 @@ async def test_metadata_with_auto_creation_answers_with_the_new_topic(cluster3: 
 async def test_unknown_topics_are_not_created_without_permission(cluster3: list[Broker]) -> None:
     response = await metadata(cluster3[0], ["ghost", "bad name"])
     assert [t.error_code for t in response.topics] == [
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION]
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+    ]
 
 
 async def test_a_produce_to_an_unknown_topic_creates_it_for_the_retry(broker: Broker) -> None:
@@ -80,7 +88,9 @@ async def test_auto_creation_can_be_switched_off() -> None:
         (m.CreatableTopic("ok", 1, 1, {"no.such": "1"}), ErrorCode.INVALID_CONFIG),
     ],
 )
-async def test_bad_topic_creations_say_why(cluster3: list[Broker], topic: m.CreatableTopic, code: ErrorCode) -> None:
+async def test_bad_topic_creations_say_why(
+    cluster3: list[Broker], topic: m.CreatableTopic, code: ErrorCode
+) -> None:
     async with AdminClient(bootstrap(cluster3)) as admin:
         [result] = await admin.create_topics([topic])
     assert result.error_code == code and result.error_message
@@ -103,10 +113,15 @@ async def test_a_restarted_broker_gets_the_picture_again_and_serves_its_partitio
         config = brokers[1].config
         await brokers[1].stop()
         brokers[1] = await start_broker(config)
-        await wait_until(lambda: brokers[1].health_problem() is None, message="restarted broker healthy")
+        await wait_until(
+            lambda: brokers[1].health_problem() is None, message="restarted broker healthy"
+        )
         assert "t" in brokers[1].metadata.topics
         assert any(p.leader_id == 1 for p in brokers[1].replica_manager.partitions.values())
         async with Producer(bootstrap(brokers), linger_ms=0) as producer:
-            md = await producer.send_and_wait("t", b"again", partition=[
-                p.index for p in brokers[1].replica_manager.partitions.values()][0])
+            md = await producer.send_and_wait(
+                "t",
+                b"again",
+                partition=next(iter(brokers[1].replica_manager.partitions.values())).index,
+            )
         assert md.offset == 0

@@ -15,18 +15,28 @@ from protocol.records import decode_records, encode_batch
 from tests.support import bootstrap
 
 
-def produce_request(topic: str, partition: int, values: list[bytes], acks: int = 1) -> m.ProduceRequest:
+def produce_request(
+    topic: str, partition: int, values: list[bytes], acks: int = 1
+) -> m.ProduceRequest:
     batch = encode_batch([(None, v) for v in values], timestamp_ms=1_000)
-    return m.ProduceRequest(acks, 30000, [m.TopicProduceData(topic, [m.PartitionProduceData(partition, batch)])])
+    return m.ProduceRequest(
+        acks, 30000, [m.TopicProduceData(topic, [m.PartitionProduceData(partition, batch)])]
+    )
 
 
-def fetch_request(topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> m.FetchRequest:
-    return m.FetchRequest(-1, 0, 1, max_bytes, [m.FetchTopic(topic, [m.FetchPartition(partition, offset, max_bytes)])])
+def fetch_request(
+    topic: str, partition: int, offset: int, max_bytes: int = 1 << 20
+) -> m.FetchRequest:
+    return m.FetchRequest(
+        -1, 0, 1, max_bytes, [m.FetchTopic(topic, [m.FetchPartition(partition, offset, max_bytes)])]
+    )
 
 
 async def create(broker: Broker, topic: str, partitions: int = 1, **configs: str) -> None:
     async with AdminClient(bootstrap([broker])) as admin:
-        await admin.create_topic(topic, partitions, configs={k.replace("_", "."): v for k, v in configs.items()})
+        await admin.create_topic(
+            topic, partitions, configs={k.replace("_", "."): v for k, v in configs.items()}
+        )
 
 
 async def connect(broker: Broker) -> Connection:
@@ -43,7 +53,11 @@ async def test_produced_records_come_back_from_fetch_with_their_offsets(broker: 
     fetched = await conn.send(ApiKey.FETCH, fetch_request("t", 0, 0))
     part = fetched.responses[0].partitions[0]
     assert part.error_code == 0 and part.high_watermark == 3
-    assert [(r.offset, r.value) for r in decode_records(part.records)] == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert [(r.offset, r.value) for r in decode_records(part.records)] == [
+        (0, b"a"),
+        (1, b"b"),
+        (2, b"c"),
+    ]
     await conn.close()
 
 
@@ -71,21 +85,27 @@ async def test_stored_bytes_are_served_unchanged_but_for_offset_and_epoch(broker
     await conn.close()
 
 
-async def test_acks_zero_gets_no_response_and_later_responses_keep_their_order(broker: Broker) -> None:
+async def test_acks_zero_gets_no_response_and_later_responses_keep_their_order(
+    broker: Broker,
+) -> None:
     await create(broker, "t")
     conn = await connect(broker)
     conn.send_nowait(ApiKey.PRODUCE, produce_request("t", 0, [b"fire"], acks=0))
     meta = await conn.send(ApiKey.METADATA, m.MetadataRequest(["t"]))
     assert meta.topics[0].name == "t"
     fetched = await conn.send(ApiKey.FETCH, fetch_request("t", 0, 0))
-    assert [r.value for r in decode_records(fetched.responses[0].partitions[0].records)] == [b"fire"]
+    assert [r.value for r in decode_records(fetched.responses[0].partitions[0].records)] == [
+        b"fire"
+    ]
     await conn.close()
 
 
 async def test_pipelined_requests_are_answered_in_order(broker: Broker) -> None:
     await create(broker, "t")
     conn = await connect(broker)
-    futures = [conn.request(ApiKey.PRODUCE, produce_request("t", 0, [str(i).encode()])) for i in range(200)]
+    futures = [
+        conn.request(ApiKey.PRODUCE, produce_request("t", 0, [str(i).encode()])) for i in range(200)
+    ]
     responses = await asyncio.gather(*futures)
     assert [r.responses[0].partitions[0].base_offset for r in responses] == list(range(200))
     await conn.close()
@@ -101,8 +121,13 @@ async def test_offsets_outside_the_log_are_out_of_range(broker: Broker) -> None:
     at_end = await conn.send(ApiKey.FETCH, fetch_request("small", 0, 10))
     assert beyond.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     below_part = below.responses[0].partitions[0]
-    assert below_part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and below_part.log_start_offset > 0
-    assert at_end.responses[0].partitions[0].error_code == 0 and at_end.responses[0].partitions[0].records == b""
+    assert (
+        below_part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and below_part.log_start_offset > 0
+    )
+    assert (
+        at_end.responses[0].partitions[0].error_code == 0
+        and at_end.responses[0].partitions[0].records == b""
+    )
     state = broker.state()["partitions"][0]
     assert state["size_bytes"] <= 200 and state["log_end_offset"] == 10
     await conn.close()
@@ -114,7 +139,13 @@ async def test_max_bytes_bounds_the_response_after_the_first_batch(broker: Broke
     for p in (0, 1):
         for _ in range(5):
             await conn.send(ApiKey.PRODUCE, produce_request("t", p, [b"x" * 1000]))
-    request = m.FetchRequest(-1, 0, 1, 2500, [m.FetchTopic("t", [m.FetchPartition(0, 0, 10**6), m.FetchPartition(1, 0, 10**6)])])
+    request = m.FetchRequest(
+        -1,
+        0,
+        1,
+        2500,
+        [m.FetchTopic("t", [m.FetchPartition(0, 0, 10**6), m.FetchPartition(1, 0, 10**6)])],
+    )
     response = await conn.send(ApiKey.FETCH, request)
     sizes = [len(decode_records(p.records)) for p in response.responses[0].partitions]
     assert sizes == [2, 0]
@@ -143,9 +174,13 @@ async def test_list_offsets_gives_earliest_latest_and_by_timestamp(broker: Broke
     await create(broker, "t")
     conn = await connect(broker)
     batch = encode_batch([(None, b"a", 100), (None, b"b", 200), (None, b"c", 300)])
-    await conn.send(ApiKey.PRODUCE, m.ProduceRequest(1, 1000, [m.TopicProduceData("t", [m.PartitionProduceData(0, batch)])]))
-    request = m.ListOffsetsRequest(-1, [m.ListOffsetsTopic("t", [
-        m.ListOffsetsPartition(0, m.EARLIEST_TIMESTAMP)])])
+    await conn.send(
+        ApiKey.PRODUCE,
+        m.ProduceRequest(1, 1000, [m.TopicProduceData("t", [m.PartitionProduceData(0, batch)])]),
+    )
+    request = m.ListOffsetsRequest(
+        -1, [m.ListOffsetsTopic("t", [m.ListOffsetsPartition(0, m.EARLIEST_TIMESTAMP)])]
+    )
     earliest = await conn.send(ApiKey.LIST_OFFSETS, request)
     request.topics[0].partitions[0].timestamp = m.LATEST_TIMESTAMP
     latest = await conn.send(ApiKey.LIST_OFFSETS, request)
@@ -153,7 +188,10 @@ async def test_list_offsets_gives_earliest_latest_and_by_timestamp(broker: Broke
     by_time = await conn.send(ApiKey.LIST_OFFSETS, request)
     assert earliest.topics[0].partitions[0].offset == 0
     assert latest.topics[0].partitions[0].offset == 3
-    assert (by_time.topics[0].partitions[0].offset, by_time.topics[0].partitions[0].timestamp) == (1, 200)
+    assert (by_time.topics[0].partitions[0].offset, by_time.topics[0].partitions[0].timestamp) == (
+        1,
+        200,
+    )
     await conn.close()
 
 
@@ -161,11 +199,16 @@ async def test_clients_produce_and_consume_across_brokers_with_keys(cluster3: li
     async with AdminClient(bootstrap(cluster3)) as admin:
         await admin.create_topic("orders", 6)
     async with Producer(bootstrap(cluster3[1:2]), acks=-1, linger_ms=2) as producer:
-        futures = [await producer.send("orders", f"v{i}".encode(), f"k{i % 10}".encode()) for i in range(300)]
+        futures = [
+            await producer.send("orders", f"v{i}".encode(), f"k{i % 10}".encode())
+            for i in range(300)
+        ]
         await producer.flush()
     placed = [f.result() for f in futures]
     assert {md.partition for md in placed} == set(range(6))
-    async with Consumer(bootstrap(cluster3[2:]), auto_offset_reset="earliest", fetch_max_wait_ms=50) as consumer:
+    async with Consumer(
+        bootstrap(cluster3[2:]), auto_offset_reset="earliest", fetch_max_wait_ms=50
+    ) as consumer:
         await consumer.assign_topics(["orders"])
         got: list = []
         while len(got) < 300:
@@ -182,13 +225,17 @@ async def test_committed_offsets_round_trip_and_resume_a_new_consumer(broker: Br
     async with Producer(bootstrap([broker]), linger_ms=0) as producer:
         for i in range(10):
             await producer.send_and_wait("t", str(i).encode())
-    async with Consumer(bootstrap([broker]), group_id="g", auto_offset_reset="earliest", fetch_max_wait_ms=10) as c1:
+    async with Consumer(
+        bootstrap([broker]), group_id="g", auto_offset_reset="earliest", fetch_max_wait_ms=10
+    ) as c1:
         await c1.assign_topics(["t"])
         first = await c1.poll(timeout_ms=2000, max_records=4)
         assert [r.offset for r in first] == [0, 1, 2, 3]
         await c1.commit()
         assert await c1.committed_offsets([("t", 0)]) == {("t", 0): 4}
-    async with Consumer(bootstrap([broker]), group_id="g", auto_offset_reset="earliest", fetch_max_wait_ms=10) as c2:
+    async with Consumer(
+        bootstrap([broker]), group_id="g", auto_offset_reset="earliest", fetch_max_wait_ms=10
+    ) as c2:
         await c2.assign_topics(["t"])
         rest = await c2.poll(timeout_ms=2000)
         assert [r.offset for r in rest] == list(range(4, 10))
@@ -206,7 +253,9 @@ async def test_bad_group_ids_and_offsets_are_refused_by_name(broker: Broker) -> 
             await consumer.commit({("t", 0): 5})
 
 
-async def test_a_response_that_must_wait_keeps_later_ones_behind_it_on_the_wire(broker: Broker) -> None:
+async def test_a_response_that_must_wait_keeps_later_ones_behind_it_on_the_wire(
+    broker: Broker,
+) -> None:
     from tests.integration.test_bad_input import answer, frame
 
     reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)

@@ -24,5 +24,6 @@ def test_topic_names_follow_kafkas_rules() -> None:
 def test_the_default_partitioner_matches_kafka() -> None:
     # Reference values of Kafka's Utils.murmur2 / DefaultPartitioner.
     assert murmur2(b"21") == -973932308
-    assert [partition_for_key(k, 1000) for k in (b"", b"a", b"ab", b"abc", b"123456789", b"\x00 ")] == [
-        681, 524, 434, 107, 566, 742]
+    assert [
+        partition_for_key(k, 1000) for k in (b"", b"a", b"ab", b"abc", b"123456789", b"\x00 ")
+    ] == [681, 524, 434, 107, 566, 742]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
@@ -39,12 +40,14 @@ def test_a_truncated_frame_waits_for_the_rest() -> None:
 
 
 @given(st.lists(st.binary(max_size=300), max_size=20), st.lists(st.integers(0, 7000), max_size=10))
-def test_any_split_of_a_frame_stream_yields_the_same_frames(bodies: list[bytes], cuts: list[int]) -> None:
+def test_any_split_of_a_frame_stream_yields_the_same_frames(
+    bodies: list[bytes], cuts: list[int]
+) -> None:
     stream = b"".join(encode_frame(b) for b in bodies)
     points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
     decoder = FrameDecoder()
     out: list[bytes] = []
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in itertools.pairwise(points):
         out += decoder.feed(stream[a:b])
     assert out == bodies
 

@@ -37,7 +37,12 @@ def test_requests_round_trip_through_the_envelope() -> None:
     body = m.FetchRequest(-1, 500, 1, 1024, [m.FetchTopic("t", [m.FetchPartition(0, 5, 100)])])
     frame = encode_request(ApiKey.FETCH, 1, 99, "me", body)
     header = decode_request_header(frame)
-    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (1, 1, 99, "me")
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
+        1,
+        1,
+        99,
+        "me",
+    )
     assert decode_request_body(header) == body
 
 
@@ -53,7 +58,9 @@ def test_an_unknown_api_key_and_an_unknown_version_are_named_in_the_error() -> N
     with pytest.raises(RequestError) as unknown:
         decode_request_body(decode_request_header(msgspec.msgpack.encode([77, 0, 1, None, []])))
     assert unknown.value.code == ErrorCode.INVALID_REQUEST
-    with pytest.raises(RequestError, match=r"Fetch version 9 is not supported \(supported: 0..1\)") as version:
+    with pytest.raises(
+        RequestError, match=r"Fetch version 9 is not supported \(supported: 0..1\)"
+    ) as version:
         decode_request_body(decode_request_header(msgspec.msgpack.encode([1, 9, 1, None, []])))
     assert version.value.code == ErrorCode.UNSUPPORTED_VERSION
 
@@ -70,7 +77,7 @@ def test_every_api_version_is_in_the_protocol_document(key: ApiKey, version: int
     request, response = SCHEMAS[(key, version)]
     heading = re.search(rf"^#+ {key.api_name} \(key {int(key)}[,)]", DOC, re.M)
     assert heading, f"{key.api_name} has no section"
-    section = DOC[heading.end():].split("\n### ", 1)[0]
+    section = DOC[heading.end() :].split("\n### ", 1)[0]
     assert re.search(rf"\bv{version}\b", section), f"{key.api_name} v{version} is not described"
     for struct in (request, response):
         for field in struct.__struct_fields__:

@@ -18,12 +18,17 @@ from protocol.records import (
 
 
 def test_a_batch_round_trips_keys_values_headers_and_timestamps() -> None:
-    batch = encode_batch([(b"k1", b"v1", 1000, [("h", b"x")]), (None, b"v2", 1005, []), (b"k3", None, 999, [])])
+    batch = encode_batch(
+        [(b"k1", b"v1", 1000, [("h", b"x")]), (None, b"v2", 1005, []), (b"k3", None, 999, [])]
+    )
     info = validate_batch(batch)
     assert (info.record_count, info.base_timestamp, info.max_timestamp) == (3, 999, 1005)
     records = decode_records(assign_offsets(batch, 42, 7))
     assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
-        (42, b"k1", b"v1", 1000), (43, None, b"v2", 1005), (44, b"k3", None, 999)]
+        (42, b"k1", b"v1", 1000),
+        (43, None, b"v2", 1005),
+        (44, b"k3", None, 999),
+    ]
     assert records[0].headers == [Header("h", b"x")]
 
 
@@ -66,8 +71,18 @@ def test_a_partial_trailing_batch_is_dropped_like_a_fetch_cut_at_max_bytes() -> 
     assert [r.value for r in decode_records(a + b)] == [b"a", b"b"]
 
 
-@given(st.lists(st.tuples(st.none() | st.binary(max_size=20), st.none() | st.binary(max_size=50),
-                          st.integers(0, 2**40)), min_size=1, max_size=30), st.integers(0, 2**40))
+@given(
+    st.lists(
+        st.tuples(
+            st.none() | st.binary(max_size=20),
+            st.none() | st.binary(max_size=50),
+            st.integers(0, 2**40),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(0, 2**40),
+)
 def test_encoding_then_decoding_gives_back_every_record(records, base) -> None:  # type: ignore[no-untyped-def]
     batch = encode_batch(records)
     assert validate_batch(batch).record_count == len(records)

@@ -1,0 +1,185 @@
+"""`purgatory cluster` as real processes, driven through the CLI as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import free_port_range
+
+pytestmark = pytest.mark.cluster
+PURGATORY = [sys.executable, "-m", "purgatory"]
+
+
+def cli(
+    *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PURGATORY, *args], input=stdin, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    base = free_port_range(3)
+    admin_base = free_port_range(3)
+    while admin_base in range(base - 3, base + 3):
+        admin_base = free_port_range(3)
+    log_dir = tmp_path_factory.mktemp("logs")
+    proc = subprocess.Popen(
+        [
+            *PURGATORY,
+            "cluster",
+            "--brokers",
+            "3",
+            "--base-port",
+            str(base),
+            "--admin-base-port",
+            str(admin_base),
+            "--log-dir",
+            str(log_dir),
+            "--set",
+            "num.partitions=3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    info = None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("{"):
+            info = json.loads(line)
+            break
+    if info is None:
+        proc.kill()
+        _, err = proc.communicate()
+        logs = "\n".join(p.read_text()[-2000:] for p in Path(log_dir).glob("*.log"))
+        pytest.fail(f"cluster did not become ready: {err}\n{logs}")
+    info["proc"] = proc
+    info["log_dir"] = log_dir
+    yield info
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+def test_the_cluster_reports_three_healthy_brokers(cluster: dict) -> None:
+    assert len(cluster["bootstrap"].split(",")) == 3
+    for admin in cluster["admin"]:
+        with urllib.request.urlopen(f"{admin}/healthz", timeout=5) as r:
+            assert r.status == 200
+
+
+def test_create_produce_consume_and_describe_through_the_cli(cluster: dict) -> None:
+    bootstrap = cluster["bootstrap"]
+    one, two = bootstrap.split(",")[1], bootstrap.split(",")[2]
+    created = cli("topics", "create", "events", "--partitions", "4", "--bootstrap", one)
+    assert created.returncode == 0, created.stderr
+    lines = "".join(f"key{i % 7}:value-{i}\n" for i in range(500))
+    produced = cli(
+        "produce",
+        "events",
+        "--key-separator",
+        ":",
+        "--acks",
+        "all",
+        "--bootstrap",
+        two,
+        stdin=lines,
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert "produced 500 of 500" in produced.stderr
+    consumed = cli(
+        "consume", "events", "--from-beginning", "--max-records", "500", "--bootstrap", one
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.split()) == sorted(f"value-{i}" for i in range(500))
+    described = cli("topics", "describe", "events", "--json", "--bootstrap", two)
+    topic = json.loads(described.stdout)[0]
+    assert [p["leader"] for p in topic["partitions"]] and {
+        p["leader"] for p in topic["partitions"]
+    } <= {0, 1, 2}
+    listed = cli("topics", "list", "--bootstrap", one)
+    assert "events" in listed.stdout.split()
+    with urllib.request.urlopen(f"{cluster['admin'][0]}/metrics", timeout=5) as r:
+        assert b'purgatory_requests_total{request="Fetch"' in r.read()  # it leads partitions
+
+
+def test_cli_errors_are_clear(cluster: dict) -> None:
+    bootstrap = cluster["bootstrap"]
+    again = cli("topics", "create", "dup", "--bootstrap", bootstrap)
+    assert again.returncode == 0
+    dup = cli("topics", "create", "dup", "--bootstrap", bootstrap)
+    assert dup.returncode == 1 and "TOPIC_ALREADY_EXISTS" in dup.stderr
+    missing = cli("consume", "no-such-topic", "--timeout-ms", "100", "--bootstrap", bootstrap)
+    assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+
+
+def test_perf_produce_reports_a_json_summary(cluster: dict) -> None:
+    run = cli(
+        "perf",
+        "produce",
+        "--num-records",
+        "2000",
+        "--batch-size",
+        "10",
+        "--json",
+        "--bootstrap",
+        cluster["bootstrap"],
+    )
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["records"] == 2000 and summary["errors"] == 0
+    assert set(summary["latency_ms"]) >= {"p50", "p99", "p999"}
+    consume = cli(
+        "perf", "consume", "--num-records", "2000", "--json", "--bootstrap", cluster["bootstrap"]
+    )
+    assert consume.returncode == 0, consume.stderr
+    assert json.loads(consume.stdout)["records"] == 2000
+
+
+def test_sigterm_stops_every_broker(cluster: dict) -> None:
+    proc = cluster["proc"]
+    pids = []
+    for admin in cluster["admin"]:
+        with urllib.request.urlopen(f"{admin}/v1/state", timeout=5) as r:
+            pids.append(json.load(r)["broker_id"])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    for admin in cluster["admin"]:
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"{admin}/healthz", timeout=2)
+
+
+def test_a_broker_with_a_bad_config_fails_at_start_naming_the_key() -> None:
+    bad = cli("broker", "--set", "num.partition=3")
+    assert bad.returncode == 2 and "unknown config 'num.partition'" in bad.stderr
+    bad_env = subprocess.run(
+        [*PURGATORY, "broker"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PURGATORY_SOCKET_REQUEST_MAX_BYTES": "lots"},
+    )
+    assert bad_env.returncode == 2 and "socket.request.max.bytes" in bad_env.stderr
+
+
+def test_help_lists_every_command() -> None:
+    out = cli("--help").stdout
+    for command in ("broker", "cluster", "topics", "produce", "consume", "perf"):
+        assert command in out
+    assert "echo" in cli("perf", "--help").stdout
