@@ -2,9 +2,10 @@
 
 Per connection: an incremental frame decoder, requests dispatched in arrival order, and
 responses written in that same order even when an earlier one is still pending (Kafka's
-rule). Responses produced while handling one read are written with one ``write``. A
-connection with ``queued.max.requests`` responses outstanding, or whose socket buffer is
-full, stops being read until it drains.
+rule). Responses produced while handling one read are written together. Back-pressure:
+when the socket's send buffer is full the remaining frames of a read wait in a backlog and
+the connection stops being read until it drains; so does a connection with
+``queued.max.requests`` responses outstanding.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from broker.metrics import BrokerMetrics
 
 _perf = time.perf_counter
+_FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
 
 
 class _Slot:
@@ -58,6 +60,7 @@ class BrokerConnection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.tasks: set[asyncio.Future[Any]] = set()
+        self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 
@@ -83,6 +86,10 @@ class BrokerConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
+        if self.backlog:
+            frames = list(self.backlog)
+            self.backlog.clear()
+            self._handle_frames(frames)
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
@@ -97,12 +104,23 @@ class BrokerConnection(asyncio.Protocol):
         except FrameError as exc:  # pragma: no cover - FrameTooLarge is the only kind today
             self._bad_input("bad_frame", str(exc))
             return
-        for frame in frames:
+        if self.backlog:
+            self.backlog.extend(frames)
+        else:
+            self._handle_frames(frames)
+        self._update_reading()
+
+    def _handle_frames(self, frames: list[bytes]) -> None:
+        for i, frame in enumerate(frames):
+            if self.writing_paused:
+                self.backlog.extend(frames[i:])
+                break
             self._handle(frame)
             if self.closing:
                 return
+            if len(self.out) >= _FLUSH_BYTES:
+                self._flush()  # may pause writing, which stops the loop above
         self._flush()
-        self._update_reading()
 
     # -- requests -------------------------------------------------------------------------
 
@@ -213,7 +231,11 @@ class BrokerConnection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closing:
             return
-        should_pause = self.writing_paused or len(self.slots) >= self.server.max_queued_requests
+        should_pause = (
+            self.writing_paused
+            or bool(self.backlog)
+            or len(self.slots) >= self.server.max_queued_requests
+        )
         if should_pause and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()

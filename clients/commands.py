@@ -125,6 +125,12 @@ def add_perf_commands(sub: Any) -> None:
     echo.add_argument("--record-size", type=int, default=100)
     echo.add_argument("--batch-size", type=int, default=1, help="records per request")
     echo.add_argument("--max-in-flight", type=int, default=64)
+    echo.add_argument(
+        "--server",
+        choices=("protocol", "streams"),
+        default="protocol",
+        help="asyncio Protocol (as the broker) or asyncio streams, to compare",
+    )
     echo.add_argument("--json", action="store_true")
     echo.set_defaults(func=_call("clients.perf.echo", "main"))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import multiprocessing
 import signal
@@ -14,7 +15,7 @@ from typing import Any
 import uvloop
 
 from protocol.api import encode_response_into
-from protocol.framing import FrameDecoder
+from protocol.framing import LENGTH_PREFIX, FrameDecoder
 
 
 class EchoProtocol(asyncio.Protocol):
@@ -38,12 +39,30 @@ def reply_frame(body: Any) -> bytes:
     return bytes(buffer)
 
 
-def _serve(sock: socket.socket, reply: bytes) -> None:
+async def _echo_stream(
+    reply: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """The same echo on asyncio streams: a task per connection awaiting each frame."""
+    try:
+        while True:
+            (size,) = LENGTH_PREFIX.unpack(await reader.readexactly(4))
+            await reader.readexactly(size)
+            writer.write(reply)
+            if not reader._buffer:  # type: ignore[attr-defined]  # flush when the batch is read
+                await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+
+
+def _serve(sock: socket.socket, reply: bytes, server_kind: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: EchoProtocol(reply), sock=sock)
+        if server_kind == "streams":
+            server = await asyncio.start_server(functools.partial(_echo_stream, reply), sock=sock)
+        else:
+            server = await loop.create_server(lambda: EchoProtocol(reply), sock=sock)
         await server.serve_forever()
 
     uvloop.run(main())
@@ -52,13 +71,13 @@ def _serve(sock: socket.socket, reply: bytes) -> None:
 class EchoServer:
     """An echo server in its own process (like a broker), on a free loopback port."""
 
-    def __init__(self, reply: bytes) -> None:
+    def __init__(self, reply: bytes, server_kind: str = "protocol") -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         ctx = multiprocessing.get_context("fork")  # uvloop is POSIX-only anyway
-        self.process = ctx.Process(target=_serve, args=(self.sock, reply), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(self.sock, reply, server_kind), daemon=True)
 
     def __enter__(self) -> EchoServer:
         self.process.start()
@@ -73,7 +92,7 @@ class EchoServer:
 def main(args: argparse.Namespace) -> int:
     from clients.perf.produce import produce_load
 
-    with EchoServer(produce_reply()) as echo:
+    with EchoServer(produce_reply(), args.server) as echo:
         stats = uvloop.run(
             produce_load(
                 "127.0.0.1",
@@ -91,6 +110,7 @@ def main(args: argparse.Namespace) -> int:
         )
     summary = {
         "benchmark": "echo",
+        "server": args.server,
         "record_size": args.record_size,
         "batch_size": args.batch_size,
         "max_in_flight": args.max_in_flight,

@@ -265,3 +265,61 @@ async def test_a_response_that_must_wait_keeps_later_ones_behind_it_on_the_wire(
     first, second = await answer(reader), await answer(reader)
     assert (first[0], second[0]) == (1, 2)
     writer.close()
+
+
+async def test_the_producer_refreshes_stale_leadership_and_retries(cluster3: list[Broker]) -> None:
+    async with AdminClient(bootstrap(cluster3)) as admin:
+        await admin.create_topic("moving", 3)
+    async with Producer(bootstrap(cluster3), linger_ms=0, retry_backoff_ms=10) as producer:
+        await producer.cluster.ensure_topics(["moving"], auto_create=False)
+        partition = producer.cluster.topics["moving"].partitions[0]
+        true_leader = partition.leader_id
+        partition.leader_id = (true_leader + 1) % 3  # a stale view: the wrong broker
+        md = await producer.send_and_wait("moving", b"x", partition=0)
+    assert md.offset == 0
+    wrong = cluster3[(true_leader + 1) % 3]
+    assert wrong.metrics.errors[("Produce", ErrorCode.NOT_LEADER_OR_FOLLOWER)] == 1
+
+
+async def test_a_client_that_stops_reading_stops_being_read_and_loses_nothing(
+    broker: Broker,
+) -> None:
+    import socket
+
+    from tests.integration.test_bad_input import answer
+
+    await create(broker, "big")
+    conn = await connect(broker)
+    await conn.send(ApiKey.PRODUCE, produce_request("big", 0, [b"x" * 900_000]))
+    await conn.close()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", broker.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    requests = 60
+    payload = b"".join(
+        _frame(ApiKey.FETCH, 1, i, fetch_request("big", 0, 0)) for i in range(requests)
+    )
+    writer.write(payload)  # ~54 MB of responses asked for, none read yet
+    served = lambda: broker.metrics.for_request(ApiKey.FETCH, 1).count  # noqa: E731
+    await wait_for_pause(broker)
+    assert served() < requests  # the broker stopped reading instead of buffering everything
+    ids = [(await answer(reader))[0] for _ in range(requests)]
+    assert ids == list(range(requests))
+    writer.close()
+
+
+async def wait_for_pause(broker: Broker) -> None:
+    from tests.support import wait_until
+
+    await wait_until(
+        lambda: any(c.reading_paused for c in broker.socket_server.connections),
+        message="the broker to pause reading",
+    )
+
+
+def _frame(key: ApiKey, version: int, correlation_id: int, body: object) -> bytes:
+    from protocol.api import encode_request
+
+    data = encode_request(key, version, correlation_id, "t", body)  # type: ignore[arg-type]
+    return len(data).to_bytes(4, "big") + data

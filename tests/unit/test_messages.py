@@ -5,6 +5,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from protocol import messages as m
 from protocol.api import (
@@ -93,3 +95,28 @@ def test_response_bodies_decode_with_their_api_version() -> None:
     body = m.ApiVersionsResponse(0, [m.ApiVersionRange(1, 0, 1)])
     raw = msgspec.Raw(msgspec.msgpack.encode(body))
     assert decode_response_body(ApiKey.API_VERSIONS, 0, raw) == body
+
+
+@given(st.binary(max_size=300))
+def test_random_frames_decode_to_a_request_or_a_clear_error(frame: bytes) -> None:
+    try:
+        header = decode_request_header(frame)
+    except msgspec.DecodeError:
+        return  # the broker closes the connection
+    try:
+        decode_request_body(header)
+    except RequestError as exc:
+        assert exc.code in (ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION)
+
+
+@given(
+    st.sampled_from(sorted(SCHEMAS)),
+    st.lists(st.integers() | st.binary() | st.text() | st.none(), max_size=6),
+)
+def test_random_bodies_for_real_apis_never_escape_as_other_errors(key_version, body) -> None:  # type: ignore[no-untyped-def]
+    (key, version) = key_version
+    header = decode_request_header(msgspec.msgpack.encode([int(key), version, 1, None, body]))
+    try:
+        decode_request_body(header)
+    except RequestError as exc:
+        assert exc.code == ErrorCode.INVALID_REQUEST
