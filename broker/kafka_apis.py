@@ -37,7 +37,8 @@ class KafkaApis:
         self.replica_manager = broker.replica_manager
         self.metrics = broker.metrics
         self.log = structlog.get_logger("kafka_apis").bind(broker_id=broker.broker_id)
-        self._handlers: dict[int, Callable[[Any, int], Result]] = {
+        # api_key -> handler(body, version); the network layer calls these directly.
+        self.handlers: dict[int, Callable[[Any, int], Result]] = {
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
@@ -50,13 +51,12 @@ class KafkaApis:
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
         }
 
-    def handle(self, api_key: int, version: int, body: Any) -> Result:
-        return self._handlers[api_key](body, version)
-
     # -- produce / fetch -------------------------------------------------------------------
 
     def handle_produce(self, request: m.ProduceRequest, version: int) -> Result:
-        _check_partition_count(request.topics)
+        topics = request.topics
+        if len(topics) != 1 or len(topics[0].partitions) > MAX_PARTITIONS_PER_REQUEST:
+            _check_partition_count(topics)
         response, failed, unknown = self.replica_manager.append_records(request)
         for topic in unknown:
             self.broker.auto_create_in_background(topic)

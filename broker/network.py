@@ -19,12 +19,7 @@ import msgspec
 import structlog
 
 from broker.kafka_apis import CloseConnection, KafkaApis
-from protocol.api import (
-    RequestError,
-    decode_request_body,
-    decode_request_header,
-    encode_response_into,
-)
+from protocol.api import RequestError, decode_request, encode_response_into
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 
@@ -49,7 +44,7 @@ class _Slot:
 class BrokerConnection(asyncio.Protocol):
     def __init__(self, server: SocketServer) -> None:
         self.server = server
-        self.apis = server.apis
+        self.handlers = server.apis.handlers
         self.metrics = server.metrics
         self.decoder = FrameDecoder(server.max_request_bytes)
         self.transport: asyncio.Transport | None = None
@@ -127,35 +122,30 @@ class BrokerConnection(asyncio.Protocol):
     def _handle(self, frame: bytes) -> None:
         start = _perf()
         try:
-            header = decode_request_header(frame)
+            api_key, api_version, correlation_id, _, body = decode_request(frame)
         except msgspec.DecodeError as exc:
             self._bad_input("unreadable_header", f"request header does not decode: {exc}")
             return
-        stats = self.metrics.for_request(header.api_key, header.api_version)
+        except RequestError as exc:
+            assert exc.header is not None
+            h = exc.header
+            self.metrics.for_request(h.api_key, h.api_version).count += 1
+            self._refuse(h.correlation_id, h.api_key, h.api_version, exc, start)
+            return
+        stats = self.metrics.for_request(api_key, api_version)
         stats.count += 1
         timer = stats.time
-        correlation_id = header.correlation_id
         try:
-            body = decode_request_body(header)
-            result = self.apis.handle(header.api_key, header.api_version, body)
+            result = self.handlers[api_key](body, api_version)
         except RequestError as exc:
-            self.metrics.record_bad_request(exc.code.name.lower())
-            self.server.log_bad_input(
-                self.peer,
-                exc.code.name.lower(),
-                exc.message,
-                api_key=header.api_key,
-                api_version=header.api_version,
-            )
-            self._respond(correlation_id, None, exc.code, exc.message)
-            timer.observe(_perf() - start)
+            self._refuse(correlation_id, api_key, api_version, exc, start)
             return
         except CloseConnection as exc:
             self.server.log.info("closing_connection", peer=self.peer, reason=str(exc))
             self._close()
             return
         except Exception as exc:  # a bug in a handler must not take the broker down
-            self.server.log.exception("request_failed", peer=self.peer, api_key=header.api_key)
+            self.server.log.exception("request_failed", peer=self.peer, api_key=api_key)
             self.metrics.record_error("Unknown", ErrorCode.UNKNOWN_SERVER_ERROR)
             self._respond(
                 correlation_id,
@@ -177,6 +167,18 @@ class BrokerConnection(asyncio.Protocol):
         future = asyncio.ensure_future(result)
         self.tasks.add(future)
         future.add_done_callback(lambda f: self._complete(slot, f, timer, start))
+
+    def _refuse(
+        self, correlation_id: int, api_key: int, api_version: int, exc: RequestError, start: float
+    ) -> None:
+        """Answer a request that cannot be served as sent with a request-level error."""
+        reason = exc.code.name.lower()
+        self.metrics.record_bad_request(reason)
+        self.server.log_bad_input(
+            self.peer, reason, exc.message, api_key=api_key, api_version=api_version
+        )
+        self._respond(correlation_id, None, exc.code, exc.message)
+        self.metrics.for_request(api_key, api_version).time.observe(_perf() - start)
 
     def _complete(self, slot: _Slot, future: asyncio.Future[Any], timer: Any, start: float) -> None:
         self.tasks.discard(future)

@@ -93,12 +93,19 @@ class ResponseHeader(Struct, array_like=True):
 
 
 class RequestError(Exception):
-    """A request whose header was read but which cannot be served as sent."""
+    """A request whose header was read but which cannot be served as sent.
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    ``decode_request`` fills in the header fields it read; handlers leave them unset."""
+
+    def __init__(self, code: ErrorCode, message: str, header: RequestHeader | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.header = header
+
+
+# (api_key, api_version, correlation_id, client_id, body)
+Request = tuple[int, int, int, str | None, Any]
 
 
 _header_decoder = msgspec.msgpack.Decoder(RequestHeader)
@@ -110,6 +117,58 @@ _response_decoders: dict[tuple[int, int], msgspec.msgpack.Decoder[Any]] = {
     (int(k), v): msgspec.msgpack.Decoder(resp) for (k, v), (_, resp) in SCHEMAS.items()
 }
 _encoder = msgspec.msgpack.Encoder()
+
+
+def _frame_struct(request: type[Struct]) -> type[Struct]:
+    return msgspec.defstruct(
+        f"{request.__name__}Frame",
+        [
+            ("api_key", int),
+            ("api_version", int),
+            ("correlation_id", int),
+            ("client_id", str | None),
+            ("body", request),
+        ],
+        array_like=True,
+    )
+
+
+# Whole-frame decoders, chosen by peeking at the API key and version: one decode instead of
+# header-then-body on the request path.
+_frame_decoders: dict[tuple[int, int], msgspec.msgpack.Decoder[Any]] = {
+    (int(k), v): msgspec.msgpack.Decoder(_frame_struct(req)) for (k, v), (req, _) in SCHEMAS.items()
+}
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode a whole request frame body.
+
+    Raises msgspec.DecodeError when not even the header can be read (the connection must
+    be closed), RequestError (with ``header`` set) when the header was read but the request
+    cannot be served as sent.
+    """
+    # A 5-element array whose first two items are positive fixints: the usual shape.
+    if len(frame) > 3 and frame[0] == 0x95 and frame[1] < 0x80 and frame[2] < 0x80:
+        decoder = _frame_decoders.get((frame[1], frame[2]))
+        if decoder is not None:
+            try:
+                whole = decoder.decode(frame)
+                return (
+                    whole.api_key,
+                    whole.api_version,
+                    whole.correlation_id,
+                    whole.client_id,
+                    whole.body,
+                )
+            except msgspec.DecodeError:
+                pass  # the two-step path below says precisely what is wrong
+    header = decode_request_header(frame)
+    try:
+        body = decode_request_body(header)
+    except RequestError as exc:
+        exc.header = header
+        raise
+    return header.api_key, header.api_version, header.correlation_id, header.client_id, body
 
 
 def decode_request_header(frame: bytes) -> RequestHeader:

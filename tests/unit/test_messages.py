@@ -111,7 +111,7 @@ def test_random_frames_decode_to_a_request_or_a_clear_error(frame: bytes) -> Non
 
 @given(
     st.sampled_from(sorted(SCHEMAS)),
-    st.lists(st.integers() | st.binary() | st.text() | st.none(), max_size=6),
+    st.lists(st.integers(-(2**63), 2**64 - 1) | st.binary() | st.text() | st.none(), max_size=6),
 )
 def test_random_bodies_for_real_apis_never_escape_as_other_errors(key_version, body) -> None:  # type: ignore[no-untyped-def]
     (key, version) = key_version
