@@ -145,6 +145,20 @@ def test_perf_produce_reports_a_json_summary(cluster: dict) -> None:
     summary = json.loads(run.stdout)
     assert summary["records"] == 2000 and summary["errors"] == 0
     assert set(summary["latency_ms"]) >= {"p50", "p99", "p999"}
+    # A rate limit can only slow a run down, so this bound cannot flake on a slow machine.
+    limited = cli(
+        "perf",
+        "produce",
+        "--num-records",
+        "600",
+        "--throughput",
+        "1000",
+        "--json",
+        "--bootstrap",
+        cluster["bootstrap"],
+    )
+    assert limited.returncode == 0, limited.stderr
+    assert json.loads(limited.stdout)["elapsed_s"] >= 0.5
     consume = cli(
         "perf", "consume", "--num-records", "2000", "--json", "--bootstrap", cluster["bootstrap"]
     )
