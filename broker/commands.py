@@ -64,3 +64,26 @@ def _run_cluster(args: argparse.Namespace) -> int:
     from broker.cluster import run_cluster
 
     return run_cluster(args)
+
+
+def add_perf_commands(sub: Any) -> None:
+    buckets = sub.add_parser(
+        "timer-buckets",
+        help="timing-wheel bucket storage: linked list vs dict",
+        description="Add, cancel and flush tasks in one bucket, stored as Kafka's doubly "
+        "linked list and as the dict the timer uses.",
+    )
+    buckets.add_argument("--tasks", type=int, default=1000, help="tasks per bucket")
+    buckets.add_argument("--cancel-fraction", type=float, default=0.5)
+    buckets.add_argument("--rounds", type=int, default=300)
+    buckets.add_argument("--json", action="store_true")
+    buckets.set_defaults(func=_call("broker.purgatory.bucket_benchmark"))
+
+
+def _call(module: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        return int(importlib.import_module(module).main(args) or 0)
+
+    return run

@@ -1,0 +1,23 @@
+"""The request purgatory: a generic delayed-operation engine on a hierarchical timing wheel.
+
+Nothing here knows about Kafka requests: DelayedFetch and friends live beside the replica
+manager and build on DelayedOperation.
+"""
+
+from broker.purgatory.clock import LoopScheduler, ManualScheduler, Scheduler
+from broker.purgatory.delayed_operation import DelayedOperation
+from broker.purgatory.purgatory import DelayedOperationPurgatory, WatcherRemoval
+from broker.purgatory.timer import SystemTimer, TimerTask, TimerTaskList, TimingWheel
+
+__all__ = [
+    "DelayedOperation",
+    "DelayedOperationPurgatory",
+    "LoopScheduler",
+    "ManualScheduler",
+    "Scheduler",
+    "SystemTimer",
+    "TimerTask",
+    "TimerTaskList",
+    "TimingWheel",
+    "WatcherRemoval",
+]

@@ -1,0 +1,104 @@
+"""Time for the timer: read the clock, schedule a callback. Injected, so tests drive it.
+
+Nothing under broker/purgatory/ reads a clock or sleeps except through a Scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import Protocol
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Scheduler(Protocol):
+    """Milliseconds on a monotonic clock, and callbacks at a time or as soon as possible."""
+
+    def now_ms(self) -> int: ...
+
+    def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable: ...
+
+    def call_soon(self, callback: Callable[[], None]) -> None: ...
+
+
+class LoopScheduler:
+    """The running event loop's clock (monotonic) and its call_at/call_soon."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.loop = loop or asyncio.get_running_loop()
+
+    def now_ms(self) -> int:
+        return int(self.loop.time() * 1000)
+
+    def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable:
+        return self.loop.call_at(when_ms / 1000, callback)
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self.loop.call_soon(callback)
+
+
+class _ManualHandle:
+    __slots__ = ("callback", "cancelled")
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualScheduler:
+    """A clock that moves only when told to (``advance``), for tests and benchmarks.
+
+    Invariant: ``_timers`` holds (when_ms, sequence, handle) for every scheduled callback not
+    yet run; callbacks due at the same time run in the order they were scheduled.
+    """
+
+    def __init__(self, start_ms: int = 0) -> None:
+        self._now = start_ms
+        self._timers: list[tuple[int, int, _ManualHandle]] = []
+        self._soon: list[Callable[[], None]] = []
+        self._seq = itertools.count()
+
+    def now_ms(self) -> int:
+        return self._now
+
+    def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable:
+        handle = _ManualHandle(callback)
+        heapq.heappush(self._timers, (when_ms, next(self._seq), handle))
+        return handle
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self._soon.append(callback)
+
+    @property
+    def pending_timers(self) -> int:
+        return sum(1 for _, _, h in self._timers if not h.cancelled)
+
+    def run_ready(self) -> None:
+        """Run every call_soon callback (including ones they schedule)."""
+        while self._soon:
+            ready, self._soon = self._soon, []
+            for callback in ready:
+                callback()
+
+    def advance(self, ms: int) -> None:
+        """Move time forward by ``ms``, running every callback that falls due, in time order."""
+        if ms < 0:
+            raise ValueError("time does not go backwards")
+        target = self._now + ms
+        self.run_ready()
+        while self._timers and self._timers[0][0] <= target:
+            when, _, handle = heapq.heappop(self._timers)
+            if handle.cancelled:
+                continue
+            self._now = max(self._now, when)
+            handle.callback()
+            self.run_ready()
+        self._now = target
