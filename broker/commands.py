@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from clients.commands import lazy
+
 
 def _common_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML file of broker configs")
@@ -32,7 +34,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--admin-port", type=int, help="admin HTTP port (port of `admin.listener`)")
     p.add_argument("--cluster", metavar="ID@HOST:PORT,...", help="cluster.members")
     _common_config_args(p)
-    p.set_defaults(func=_run_broker)
+    p.set_defaults(func=lazy("broker.main", "run_broker"))
 
     c = sub.add_parser(
         "cluster",
@@ -51,19 +53,7 @@ def add_commands(sub: Any) -> None:
     )
     c.add_argument("--startup-timeout", type=float, default=30.0, help="seconds to wait for health")
     _common_config_args(c)
-    c.set_defaults(func=_run_cluster)
-
-
-def _run_broker(args: argparse.Namespace) -> int:
-    from broker.main import run_broker
-
-    return run_broker(args)
-
-
-def _run_cluster(args: argparse.Namespace) -> int:
-    from broker.cluster import run_cluster
-
-    return run_cluster(args)
+    c.set_defaults(func=lazy("broker.cluster", "run_cluster"))
 
 
 def add_perf_commands(sub: Any) -> None:
@@ -77,13 +67,4 @@ def add_perf_commands(sub: Any) -> None:
     buckets.add_argument("--cancel-fraction", type=float, default=0.5)
     buckets.add_argument("--rounds", type=int, default=300)
     buckets.add_argument("--json", action="store_true")
-    buckets.set_defaults(func=_call("broker.purgatory.bucket_benchmark"))
-
-
-def _call(module: str) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        import importlib
-
-        return int(importlib.import_module(module).main(args) or 0)
-
-    return run
+    buckets.set_defaults(func=lazy("broker.purgatory.bucket_benchmark", "main"))

@@ -46,7 +46,7 @@ def add_commands(sub: Any) -> None:
     describe.add_argument("topics", nargs="*", help="default: all topics")
     describe.add_argument("--json", action="store_true")
     _bootstrap(describe)
-    topics.set_defaults(func=_call("clients.cli", "topics_command"))
+    topics.set_defaults(func=lazy("clients.cli", "topics_command"))
 
     produce = sub.add_parser("produce", help="produce one record per line of standard input")
     produce.add_argument("topic")
@@ -57,7 +57,7 @@ def add_commands(sub: Any) -> None:
     produce.add_argument("--partition", type=int, help="send every record to this partition")
     produce.add_argument("--linger-ms", type=int, default=5)
     _bootstrap(produce)
-    produce.set_defaults(func=_call("clients.cli", "produce_command"))
+    produce.set_defaults(func=lazy("clients.cli", "produce_command"))
 
     consume = sub.add_parser("consume", help="print record values, one per line")
     consume.add_argument("topic")
@@ -74,7 +74,7 @@ def add_commands(sub: Any) -> None:
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
     consume.add_argument("--print-offset", action="store_true", help="prefix partition:offset<TAB>")
     _bootstrap(consume)
-    consume.set_defaults(func=_call("clients.cli", "consume_command"))
+    consume.set_defaults(func=lazy("clients.cli", "consume_command"))
 
 
 def add_perf_commands(sub: Any) -> None:
@@ -100,7 +100,7 @@ def add_perf_commands(sub: Any) -> None:
     )
     produce.add_argument("--json", action="store_true", help="print only the JSON summary")
     _bootstrap(produce)
-    produce.set_defaults(func=_call("clients.perf.produce", "main"))
+    produce.set_defaults(func=lazy("clients.perf.produce", "main"))
 
     consume = sub.add_parser("consume", help="consume load, like kafka-consumer-perf-test")
     consume.add_argument("--topic", default="perf")
@@ -116,7 +116,7 @@ def add_perf_commands(sub: Any) -> None:
     )
     consume.add_argument("--json", action="store_true")
     _bootstrap(consume)
-    consume.set_defaults(func=_call("clients.perf.consume", "main"))
+    consume.set_defaults(func=lazy("clients.perf.consume", "main"))
 
     echo = sub.add_parser(
         "echo", help="bare framed echo server+client: the ceiling of any broker here"
@@ -132,10 +132,12 @@ def add_perf_commands(sub: Any) -> None:
         help="asyncio Protocol (as the broker) or asyncio streams, to compare",
     )
     echo.add_argument("--json", action="store_true")
-    echo.set_defaults(func=_call("clients.perf.echo", "main"))
+    echo.set_defaults(func=lazy("clients.perf.echo", "main"))
 
 
-def _call(module: str, name: str) -> Any:
+def lazy(module: str, name: str) -> Any:
+    """A command function that imports ``module`` only when the command runs."""
+
     def run(args: argparse.Namespace) -> int:
         import importlib
 
