@@ -172,6 +172,30 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         _at_least(1),
     ),
     ConfigDef(
+        "fetch.purgatory.purge.interval.requests",
+        int,
+        1000,
+        "With `purgatory.watcher.removal=purge`: purge the Fetch purgatory's watcher lists "
+        "when the estimated number of completed-but-watched fetches exceeds this.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "producer.purgatory.purge.interval.requests",
+        int,
+        1000,
+        "The same for the Produce purgatory (acks=-1 produces waiting for replicas).",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "purgatory.watcher.removal",
+        str,
+        "eager",
+        "How completed operations leave watcher lists. `eager`: at once, from every key "
+        "(exact PurgatorySize, no purge scans); `purge`: Kafka's way, lazily, plus a purge "
+        "of all lists driven by the `*.purgatory.purge.interval.requests` estimate.",
+        choices=("eager", "purge"),
+    ),
+    ConfigDef(
         "log.level",
         str,
         "INFO",

@@ -80,11 +80,7 @@ class KafkaApis:
                         ErrorCode.INVALID_REQUEST,
                         "fetch_offset and partition_max_bytes must not be negative",
                     )
-        responses = self.replica_manager.fetch(request)
-        self._count_partition_errors("Fetch", responses)
-        if version == 0:
-            return m.FetchResponseV0(responses)
-        return m.FetchResponseV1(responses, wait_time_ms=0)
+        return self.replica_manager.fetch_messages(request, version)
 
     def handle_list_offsets(self, request: m.ListOffsetsRequest, version: int) -> Result:
         _check_partition_count(request.topics)
@@ -97,12 +93,6 @@ class KafkaApis:
     def handle_offset_fetch(self, request: m.OffsetFetchRequest, version: int) -> Result:
         _check_partition_count(request.topics, lambda t: t.partition_indexes)
         return self.replica_manager.fetch_offsets(request)
-
-    def _count_partition_errors(self, name: str, responses: list[m.FetchableTopicResponse]) -> None:
-        for topic in responses:
-            for part in topic.partitions:
-                if part.error_code:
-                    self.metrics.record_error(name, part.error_code)
 
     # -- metadata and topics ---------------------------------------------------------------
 

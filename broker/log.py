@@ -20,12 +20,16 @@ class Log:
     ``_head`` are deleted (kept until compaction so deletion from the head is O(1));
     ``log_start_offset`` is the base offset of the first live batch (or ``log_end_offset``
     when the log is empty); ``size_bytes`` is the sum of the live batch sizes; base offsets
-    are consecutive: ``_bases[i+1] == _bases[i] + count of batch i``.
+    are consecutive: ``_bases[i+1] == _bases[i] + count of batch i``; ``_ends[i]`` is the
+    number of bytes ever appended up to and including batch i (so byte counts between two
+    offsets are a subtraction, never a scan).
     """
 
     __slots__ = (
+        "_appended_bytes",
         "_bases",
         "_batches",
+        "_ends",
         "_head",
         "_max_timestamps",
         "log_end_offset",
@@ -39,6 +43,8 @@ class Log:
         self._bases: list[int] = []
         self._batches: list[bytes] = []
         self._max_timestamps: list[int] = []
+        self._ends: list[int] = []
+        self._appended_bytes = 0
         self._head = 0
         self.log_start_offset = 0
         self.log_end_offset = 0
@@ -53,6 +59,8 @@ class Log:
         self._bases.append(base)
         self._batches.append(assign_offsets(batch, base, leader_epoch))
         self._max_timestamps.append(info.max_timestamp)
+        self._appended_bytes += info.size
+        self._ends.append(self._appended_bytes)
         self.log_end_offset = base + info.record_count
         self.size_bytes += info.size
         if self.retention_bytes >= 0 and self.size_bytes > self.retention_bytes:
@@ -70,6 +78,7 @@ class Log:
             del self._bases[: self._head]
             del self._batches[: self._head]
             del self._max_timestamps[: self._head]
+            del self._ends[: self._head]
             self._head = 0
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> list[bytes]:
@@ -99,6 +108,18 @@ class Log:
             total += size
             index += 1
         return out
+
+    def available_bytes(self, offset: int, max_offset: int) -> int:
+        """Bytes a fetch from ``offset`` would find below ``max_offset`` (whole batches,
+        from the one holding ``offset``). O(log n)."""
+        if offset >= max_offset or offset < self.log_start_offset:
+            return 0
+        bases = self._bases
+        first = bisect.bisect_right(bases, offset, self._head) - 1
+        last = bisect.bisect_left(bases, max_offset, self._head) - 1
+        if last < first:
+            return 0
+        return self._ends[last] - self._ends[first] + len(self._batches[first])
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""

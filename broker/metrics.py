@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -20,6 +21,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from broker.purgatory import DelayedOperationPurgatory
 from protocol.api import SCHEMAS, ApiKey
 from protocol.errors import error_name
 
@@ -63,6 +65,13 @@ class Histogram:
         self.counts[bisect.bisect_left(self.bounds, value)] += 1
         self.sum += value
 
+    def merged(self, other: Histogram) -> Histogram:
+        """A new histogram holding the observations of both (same bounds)."""
+        out = Histogram(self.bounds)
+        out.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        out.sum = self.sum + other.sum
+        return out
+
     def cumulative(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
         running = 0
@@ -77,16 +86,72 @@ def _fmt(bound: float) -> str:
     return repr(float(bound))
 
 
+class RequestTimes:
+    """Kafka's request time split for one request type (RequestMetrics):
+
+    - ``local``: handling on the request thread (here: on the loop, before any wait);
+    - ``remote``: waiting for something else: the purgatory, the controller;
+    - ``total``: arrival to the response being queued for the socket;
+    - ``total_local``: total - remote (KIP-736's TotalLocalTime), what the broker itself took.
+
+    Requests answered without waiting (most) cost one observation: their local, total and
+    total_local times are the same figure and their remote time is 0, so they share one
+    histogram that is merged into all four when scraped.
+    """
+
+    __slots__ = (
+        "_delayed_local",
+        "_delayed_remote",
+        "_delayed_total",
+        "_delayed_total_local",
+        "immediate",
+    )
+
+    def __init__(self) -> None:
+        self.immediate = Histogram()
+        self._delayed_total = Histogram()
+        self._delayed_local = Histogram()
+        self._delayed_remote = Histogram()
+        self._delayed_total_local = Histogram()
+
+    def observe_immediate(self, seconds: float) -> None:
+        self.immediate.observe(seconds)
+
+    def observe_delayed(self, local: float, remote: float, total: float) -> None:
+        self._delayed_total.observe(total)
+        self._delayed_local.observe(local)
+        self._delayed_remote.observe(remote)
+        self._delayed_total_local.observe(total - remote)
+
+    @property
+    def total(self) -> Histogram:
+        return self.immediate.merged(self._delayed_total)
+
+    @property
+    def local(self) -> Histogram:
+        return self.immediate.merged(self._delayed_local)
+
+    @property
+    def total_local(self) -> Histogram:
+        return self.immediate.merged(self._delayed_total_local)
+
+    @property
+    def remote(self) -> Histogram:
+        zeros = Histogram(self.immediate.bounds)
+        zeros.counts[0] = sum(self.immediate.counts)
+        return zeros.merged(self._delayed_remote)
+
+
 class RequestStats:
-    """Counts and times of one request type and version."""
+    """Count and times of one request type and version."""
 
-    __slots__ = ("count", "name", "time", "version")
+    __slots__ = ("count", "name", "times", "version")
 
-    def __init__(self, name: str, version: str, time: Histogram) -> None:
+    def __init__(self, name: str, version: str, times: RequestTimes) -> None:
         self.name = name
         self.version = version
         self.count = 0
-        self.time = time
+        self.times = times
 
 
 class BrokerMetrics:
@@ -103,26 +168,32 @@ class BrokerMetrics:
         self.connections_closed = 0
         self.errors: dict[tuple[str, int], int] = {}
         self.bad_requests: dict[str, int] = {}
-        self._requests: dict[tuple[int, int], RequestStats] = {}
-        self._times: dict[str, Histogram] = {}
+        self._requests: dict[tuple[int, int, bool], RequestStats] = {}
+        self._times: dict[str, RequestTimes] = {}
         self._partition_sources: list[Callable[[], Iterable[PartitionRow]]] = []
+        self.purgatories: list[DelayedOperationPurgatory[Any]] = []
+        self.fetch_expirations = {"consumer": 0, "follower": 0}
         self.registry.register(_BrokerCollector(self))
 
-    def for_request(self, api_key: int, version: int) -> RequestStats:
-        """The stats of an API version, created once. Unknown keys/versions share one entry,
-        so a peer cannot grow the label set."""
-        stats = self._requests.get((api_key, version))
+    def for_request(self, api_key: int, version: int, follower: bool = False) -> RequestStats:
+        """The stats of an API version, created once. Fetches are told apart as Kafka does
+        (FetchConsumer / FetchFollower). Unknown keys/versions share one entry, so a peer
+        cannot grow the label set."""
+        key = (api_key, version, follower)
+        stats = self._requests.get(key)
         if stats is None:
             if (api_key, version) in SCHEMAS:
-                name, label, key = ApiKey(api_key).api_name, str(version), (api_key, version)
+                name = ApiKey(api_key).api_name
+                if api_key == ApiKey.FETCH:
+                    name = "FetchFollower" if follower else "FetchConsumer"
+                label = str(version)
             else:
-                name, label, key = "Unknown", "unknown", (-1, -1)
+                name, label, key = "Unknown", "unknown", (-1, -1, False)
             stats = self._requests.get(key)
             if stats is None:
-                stats = RequestStats(name, label, self._times.setdefault(name, Histogram()))
+                stats = RequestStats(name, label, self._times.setdefault(name, RequestTimes()))
                 self._requests[key] = stats
-            if key != (-1, -1):
-                self._requests[(api_key, version)] = stats
+            self._requests[(api_key, version, follower)] = stats
         return stats
 
     def record_error(self, request: str, code: int, count: int = 1) -> None:
@@ -131,6 +202,9 @@ class BrokerMetrics:
 
     def record_bad_request(self, reason: str) -> None:
         self.bad_requests[reason] = self.bad_requests.get(reason, 0) + 1
+
+    def add_purgatory(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
+        self.purgatories.append(purgatory)
 
     def add_partition_source(self, source: Callable[[], Iterable[PartitionRow]]) -> None:
         self._partition_sources.append(source)
@@ -168,14 +242,19 @@ class _BrokerCollector(Collector):
                 seen.add(id(stats))
                 requests.add_metric([stats.name, stats.version], stats.count)
         yield requests
-        times = HistogramMetricFamily(
-            "purgatory_request_total_time_seconds",
-            "Time from a request's arrival to its response being queued for the socket.",
-            labels=["request"],
-        )
-        for name, hist in sorted(mt._times.items()):
-            times.add_metric([name], hist.cumulative(), hist.sum)
-        yield times
+        for part, doc in (
+            ("total", "Time from a request's arrival to its response being queued for the socket."),
+            ("local", "Time a request was handled before it waited (or in all, if it never did)."),
+            ("remote", "Time a request waited: in a purgatory, or for the controller."),
+            ("total_local", "Total time minus remote time: what the broker itself took (KIP-736)."),
+        ):
+            family = HistogramMetricFamily(
+                f"purgatory_request_{part}_time_seconds", doc, labels=["request"]
+            )
+            for name, times in sorted(mt._times.items()):
+                hist = getattr(times, part)
+                family.add_metric([name], hist.cumulative(), hist.sum)
+            yield family
         errors = CounterMetricFamily(
             "purgatory_errors",
             "Error codes returned, by request type and error name.",
@@ -240,3 +319,45 @@ class _BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "purgatory_partitions", "Partitions this broker leads.", value=count
         )
+        yield from self._purgatory_families()
+
+    def _purgatory_families(self) -> Iterator[Metric]:
+        mt = self.metrics
+        size = GaugeMetricFamily(
+            "purgatory_size",
+            "Entries in the purgatory's watcher lists (an operation counts once per key).",
+            labels=["purgatory"],
+        )
+        delayed = GaugeMetricFamily(
+            "purgatory_delayed_operations",
+            "Operations waiting in the purgatory's timer.",
+            labels=["purgatory"],
+        )
+        expirations = CounterMetricFamily(
+            "purgatory_expirations", "Operations that timed out.", labels=["purgatory"]
+        )
+        completions = CounterMetricFamily(
+            "purgatory_completions",
+            "Operations completed after waiting, by their condition or by timing out.",
+            labels=["purgatory"],
+        )
+        purges = CounterMetricFamily(
+            "purgatory_purges",
+            "Scans of every watcher list (purge mode only).",
+            labels=["purgatory"],
+        )
+        for p in mt.purgatories:
+            size.add_metric([p.name], p.watched)
+            delayed.add_metric([p.name], p.delayed)
+            expirations.add_metric([p.name], p.expirations)
+            completions.add_metric([p.name], p.completions)
+            purges.add_metric([p.name], p.purges)
+        yield from (size, delayed, expirations, completions, purges)
+        fetch = CounterMetricFamily(
+            "purgatory_delayed_fetch_expirations",
+            "Delayed fetches that timed out, by who fetched.",
+            labels=["fetcher_type"],
+        )
+        for kind, count in sorted(mt.fetch_expirations.items()):
+            fetch.add_metric([kind], count)
+        yield fetch

@@ -19,26 +19,39 @@ import msgspec
 import structlog
 
 from broker.kafka_apis import CloseConnection, KafkaApis
-from protocol.api import RequestError, decode_request, encode_response_into
+from protocol.api import ApiKey, RequestError, decode_request, encode_response_into
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 
 if TYPE_CHECKING:
-    from broker.metrics import BrokerMetrics
+    from broker.metrics import BrokerMetrics, RequestTimes
 
 _perf = time.perf_counter
+_FETCH = int(ApiKey.FETCH)
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
 
 
 class _Slot:
-    """A response position on a connection, filled when its (pending) answer is ready."""
+    """A response position on a connection, filled when its (pending) answer is ready.
 
-    __slots__ = ("correlation_id", "frame", "ready")
+    For a pending request it also keeps what its timing needs: when it arrived and when
+    its local handling ended (the wait, Kafka's remote time, starts there)."""
 
-    def __init__(self, correlation_id: int) -> None:
+    __slots__ = ("correlation_id", "frame", "local_end", "ready", "start", "times")
+
+    def __init__(
+        self,
+        correlation_id: int,
+        times: RequestTimes | None = None,
+        start: float = 0.0,
+        local_end: float = 0.0,
+    ) -> None:
         self.correlation_id = correlation_id
         self.frame = bytearray()
         self.ready = False
+        self.times = times
+        self.start = start
+        self.local_end = local_end
 
 
 class BrokerConnection(asyncio.Protocol):
@@ -54,7 +67,7 @@ class BrokerConnection(asyncio.Protocol):
         self.closing = False
         self.reading_paused = False
         self.writing_paused = False
-        self.tasks: set[asyncio.Future[Any]] = set()
+        self.pending: dict[asyncio.Future[Any], _Slot] = {}  # requests still waiting
         self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
 
     # -- asyncio.Protocol -----------------------------------------------------------------
@@ -72,7 +85,7 @@ class BrokerConnection(asyncio.Protocol):
         self.server.connections.discard(self)
         self.metrics.connections -= 1
         self.metrics.connections_closed += 1
-        for task in self.tasks:
+        for task in list(self.pending):
             task.cancel()
 
     def pause_writing(self) -> None:
@@ -132,9 +145,12 @@ class BrokerConnection(asyncio.Protocol):
             self.metrics.for_request(h.api_key, h.api_version).count += 1
             self._refuse(h.correlation_id, h.api_key, h.api_version, exc, start)
             return
-        stats = self.metrics.for_request(api_key, api_version)
+        if api_key == _FETCH:
+            stats = self.metrics.for_request(api_key, api_version, body.replica_id >= 0)
+        else:
+            stats = self.metrics.for_request(api_key, api_version)
         stats.count += 1
-        timer = stats.time
+        times = stats.times
         try:
             result = self.handlers[api_key](body, api_version)
         except RequestError as exc:
@@ -155,18 +171,18 @@ class BrokerConnection(asyncio.Protocol):
             )
             return
         if result is None:
-            timer.observe(_perf() - start)
+            times.observe_immediate(_perf() - start)
             return
         if isinstance(result, msgspec.Struct):
             self._respond(correlation_id, result)
-            timer.observe(_perf() - start)
+            times.observe_immediate(_perf() - start)
             return
         # Pending: hold a slot so later responses wait behind this one.
-        slot = _Slot(correlation_id)
+        slot = _Slot(correlation_id, times, start, _perf())
         self.slots.append(slot)
         future = asyncio.ensure_future(result)
-        self.tasks.add(future)
-        future.add_done_callback(lambda f: self._complete(slot, f, timer, start))
+        self.pending[future] = slot
+        future.add_done_callback(self._complete)
 
     def _refuse(
         self, correlation_id: int, api_key: int, api_version: int, exc: RequestError, start: float
@@ -178,10 +194,10 @@ class BrokerConnection(asyncio.Protocol):
             self.peer, reason, exc.message, api_key=api_key, api_version=api_version
         )
         self._respond(correlation_id, None, exc.code, exc.message)
-        self.metrics.for_request(api_key, api_version).time.observe(_perf() - start)
+        self.metrics.for_request(api_key, api_version).times.observe_immediate(_perf() - start)
 
-    def _complete(self, slot: _Slot, future: asyncio.Future[Any], timer: Any, start: float) -> None:
-        self.tasks.discard(future)
+    def _complete(self, future: asyncio.Future[Any]) -> None:
+        slot = self.pending.pop(future)
         if self.closing or future.cancelled():
             return
         exc = future.exception()
@@ -199,7 +215,11 @@ class BrokerConnection(asyncio.Protocol):
                 f"unexpected server error: {exc!r}",
             )
         slot.ready = True
-        timer.observe(_perf() - start)
+        if slot.times is not None:
+            now = _perf()
+            slot.times.observe_delayed(
+                slot.local_end - slot.start, now - slot.local_end, now - slot.start
+            )
         self._drain_slots()
         self._flush()
         self._update_reading()

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import structlog
 
 from broker.config import BrokerConfig
+from broker.delayed_fetch import DelayedFetch
 from broker.log import Log, OffsetOutOfRange
 from broker.metadata import MetadataCache, PartitionChange
 from broker.metrics import BrokerMetrics
+from broker.purgatory import DelayedOperation, DelayedOperationPurgatory, Scheduler, SystemTimer
 from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, validate_batch
@@ -39,19 +42,58 @@ class Partition:
 
 
 class ReplicaManager:
+    """Owns the partitions and the purgatories where requests wait: "Fetch" (long polls) and
+    "Produce" (acks=-1 waiting for in-sync replicas: with one replica per partition the
+    leader alone is the ISR, so produces never wait there yet). Each purgatory has its own
+    timer, as in Kafka, so its NumDelayedOperations is its timer's size."""
+
     def __init__(
-        self, config: BrokerConfig, metadata: MetadataCache, metrics: BrokerMetrics
+        self,
+        config: BrokerConfig,
+        metadata: MetadataCache,
+        metrics: BrokerMetrics,
+        scheduler: Scheduler,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.metadata = metadata
         self.metrics = metrics
+        self.scheduler = scheduler
         self.partitions: dict[TopicPartition, Partition] = {}
+        removal = config["purgatory.watcher.removal"]
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
+            "Fetch",
+            SystemTimer(scheduler),
+            purge_interval=config["fetch.purgatory.purge.interval.requests"],
+            watcher_removal=removal,
+        )
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedOperation] = (
+            DelayedOperationPurgatory(
+                "Produce",
+                SystemTimer(scheduler),
+                purge_interval=config["producer.purgatory.purge.interval.requests"],
+                watcher_removal=removal,
+            )
+        )
+        metrics.add_purgatory(self.fetch_purgatory)
+        metrics.add_purgatory(self.produce_purgatory)
         self.log = structlog.get_logger("replica_manager").bind(broker_id=self.broker_id)
+
+    def shutdown(self) -> None:
+        self.fetch_purgatory.cancel_all()
+        self.produce_purgatory.cancel_all()
 
     # -- metadata ------------------------------------------------------------------------
 
     def apply(self, changes: Iterable[PartitionChange]) -> None:
+        """Apply metadata changes; fetches waiting on a changed partition re-check at once
+        (they complete if this broker no longer leads it or no longer has it)."""
+        changes = list(changes)
+        self._apply(changes)
+        for change in changes:
+            self.fetch_purgatory.check_and_complete((change.topic, change.partition))
+
+    def _apply(self, changes: list[PartitionChange]) -> None:
         defaults = self.config.topic_defaults()
         for change in changes:
             key = (change.topic, change.partition)
@@ -79,7 +121,7 @@ class ReplicaManager:
                 int(configs["max.message.bytes"]),
             )
 
-    def _leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
+    def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
         partition = self.partitions.get((topic, index))
         if partition is not None and partition.leader_id == self.broker_id:
             return partition
@@ -119,7 +161,7 @@ class ReplicaManager:
         return m.ProduceResponse(responses), failed, unknown
 
     def _append(self, topic: str, data: m.PartitionProduceData) -> m.PartitionProduceResponse:
-        partition = self._leader_partition(topic, data.index)
+        partition = self.leader_partition(topic, data.index)
         if isinstance(partition, ErrorCode):
             return m.PartitionProduceResponse(data.index, partition)
         size = len(data.records)
@@ -141,35 +183,89 @@ class ReplicaManager:
         metrics = self.metrics
         metrics.bytes_in += size
         metrics.messages_in += info.record_count
+        # The append moved the log end and, with one replica, the high watermark.
+        self.fetch_purgatory.check_and_complete((topic, data.index))
         return m.PartitionProduceResponse(
             data.index, ErrorCode.NONE, base, -1, log.log_start_offset
         )
 
     # -- fetch ---------------------------------------------------------------------------
 
-    def fetch(self, request: m.FetchRequest) -> list[m.FetchableTopicResponse]:
-        """Read every requested partition once (no waiting: that is the purgatory's job).
+    def fetch_messages(
+        self, request: m.FetchRequest, version: int
+    ) -> m.FetchResponseV0 | asyncio.Future[m.FetchResponseV0]:
+        """Answer a fetch now, or park it in the Fetch purgatory.
+
+        It is answered at once when it may not wait (``max_wait_ms`` <= 0), asks for nothing,
+        already has ``min_bytes``, or hit an error; otherwise a DelayedFetch waits for data.
+        """
+        responses, readable, errored = self._read(request)
+        if (
+            request.max_wait_ms <= 0
+            or not request.topics
+            or readable >= request.min_bytes
+            or errored
+        ):
+            return self._response(responses, version, 0)
+        operation = DelayedFetch(request, version, self, self.scheduler.now_ms())
+        keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+        if self.fetch_purgatory.try_complete_else_watch(operation, keys):
+            return operation.response.result()
+        return operation.response
+
+    def fetch_response(
+        self, request: m.FetchRequest, version: int, wait_ms: int
+    ) -> m.FetchResponseV0:
+        """Read again for a fetch that waited ``wait_ms`` in purgatory."""
+        responses, _, _ = self._read(request)
+        return self._response(responses, version, wait_ms)
+
+    def fetch_expired(self, from_follower: bool) -> None:
+        self.metrics.fetch_expirations["follower" if from_follower else "consumer"] += 1
+
+    def _response(
+        self, responses: list[m.FetchableTopicResponse], version: int, wait_ms: int
+    ) -> m.FetchResponseV0:
+        for topic in responses:
+            for part in topic.partitions:
+                if part.error_code:
+                    self.metrics.record_error("Fetch", part.error_code)
+        if version == 0:
+            return m.FetchResponseV0(responses)
+        return m.FetchResponseV1(responses, wait_time_ms=wait_ms)
+
+    def _read(self, request: m.FetchRequest) -> tuple[list[m.FetchableTopicResponse], int, bool]:
+        """Read every requested partition once: (responses, record bytes, any error).
 
         ``max_bytes`` bounds the whole response, ``partition_max_bytes`` each partition;
         the first batch of the response is returned even when it alone exceeds them
-        (KIP-74), so a consumer never gets stuck behind a large batch.
+        (KIP-74), so a consumer never gets stuck behind a large batch. Consumers read up to
+        the high watermark, followers up to the log end.
         """
+        follower = request.replica_id >= 0
         remaining = request.max_bytes
         out = []
         sent = 0
+        errored = False
         for topic in request.topics:
             parts = []
             for fp in topic.partitions:
-                partition = self._leader_partition(topic.topic, fp.partition)
+                partition = self.leader_partition(topic.topic, fp.partition)
                 if isinstance(partition, ErrorCode):
+                    errored = True
                     parts.append(m.PartitionData(fp.partition, partition, -1, -1, b""))
                     continue
                 log = partition.log
                 hw = partition.high_watermark
                 limit = max(min(fp.partition_max_bytes, remaining), 0)
                 try:
-                    batches = log.read(fp.fetch_offset, limit if sent else max(limit, 1), hw)
+                    batches = log.read(
+                        fp.fetch_offset,
+                        limit if sent else max(limit, 1),
+                        log.log_end_offset if follower else hw,
+                    )
                 except OffsetOutOfRange:
+                    errored = True
                     parts.append(
                         m.PartitionData(
                             fp.partition,
@@ -190,7 +286,7 @@ class ReplicaManager:
                 )
             out.append(m.FetchableTopicResponse(topic.topic, parts))
         self.metrics.bytes_out += sent
-        return out
+        return out, sent, errored
 
     # -- offsets -------------------------------------------------------------------------
 
@@ -199,7 +295,7 @@ class ReplicaManager:
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
-                partition = self._leader_partition(topic.name, p.partition_index)
+                partition = self.leader_partition(topic.name, p.partition_index)
                 if isinstance(partition, ErrorCode):
                     parts.append(m.ListOffsetsPartitionResponse(p.partition_index, partition))
                     continue
@@ -242,7 +338,7 @@ class ReplicaManager:
                 ):
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
-                    partition = self._leader_partition(topic.name, p.partition_index)
+                    partition = self.leader_partition(topic.name, p.partition_index)
                     if isinstance(partition, ErrorCode):
                         code = partition
                     elif not 0 <= p.committed_offset <= partition.log.log_end_offset:
@@ -267,7 +363,7 @@ class ReplicaManager:
                 if not group_ok:
                     code = ErrorCode.INVALID_GROUP_ID
                 else:
-                    partition = self._leader_partition(topic.name, index)
+                    partition = self.leader_partition(topic.name, index)
                     if isinstance(partition, ErrorCode):
                         code = partition
                     elif request.group_id in partition.committed:

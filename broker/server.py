@@ -19,6 +19,7 @@ from broker.kafka_apis import KafkaApis
 from broker.metadata import MetadataCache
 from broker.metrics import BrokerMetrics
 from broker.network import SocketServer
+from broker.purgatory import LoopScheduler
 from broker.replica_manager import ReplicaManager
 from clients.connection import Connection, ConnectionClosed
 from protocol import messages as m
@@ -40,7 +41,8 @@ class Broker:
             )
         self.controller_id = min(self.members) if self.members else self.broker_id
         self.metadata = MetadataCache(self.members, self.controller_id)
-        self.replica_manager = ReplicaManager(config, self.metadata, self.metrics)
+        self.scheduler = LoopScheduler()
+        self.replica_manager = ReplicaManager(config, self.metadata, self.metrics, self.scheduler)
         self.metrics.add_partition_source(self._partition_rows)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(
@@ -105,6 +107,7 @@ class Broker:
         if self.controller is not None:
             await self.controller.close()
         await self.socket_server.stop()
+        self.replica_manager.shutdown()
         await self.admin.stop()
         self.log.info("broker_stopped")
 

@@ -196,8 +196,8 @@ class Consumer:
                         self._positions[tp] = min(self._positions[tp], r.offset)
                     records = records[:max_records]
                 return records
-            # A broker that answered "nothing" before max_wait passed did not long-poll
-            # (min_bytes not met): wait out the rest before asking again.
+            # "Nothing" sooner than max_wait (an error answer, or a broker that does not
+            # long-poll): wait out the rest rather than spin.
             early = started + wait_ms / 1000 - loop.time()
             if early > 0:
                 await asyncio.sleep(min(early, deadline - loop.time()))

@@ -116,7 +116,9 @@ def test_create_produce_consume_and_describe_through_the_cli(cluster: dict) -> N
     listed = cli("topics", "list", "--bootstrap", one)
     assert "events" in listed.stdout.split()
     with urllib.request.urlopen(f"{cluster['admin'][0]}/metrics", timeout=5) as r:
-        assert b'purgatory_requests_total{request="Fetch"' in r.read()  # it leads partitions
+        assert (
+            b'purgatory_requests_total{request="FetchConsumer"' in r.read()
+        )  # it leads partitions
 
 
 def test_cli_errors_are_clear(cluster: dict) -> None:

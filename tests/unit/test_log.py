@@ -79,3 +79,26 @@ def test_offset_for_timestamp_finds_the_first_record_at_or_after_it() -> None:
     assert log.offset_for_timestamp(250) == (2, 300)
     assert log.offset_for_timestamp(50) == (0, 100)
     assert log.offset_for_timestamp(301) is None
+
+
+def test_available_bytes_counts_whole_batches_from_the_offset_to_the_limit() -> None:
+    log = Log(retention_bytes=-1)
+    sizes = []
+    for i in range(5):
+        batch = encode_batch([(None, b"x" * (10 * (i + 1)))] * 2)
+        log.append(batch, validate_batch(batch), 0)
+        sizes.append(len(batch))
+    assert log.available_bytes(0, 10) == sum(sizes)
+    assert log.available_bytes(3, 10) == sum(sizes[1:])  # offset 3 is inside batch 1
+    assert log.available_bytes(4, 8) == sizes[2] + sizes[3]
+    assert log.available_bytes(10, 10) == 0
+    assert log.available_bytes(2, 2) == 0
+
+
+def test_available_bytes_stays_right_after_retention_deletes_and_compacts() -> None:
+    log = Log(retention_bytes=50_000)
+    for _ in range(5000):
+        append(log, b"y" * 100)
+    start = log.log_start_offset
+    assert log.available_bytes(start, log.log_end_offset) == log.size_bytes
+    assert log.available_bytes(start - 1, log.log_end_offset) == 0

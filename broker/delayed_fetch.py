@@ -1,0 +1,82 @@
+"""DelayedFetch: a fetch waiting in the "Fetch" purgatory for ``min_bytes`` (long poll)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from broker.purgatory import DelayedOperation
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch that found fewer than ``min_bytes`` and may wait ``max_wait_ms``.
+
+    It completes (then reads again and answers) when:
+
+    A. this broker no longer leads one of the partitions;
+    B. this broker no longer knows one of the partitions;
+    C. a fetch offset is now outside the log: beyond its end (truncation) or below its
+       start (retention deleted it);
+    D. the bytes available across the partitions reach ``min_bytes``;
+    E. ``max_wait_ms`` passes (expiration).
+
+    Consumers count bytes up to the high watermark, followers up to the log end.
+    """
+
+    __slots__ = ("created_ms", "replica_manager", "request", "response", "version")
+
+    def __init__(
+        self,
+        request: m.FetchRequest,
+        version: int,
+        replica_manager: ReplicaManager,
+        created_ms: int,
+    ) -> None:
+        super().__init__(request.max_wait_ms)
+        self.request = request
+        self.version = version
+        self.replica_manager = replica_manager
+        self.created_ms = created_ms
+        self.response: asyncio.Future[m.FetchResponseV0] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+    @property
+    def from_follower(self) -> bool:
+        return self.request.replica_id >= 0
+
+    def try_complete(self) -> bool:
+        rm = self.replica_manager
+        follower = self.from_follower
+        accumulated = 0
+        for topic in self.request.topics:
+            for fp in topic.partitions:
+                partition = rm.leader_partition(topic.topic, fp.partition)
+                if isinstance(partition, ErrorCode):  # cases A and B
+                    return self.force_complete()
+                log = partition.log
+                end = log.log_end_offset if follower else partition.high_watermark
+                if fp.fetch_offset > log.log_end_offset or fp.fetch_offset < log.log_start_offset:
+                    return self.force_complete()  # case C
+                if fp.fetch_offset < end:
+                    accumulated += min(
+                        log.available_bytes(fp.fetch_offset, end), fp.partition_max_bytes
+                    )
+        if accumulated >= self.request.min_bytes:
+            return self.force_complete()  # case D
+        return False
+
+    def on_complete(self) -> None:
+        if self.response.done():  # the client went away meanwhile
+            return
+        rm = self.replica_manager
+        wait_ms = rm.scheduler.now_ms() - self.created_ms
+        self.response.set_result(rm.fetch_response(self.request, self.version, wait_ms))
+
+    def on_expiration(self) -> None:
+        self.replica_manager.fetch_expired(self.from_follower)
