@@ -67,4 +67,53 @@ def add_perf_commands(sub: Any) -> None:
     buckets.add_argument("--cancel-fraction", type=float, default=0.5)
     buckets.add_argument("--rounds", type=int, default=300)
     buckets.add_argument("--json", action="store_true")
-    buckets.set_defaults(func=lazy("broker.purgatory.bucket_benchmark", "main"))
+    buckets.set_defaults(func=lazy("broker.purgatory.timer_perf", "main"))
+
+    scaling = sub.add_parser(
+        "timer-scaling",
+        help="timing wheel: insert+cancel cost with 10^4 .. 10^6 tasks pending",
+    )
+    scaling.add_argument("--pending", default="10000,100000,1000000")
+    scaling.add_argument("--operations", type=int, default=200_000)
+    scaling.add_argument(
+        "--max-delay-ms",
+        type=int,
+        default=600_000,
+        help="pending tasks' delays are spread up to this (all wheel levels)",
+    )
+    scaling.add_argument("--json", action="store_true")
+    scaling.set_defaults(func=lazy("broker.purgatory.timer_perf", "scaling_main"))
+
+    bench = sub.add_parser(
+        "purgatory",
+        help="the purgatory benchmark (Kafka's TestPurgatoryPerformance): wheel vs heap",
+        description="Enqueue fake delayed operations at a target rate into a purgatory and "
+        "report the rate it kept up with. --sweep runs every implementation over a range "
+        "of rates for the timing-wheel post's two cases and draws the figures.",
+    )
+    bench.add_argument(
+        "--impl",
+        default="wheel",
+        choices=("wheel", "wheel-purge", "heap"),
+        help="wheel: timing wheel, eager removal; wheel-purge: Kafka's "
+        "estimate-driven purge; heap: a model of the old design",
+    )
+    bench.add_argument("--num", type=int, default=200_000, help="requests per run")
+    bench.add_argument("--rate", type=float, default=10_000, help="target requests per second")
+    bench.add_argument("--keys", type=int, default=3, help="keys each request is watched on")
+    bench.add_argument("--key-space-size", type=int, default=100)
+    bench.add_argument("--timeout", type=int, default=200, help="operation timeout (ms)")
+    bench.add_argument("--pct75", type=float, default=60.0, help="75th percentile latency (ms)")
+    bench.add_argument("--pct50", type=float, default=20.0, help="median latency (ms)")
+    bench.add_argument("--purge-interval", type=int, default=1000)
+    bench.add_argument("--seed", type=int, help="random seed, for repeatable workloads")
+    bench.add_argument(
+        "--sweep",
+        action="store_true",
+        help="every --impls over --rates, for both of the post's cases",
+    )
+    bench.add_argument("--rates", default="25000,50000,75000,100000,125000,150000,200000,250000")
+    bench.add_argument("--impls", default="wheel,wheel-purge,heap")
+    bench.add_argument("--out", default="out/purgatory", help="sweep output directory")
+    bench.add_argument("--json", action="store_true")
+    bench.set_defaults(func=lazy("broker.purgatory.perf", "main"))

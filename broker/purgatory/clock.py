@@ -31,9 +31,10 @@ class LoopScheduler:
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop or asyncio.get_running_loop()
+        self._time = self.loop.time
 
     def now_ms(self) -> int:
-        return int(self.loop.time() * 1000)
+        return int(self._time() * 1000)
 
     def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable:
         return self.loop.call_at(when_ms / 1000, callback)
@@ -102,3 +103,43 @@ class ManualScheduler:
             handle.callback()
             self.run_ready()
         self._now = target
+
+
+class Alarm:
+    """One scheduled wake-up that can only be brought forward: the shared mechanism of
+    everything here that sleeps until its earliest deadline (the timer's bucket queue).
+
+    Invariant: ``when_ms`` is the time the single pending callback is set for, or None
+    when none is. The callback receives the time it was set for, or the clock if that is
+    later: a loop may fire a fraction of a millisecond early, and the deadline is trusted.
+    """
+
+    __slots__ = ("_callback", "_handle", "scheduler", "when_ms")
+
+    def __init__(self, scheduler: Scheduler, callback: Callable[[int], None]) -> None:
+        self.scheduler = scheduler
+        self._callback = callback
+        self._handle: Cancellable | None = None
+        self.when_ms: int | None = None
+
+    def no_later_than(self, when_ms: int) -> None:
+        """Make sure a wake-up happens at ``when_ms`` or earlier."""
+        if self.when_ms is not None and self.when_ms <= when_ms:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self.when_ms = when_ms
+        self._handle = self.scheduler.call_at(when_ms, self._fire)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = None
+        self.when_ms = None
+
+    def _fire(self) -> None:
+        due = self.when_ms
+        self._handle = None
+        self.when_ms = None
+        now = self.scheduler.now_ms()
+        self._callback(now if due is None else max(now, due))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from broker.purgatory.timer import TimerTask
@@ -25,10 +26,14 @@ class DelayedOperation(TimerTask):
     __slots__ = ("_purgatory", "_watch_keys", "completed")
 
     def __init__(self, delay_ms: int) -> None:
-        super().__init__(delay_ms)
+        # TimerTask's fields, set here rather than through super().__init__: one call less
+        # per operation on the request path.
+        self.delay_ms = delay_ms
+        self.expiration_ms = 0
+        self._bucket = None
         self.completed = False
         self._purgatory: DelayedOperationPurgatory[Any] | None = None
-        self._watch_keys: tuple[object, ...] = ()
+        self._watch_keys: Sequence[Hashable] = ()
 
     def try_complete(self) -> bool:
         """Check the condition; if met, call ``force_complete`` and return its result."""

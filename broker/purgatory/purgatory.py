@@ -45,7 +45,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self.timer = timer
         self.purge_interval = purge_interval
         self.eager = watcher_removal == "eager"
-        self._watchers: dict[Hashable, dict[Op, None]] = {}
+        self._watchers: dict[Hashable, dict[Op, bool]] = {}  # key -> operations (values True)
         self._watched = 0
         self.estimated_total = 0
         self.expirations = 0
@@ -79,16 +79,20 @@ class DelayedOperationPurgatory(Generic[Op]):
         """
         if operation.try_complete():
             return True
-        keys = tuple(dict.fromkeys(keys))  # a key named twice is watched once
+        if not isinstance(keys, (list, tuple)):
+            keys = tuple(keys)
         operation._purgatory = self
         operation._watch_keys = keys
         watchers = self._watchers
+        watched = 0
         for key in keys:
             ops = watchers.get(key)
             if ops is None:
                 ops = watchers[key] = {}
-            ops[operation] = None
-        self._watched += len(keys)
+            if operation not in ops:  # a key named twice is watched once
+                ops[operation] = True
+                watched += 1
+        self._watched += watched
         self.estimated_total += 1
         self.timer.add(operation)
         if not self.eager and self.estimated_total - len(self.timer) > self.purge_interval:
@@ -118,7 +122,7 @@ class DelayedOperationPurgatory(Generic[Op]):
                 del self._watchers[key]
         return completed
 
-    def _completed(self, operation: DelayedOperation) -> None:
+    def _completed(self, operation: Op) -> None:
         """An operation completed (called by ``force_complete``)."""
         self.completions += 1
         if not self.eager:
@@ -126,8 +130,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         watchers = self._watchers
         for key in operation._watch_keys:
             ops = watchers.get(key)
-            if ops is not None and operation in ops:
-                del ops[operation]
+            if ops is not None and ops.pop(operation, False):
                 self._watched -= 1
                 if not ops:
                     del watchers[key]

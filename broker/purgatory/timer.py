@@ -17,7 +17,7 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from broker.purgatory.clock import Cancellable, Scheduler
+from broker.purgatory.clock import Alarm, Scheduler
 
 
 class TimerTask:
@@ -78,12 +78,6 @@ class TimerTaskList:
             task._bucket = None
             self.timer._size -= 1
 
-    def set_expiration(self, expiration_ms: int) -> bool:
-        """Set the bucket's expiration; True if it changed (then it must enter the heap)."""
-        changed = expiration_ms != self.expiration_ms
-        self.expiration_ms = expiration_ms
-        return changed
-
     def flush(self, reinsert: Callable[[TimerTask], None]) -> None:
         """Empty the bucket, handing every task to ``reinsert``."""
         tasks = self.tasks
@@ -125,22 +119,24 @@ class TimingWheel:
     def add(self, task: TimerTask) -> bool:
         """Put the task in this wheel or a coarser one; False if it is already due."""
         expiration = task.expiration_ms
-        tick = self.tick_ms
-        if expiration < self.current_time_ms + tick:
+        if expiration < self.current_time_ms + self.tick_ms:
             return False
-        if expiration < self.current_time_ms + self.interval_ms:
-            virtual_id = expiration // tick
-            bucket = self.buckets[virtual_id % self.wheel_size]
-            bucket.add(task)
-            if bucket.set_expiration(virtual_id * tick):
-                self.timer._offer(bucket)
-            return True
-        overflow = self.overflow
-        if overflow is None:
-            overflow = self.overflow = TimingWheel(
-                self.timer, self.interval_ms, self.wheel_size, self.current_time_ms
-            )
-        return overflow.add(task)
+        wheel = self
+        while expiration >= wheel.current_time_ms + wheel.interval_ms:
+            overflow = wheel.overflow
+            if overflow is None:
+                overflow = wheel.overflow = TimingWheel(
+                    wheel.timer, wheel.interval_ms, wheel.wheel_size, wheel.current_time_ms
+                )
+            wheel = overflow
+        tick = wheel.tick_ms
+        virtual_id = expiration // tick
+        bucket = wheel.buckets[virtual_id % wheel.wheel_size]
+        bucket.add(task)
+        if bucket.expiration_ms != virtual_id * tick:
+            bucket.expiration_ms = virtual_id * tick
+            self.timer._offer(bucket)
+        return True
 
     def advance_clock(self, time_ms: int) -> None:
         if time_ms >= self.current_time_ms + self.tick_ms:
@@ -157,9 +153,8 @@ class SystemTimer:
     """The timer a purgatory uses: ``add`` a task, it runs when due unless cancelled.
 
     Invariants: ``_queue`` holds (expiration, sequence, bucket) for each bucket with an
-    expiration, each bucket at most once; ``_armed_at`` is the time the one scheduled
-    wake-up is set for (None when none is), never later than the earliest non-empty
-    bucket; ``_size`` is the number of tasks in buckets.
+    expiration, each bucket at most once; ``_alarm`` is set no later than the earliest
+    non-empty bucket; ``_size`` is the number of tasks in buckets.
     """
 
     def __init__(self, scheduler: Scheduler, tick_ms: int = 1, wheel_size: int = 20) -> None:
@@ -169,8 +164,7 @@ class SystemTimer:
         self._size = 0
         self._queue: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
-        self._armed_at: int | None = None
-        self._armed: Cancellable | None = None
+        self._alarm = Alarm(scheduler, self.advance_clock)
         self.wheel = TimingWheel(self, tick_ms, wheel_size, scheduler.now_ms())
         self.expired_runs = 0
 
@@ -181,7 +175,8 @@ class SystemTimer:
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now (right away if <= 0)."""
         task.expiration_ms = self.scheduler.now_ms() + task.delay_ms
-        self._add(task)
+        if not self.wheel.add(task):
+            self.scheduler.call_soon(task.run)
 
     def _add(self, task: TimerTask) -> None:
         if not self.wheel.add(task):
@@ -191,22 +186,7 @@ class SystemTimer:
     def _offer(self, bucket: TimerTaskList) -> None:
         expiration = bucket.expiration_ms
         heapq.heappush(self._queue, (expiration, next(self._seq), bucket))
-        if self._armed_at is None or expiration < self._armed_at:
-            self._arm(expiration)
-
-    def _arm(self, when_ms: int) -> None:
-        if self._armed is not None:
-            self._armed.cancel()
-        self._armed_at = when_ms
-        self._armed = self.scheduler.call_at(when_ms, self._on_wake)
-
-    def _on_wake(self) -> None:
-        due = self._armed_at
-        self._armed = None
-        self._armed_at = None
-        # A loop may fire a timer a fraction of a millisecond early: trust the deadline.
-        now = self.scheduler.now_ms()
-        self.advance_clock(now if due is None else max(now, due))
+        self._alarm.no_later_than(expiration)
 
     def advance_clock(self, now_ms: int) -> None:
         """Flush every bucket that expired by ``now_ms``, then arm for the next one."""
@@ -222,8 +202,8 @@ class SystemTimer:
             _, _, bucket = heapq.heappop(queue)
             bucket.expiration_ms = -1
         # Re-insertions above may have armed for a later bucket: the head decides.
-        if queue and (self._armed_at is None or queue[0][0] < self._armed_at):
-            self._arm(queue[0][0])
+        if queue:
+            self._alarm.no_later_than(queue[0][0])
 
     @property
     def buckets_queued(self) -> int:

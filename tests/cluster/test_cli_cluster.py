@@ -199,3 +199,32 @@ def test_help_lists_every_command() -> None:
     for command in ("broker", "cluster", "topics", "produce", "consume", "perf"):
         assert command in out
     assert "echo" in cli("perf", "--help").stdout
+
+
+def test_the_purgatory_benchmark_runs_from_the_cli(tmp_path: Path) -> None:
+    single = cli(
+        "perf", "purgatory", "--num", "1000", "--rate", "20000", "--impl", "heap", "--json"
+    )
+    assert single.returncode == 0, single.stderr
+    assert json.loads(single.stdout)["impl"] == "heap"
+    sweep = cli(
+        "perf",
+        "purgatory",
+        "--sweep",
+        "--num",
+        "500",
+        "--rates",
+        "20000",
+        "--impls",
+        "wheel",
+        "--out",
+        str(tmp_path),
+        "--json",
+    )
+    assert sweep.returncode == 0, sweep.stderr
+    summary = json.loads(sweep.stdout)
+    assert set(summary["saturation"]) == {"low", "high"}
+    assert (tmp_path / "purgatory-sweep.png").stat().st_size > 0
+    assert len(json.loads((tmp_path / "purgatory-sweep.json").read_text())) == 2
+    bad = cli("perf", "purgatory", "--num", "10", "--pct50", "0")
+    assert bad.returncode == 2 and "pct50" in bad.stderr

@@ -176,3 +176,22 @@ def test_every_task_fires_once_not_before_its_deadline_and_within_a_tick(plan) -
             assert len(task.fired) == 1
             assert deadlines[index] <= task.fired[0] <= deadlines[index] + 1
     assert len(timer) == 0
+
+
+def test_an_alarm_only_moves_earlier_and_reports_its_deadline() -> None:
+    from broker.purgatory.clock import Alarm
+
+    clock = ManualScheduler()
+    fired: list[int] = []
+    alarm = Alarm(clock, fired.append)
+    alarm.no_later_than(50)
+    alarm.no_later_than(80)  # later: ignored
+    assert alarm.when_ms == 50 and clock.pending_timers == 1
+    alarm.no_later_than(20)  # earlier: moves, still one wake-up
+    assert alarm.when_ms == 20 and clock.pending_timers == 1
+    clock.advance(100)
+    assert fired == [20] and alarm.when_ms is None
+    alarm.no_later_than(150)
+    alarm.cancel()
+    clock.advance(100)
+    assert fired == [20]

@@ -1,9 +1,11 @@
-"""`purgatory perf timer-buckets`: bucket storage for the timing wheel, measured.
+"""Micro-benchmarks of the timer, in process CPU time (immune to other load).
 
-Kafka's TimerTaskList is a hand-written doubly linked list (O(1) add and remove through
-the entry's link cell). In CPython a dict used as an insertion-ordered set gives the same
-O(1) add/remove in C. This benchmark runs the timer's bucket workload on both: add N
-tasks, cancel a fraction, flush the rest.
+- `purgatory perf timer-buckets`: bucket storage. Kafka's TimerTaskList is a hand-written
+  doubly linked list (O(1) add and remove through the entry's link cell); in CPython a
+  dict used as an insertion-ordered set gives the same O(1) in C. Runs the timer's bucket
+  workload on both: add N tasks, cancel a fraction, flush the rest.
+- `purgatory perf timer-scaling`: the cost of an insert + cancel with 10^4 .. 10^6 tasks
+  pending, which a timing wheel keeps flat (a heap's grows with log n).
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import time
 from typing import Any
+
+from broker.purgatory.clock import ManualScheduler
+from broker.purgatory.perf import cpu_seconds
+from broker.purgatory.timer import SystemTimer, TimerTask
 
 
 class _Entry:
@@ -97,7 +102,7 @@ def run_workload(
     entries = [_Entry() for _ in range(tasks)]
     cancelled = [e for e in entries if rng.random() < cancel_fraction]
     make = _LinkedBucket if kind == "linked" else _DictBucket
-    start = time.perf_counter()
+    start = cpu_seconds()
     for _ in range(rounds):
         bucket: Any = make()
         for entry in entries:
@@ -105,8 +110,57 @@ def run_workload(
         for entry in cancelled:
             bucket.remove(entry)
         bucket.flush()
-    elapsed = time.perf_counter() - start
-    return rounds * tasks * 2 / elapsed
+    elapsed = cpu_seconds() - start
+    return rounds * tasks * 2 / max(elapsed, 1e-9)
+
+
+class _Task(TimerTask):
+    __slots__ = ()
+
+    def run(self) -> None:
+        pass
+
+
+def insert_cancel_cost_us(pending: int, operations: int, max_delay_ms: int, seed: int = 1) -> float:
+    """CPU microseconds per (insert + cancel) into a timer already holding ``pending`` tasks
+    with delays spread up to ``max_delay_ms`` (so every wheel level is populated)."""
+    rng = random.Random(seed)
+    timer = SystemTimer(ManualScheduler())
+    for _ in range(pending):
+        timer.add(_Task(rng.randint(1, max_delay_ms)))
+    delays = [rng.randint(1, max_delay_ms) for _ in range(operations)]
+    tasks = [_Task(d) for d in delays]
+    start = cpu_seconds()
+    for task in tasks:
+        timer.add(task)
+        task.cancel()
+    elapsed = cpu_seconds() - start
+    assert len(timer) == pending
+    return elapsed / operations * 1e6
+
+
+def scaling_main(args: argparse.Namespace) -> int:
+    pendings = [int(p) for p in args.pending.split(",")]
+    costs = {
+        str(p): round(
+            min(
+                insert_cancel_cost_us(p, args.operations, args.max_delay_ms, seed)
+                for seed in range(3)
+            ),
+            3,
+        )
+        for p in pendings
+    }
+    values = list(costs.values())
+    result = {
+        "benchmark": "timer-scaling",
+        "max_delay_ms": args.max_delay_ms,
+        "operations": args.operations,
+        "us_per_insert_cancel": costs,
+        "growth": round(max(values) / min(values), 3),
+    }
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
 
 
 def main(args: argparse.Namespace) -> int:
