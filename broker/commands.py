@@ -84,6 +84,15 @@ def add_perf_commands(sub: Any) -> None:
     scaling.add_argument("--json", action="store_true")
     scaling.set_defaults(func=lazy("broker.purgatory.timer_perf", "scaling_main"))
 
+    cycle = sub.add_parser(
+        "purgatory-cycle",
+        help="create/watch-3-keys/timer-add/complete cycles with many operations pending",
+    )
+    cycle.add_argument("--pending", type=int, default=50_000)
+    cycle.add_argument("--cycles", type=int, default=200_000)
+    cycle.add_argument("--json", action="store_true")
+    cycle.set_defaults(func=lazy("broker.purgatory.timer_perf", "cycle_main"))
+
     bench = sub.add_parser(
         "purgatory",
         help="the purgatory benchmark (Kafka's TestPurgatoryPerformance): wheel vs heap",

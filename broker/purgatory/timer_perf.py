@@ -6,6 +6,9 @@
   workload on both: add N tasks, cancel a fraction, flush the rest.
 - `purgatory perf timer-scaling`: the cost of an insert + cancel with 10^4 .. 10^6 tasks
   pending, which a timing wheel keeps flat (a heap's grows with log n).
+- `purgatory perf purgatory-cycle`: the bare purgatory cycle (create an operation, watch it
+  on 3 keys, start its timer, complete it) with many operations pending, for each watcher
+  removal mode.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import random
 from typing import Any
 
 from broker.purgatory.clock import ManualScheduler
+from broker.purgatory.delayed_operation import DelayedOperation
 from broker.purgatory.perf import cpu_seconds
+from broker.purgatory.purgatory import DelayedOperationPurgatory, WatcherRemoval
 from broker.purgatory.timer import SystemTimer, TimerTask
 
 
@@ -158,6 +163,60 @@ def scaling_main(args: argparse.Namespace) -> int:
         "operations": args.operations,
         "us_per_insert_cancel": costs,
         "growth": round(max(values) / min(values), 3),
+    }
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+class _Operation(DelayedOperation):
+    __slots__ = ()
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+
+def cycles_per_second(
+    removal: WatcherRemoval,
+    pending: int,
+    cycles: int,
+    keys: int = 3,
+    key_space: int = 100,
+    seed: int = 1,
+) -> float:
+    """Create, watch on ``keys`` keys, time and complete operations, with ``pending`` others
+    waiting (their keys drawn from the same key space)."""
+    rng = random.Random(seed)
+    purgatory: DelayedOperationPurgatory[_Operation] = DelayedOperationPurgatory(
+        "Cycle", SystemTimer(ManualScheduler()), watcher_removal=removal
+    )
+    space = [f"key{i}" for i in range(key_space)]
+    for _ in range(pending):
+        purgatory.try_complete_else_watch(
+            _Operation(rng.randint(1000, 600_000)), rng.sample(space, keys)
+        )
+    key_sets = [rng.sample(space, keys) for _ in range(1000)]
+    start = cpu_seconds()
+    for i in range(cycles):
+        operation = _Operation(rng.randint(1000, 600_000))
+        purgatory.try_complete_else_watch(operation, key_sets[i % 1000])
+        operation.force_complete()
+    return cycles / max(cpu_seconds() - start, 1e-9)
+
+
+def cycle_main(args: argparse.Namespace) -> int:
+    result = {
+        "benchmark": "purgatory-cycle",
+        "pending": args.pending,
+        "keys": 3,
+        "cycles_per_sec": {
+            removal: round(
+                max(cycles_per_second(removal, args.pending, args.cycles) for _ in range(3))
+            )
+            for removal in ("eager", "purge")
+        },
     }
     print(json.dumps(result, indent=None if args.json else 2))
     return 0

@@ -16,7 +16,7 @@ from broker.purgatory.perf import (
     run,
     saturation,
 )
-from broker.purgatory.timer_perf import insert_cancel_cost_us, run_workload
+from broker.purgatory.timer_perf import cycles_per_second, insert_cancel_cost_us, run_workload
 
 
 def test_latencies_are_log_normal_with_the_requested_median_and_75th_percentile() -> None:
@@ -76,3 +76,5 @@ def test_the_timer_micro_benchmarks_run_their_workloads() -> None:
     assert insert_cancel_cost_us(pending=2000, operations=2000, max_delay_ms=60_000) > 0
     assert run_workload("linked", tasks=100, cancel_fraction=0.5, rounds=3) > 0
     assert run_workload("dict", tasks=100, cancel_fraction=0.5, rounds=3) > 0
+    assert cycles_per_second("eager", pending=500, cycles=2000) > 0
+    assert cycles_per_second("purge", pending=500, cycles=2000) > 0
