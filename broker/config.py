@@ -149,6 +149,67 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         _at_least(1),
     ),
     ConfigDef(
+        "min.insync.replicas",
+        int,
+        1,
+        "In-sync replicas an acks=-1 produce needs: fewer and it is refused "
+        "(NOT_ENOUGH_REPLICAS) before appending, or answered with "
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank while it waited. Also a topic config.",
+        _at_least(1),
+        topic_name="min.insync.replicas",
+    ),
+    ConfigDef(
+        "replica.lag.time.max.ms",
+        int,
+        30000,
+        "A follower that has not caught up to the leader's log end for this long leaves the "
+        "ISR; the leader checks every half of it.",
+        _at_least(10),
+    ),
+    ConfigDef(
+        "replica.fetch.wait.max.ms",
+        int,
+        500,
+        "`max_wait_ms` of a follower's fetches (they long-poll the leader).",
+        _at_least(0),
+    ),
+    ConfigDef(
+        "replica.fetch.min.bytes",
+        int,
+        1,
+        "`min_bytes` of a follower's fetches.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "replica.fetch.max.bytes",
+        int,
+        1048576,
+        "Bytes a follower asks for per partition in one fetch (the first batch always comes).",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "replica.fetch.response.max.bytes",
+        int,
+        10485760,
+        "Bytes a follower asks for in one fetch, over all partitions.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "replica.fetch.backoff.ms",
+        int,
+        1000,
+        "Pause of a follower's fetcher after an error before it fetches again.",
+        _at_least(0),
+    ),
+    ConfigDef(
+        "broker.session.timeout.ms",
+        int,
+        9000,
+        "A broker that has not re-registered with the controller for this long is no longer "
+        "live: partitions it leads answer LEADER_NOT_AVAILABLE until it returns.",
+        _at_least(10),
+    ),
+    ConfigDef(
         "metadata.push.timeout.ms",
         int,
         5000,

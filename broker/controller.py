@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
 import structlog
 
 from broker.config import BrokerConfig, ConfigError, validate_topic_configs
@@ -23,6 +24,11 @@ from clients.connection import Connection, ConnectionClosed
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
+    AlterPartitionPartition,
+    AlterPartitionPartitionResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionTopicResponse,
     CreatableTopic,
     CreatableTopicResult,
     CreateTopicsRequest,
@@ -83,23 +89,64 @@ class Controller:
         self.topics: dict[str, TopicState] = {}
         self._apply_locally = apply_locally
         self._registered: dict[int, tuple[str, int]] = {}  # broker id -> (incarnation, acked epoch)
+        self._last_seen: dict[int, float] = {}  # broker id -> loop time of its last registration
+        self.live: frozenset[int] = frozenset({self.broker_id})
         self._connections: dict[int, Connection] = {}
         self._push_locks: dict[int, asyncio.Lock] = {}
+        self._background: set[asyncio.Future[Any]] = set()
         self._next_start = 0
         self.log = structlog.get_logger("controller").bind(broker_id=self.broker_id)
 
     def picture(self) -> UpdateMetadataRequest:
         return UpdateMetadataRequest(
-            self.broker_id, self.incarnation, self.epoch, list(self.topics.values())
+            self.broker_id,
+            self.incarnation,
+            self.epoch,
+            list(self.topics.values()),
+            sorted(self.live),
         )
 
     async def start(self) -> None:
         await self._apply_locally(self.picture())
+        self._background.add(asyncio.ensure_future(self._watch_liveness()))
 
     async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
         for conn in self._connections.values():
             await conn.close()
         self._connections.clear()
+
+    # -- liveness -------------------------------------------------------------------------
+
+    async def _watch_liveness(self) -> None:
+        """A broker is live while it re-registers within ``broker.session.timeout.ms``."""
+        session = self.config["broker.session.timeout.ms"] / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(session / 4)
+            now = loop.time()
+            live = frozenset(
+                {self.broker_id}
+                | {b for b, seen in self._last_seen.items() if now - seen <= session}
+            )
+            if live != self.live:
+                self._set_live(live)
+
+    def _set_live(self, live: frozenset[int]) -> None:
+        gone, back = self.live - live, live - self.live
+        if gone:
+            self.log.warning("brokers_not_live", brokers=sorted(gone))
+        if back:
+            self.log.info("brokers_live", brokers=sorted(back))
+        self.live = live
+        self.epoch += 1
+        self._publish_in_background()
+
+    def _publish_in_background(self) -> None:
+        task = asyncio.ensure_future(self._publish(self.config["metadata.push.timeout.ms"]))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # -- registration ---------------------------------------------------------------------
 
@@ -109,6 +156,9 @@ class Controller:
             raise KafkaError(
                 ErrorCode.INVALID_REQUEST, f"broker {broker_id} is not in cluster.members"
             )
+        self._last_seen[broker_id] = asyncio.get_running_loop().time()
+        if broker_id not in self.live:
+            self._set_live(self.live | {broker_id})
         known = self._registered.get(broker_id)
         if known is not None and known == (incarnation, self.epoch):
             return
@@ -221,12 +271,6 @@ class Controller:
                 f"replication factor {rf} must be between 1 and the "
                 f"{len(self.members)} brokers of the cluster",
             )
-        if rf > 1:
-            return fail(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {rf}: this version keeps one replica per partition "
-                "(replication is not implemented yet)",
-            )
         try:
             configs: dict[str, Any] = validate_topic_configs(topic.configs)
         except ConfigError as exc:
@@ -240,7 +284,7 @@ class Controller:
                 uuid.uuid4().hex,
                 {k: str(v) for k, v in configs.items()},
                 [
-                    PartitionState(p, replicas[0], 0, replicas, [replicas[0]])
+                    PartitionState(p, replicas[0], 0, replicas, list(replicas))
                     for p, replicas in enumerate(assignment)
                 ],
             )
@@ -248,3 +292,74 @@ class Controller:
                 "topic_created", topic=topic.name, partitions=partitions, replication_factor=rf
             )
         return CreatableTopicResult(topic.name, ErrorCode.NONE, None, partitions, rf)
+
+    # -- ISR changes ------------------------------------------------------------------------
+
+    def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
+        """Apply ISR changes a leader asks for, fenced by leader and partition epochs.
+
+        A partition's change is refused with FENCED_LEADER_EPOCH when the sender is not its
+        current leader (or names another leader epoch), INVALID_UPDATE_VERSION when the
+        leader's ISR is not the current one, INELIGIBLE_REPLICA when it adds a broker that is
+        not live, INVALID_REQUEST when the ISR is not a set of replicas holding the leader.
+        """
+        topics = []
+        changed = False
+        for topic in request.topics:
+            results = []
+            for change in topic.partitions:
+                result = self._alter_one(request.broker_id, topic.name, change)
+                changed |= result.error_code == ErrorCode.NONE
+                results.append(result)
+            topics.append(AlterPartitionTopicResponse(topic.name, results))
+        if changed:
+            self.epoch += 1
+            self._publish_in_background()
+        return AlterPartitionResponse(ErrorCode.NONE, topics)
+
+    def _alter_one(
+        self, broker_id: int, topic_name: str, change: AlterPartitionPartition
+    ) -> AlterPartitionPartitionResponse:
+        index = change.partition_index
+        topic = self.topics.get(topic_name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return AlterPartitionPartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        state = topic.partitions[index]
+        if broker_id != state.leader_id or change.leader_epoch != state.leader_epoch:
+            return AlterPartitionPartitionResponse(index, ErrorCode.FENCED_LEADER_EPOCH)
+        if change.partition_epoch != state.partition_epoch:
+            return AlterPartitionPartitionResponse(index, ErrorCode.INVALID_UPDATE_VERSION)
+        new_isr = change.new_isr
+        if (
+            len(set(new_isr)) != len(new_isr)
+            or state.leader_id not in new_isr
+            or not set(new_isr) <= set(state.replicas)
+        ):
+            return AlterPartitionPartitionResponse(index, ErrorCode.INVALID_REQUEST)
+        if not set(new_isr) - set(state.isr) <= self.live:
+            return AlterPartitionPartitionResponse(index, ErrorCode.INELIGIBLE_REPLICA)
+        updated = msgspec.structs.replace(
+            state,
+            isr=sorted(new_isr, key=state.replicas.index),
+            partition_epoch=state.partition_epoch + 1,
+        )
+        # New objects, never mutation: the local broker's metadata cache holds the old ones
+        # and finds changes by comparing.
+        partitions = list(topic.partitions)
+        partitions[index] = updated
+        self.topics[topic_name] = msgspec.structs.replace(topic, partitions=partitions)
+        self.log.info(
+            "isr_changed",
+            topic=topic_name,
+            partition=index,
+            isr=updated.isr,
+            partition_epoch=updated.partition_epoch,
+        )
+        return AlterPartitionPartitionResponse(
+            index,
+            ErrorCode.NONE,
+            updated.leader_id,
+            updated.leader_epoch,
+            updated.isr,
+            updated.partition_epoch,
+        )

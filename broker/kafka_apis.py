@@ -49,6 +49,7 @@ class KafkaApis:
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
+            ApiKey.ALTER_PARTITION: self.handle_alter_partition,
         }
 
     # -- produce / fetch -------------------------------------------------------------------
@@ -152,6 +153,12 @@ class KafkaApis:
                 ErrorCode.NOT_CONTROLLER, f"broker {self.broker.broker_id} is not the controller"
             )
         return self._register(request)
+
+    def handle_alter_partition(self, request: m.AlterPartitionRequest, version: int) -> Result:
+        controller = self.broker.controller
+        if controller is None:
+            return m.AlterPartitionResponse(ErrorCode.NOT_CONTROLLER, [])
+        return controller.alter_partition(request)
 
     async def _register(self, request: m.BrokerRegistrationRequest) -> m.BrokerRegistrationResponse:
         assert self.broker.controller is not None

@@ -56,8 +56,35 @@ class Log:
     def append(self, batch: bytes, info: BatchInfo, leader_epoch: int) -> int:
         """Append a validated batch, assigning its offsets; return its base offset."""
         base = self.log_end_offset
+        self._store(base, assign_offsets(batch, base, leader_epoch), info)
+        return base
+
+    def append_as_follower(self, batch: bytes, info: BatchInfo, base_offset: int) -> None:
+        """Append a batch exactly as the leader stored it (its offsets kept).
+
+        Raises ValueError if it does not start at this log's end: a follower fetches from
+        its log end, so anything else means the two logs disagree.
+        """
+        if base_offset != self.log_end_offset:
+            raise ValueError(
+                f"replicated batch starts at offset {base_offset}, the log ends at {self.log_end_offset}"
+            )
+        self._store(base_offset, batch, info)
+
+    def reset_to(self, offset: int) -> None:
+        """Drop everything and start empty at ``offset`` (a follower behind the leader's log
+        start begins again where the leader's log begins)."""
+        self._bases.clear()
+        self._batches.clear()
+        self._max_timestamps.clear()
+        self._ends.clear()
+        self._head = 0
+        self.size_bytes = 0
+        self.log_start_offset = self.log_end_offset = offset
+
+    def _store(self, base: int, batch: bytes, info: BatchInfo) -> None:
         self._bases.append(base)
-        self._batches.append(assign_offsets(batch, base, leader_epoch))
+        self._batches.append(batch)
         self._max_timestamps.append(info.max_timestamp)
         self._appended_bytes += info.size
         self._ends.append(self._appended_bytes)
@@ -65,7 +92,6 @@ class Log:
         self.size_bytes += info.size
         if self.retention_bytes >= 0 and self.size_bytes > self.retention_bytes:
             self._enforce_retention()
-        return base
 
     def _enforce_retention(self) -> None:
         # Delete whole batches from the head, but never the newest one.

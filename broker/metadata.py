@@ -30,6 +30,7 @@ class MetadataCache:
         self.members = members
         self.controller_id = controller_id
         self.topics: dict[str, TopicState] = {}
+        self.live_brokers: frozenset[int] = frozenset(members) or frozenset({controller_id})
         self.incarnation = ""
         self.epoch = -1
 
@@ -72,6 +73,7 @@ class MetadataCache:
         # Removals first, so a re-created topic's partitions start from empty logs.
         changes.sort(key=lambda c: c.state is not None)
         self.topics = new
+        self.live_brokers = frozenset(update.live_brokers)
         self.incarnation = update.controller_incarnation
         self.epoch = update.metadata_epoch
         self.controller_id = update.controller_id

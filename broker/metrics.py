@@ -47,7 +47,9 @@ TIME_BUCKETS = (
     30.0,
 )
 
-PartitionRow = tuple[str, int, int, int, int, int]  # topic, partition, size, start, end, hw
+# topic, partition, size, log start, log end, high watermark, leads it here,
+# under-replicated, under min ISR
+PartitionRow = tuple[str, int, int, int, int, int, bool, bool, bool]
 
 
 class Histogram:
@@ -154,6 +156,21 @@ class RequestStats:
         self.times = times
 
 
+class FetcherStats:
+    """A follower's fetching from one leader broker (Kafka's FetcherStats and lag)."""
+
+    __slots__ = ("bytes", "errors", "lag", "latency_total", "latency_true", "requests", "wait")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes = 0
+        self.errors = 0
+        self.latency_total = Histogram()
+        self.latency_true = Histogram()
+        self.wait = Histogram()
+        self.lag: dict[tuple[str, int], int] = {}  # leader HW - own LEO, per partition
+
+
 class BrokerMetrics:
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
@@ -173,6 +190,9 @@ class BrokerMetrics:
         self._partition_sources: list[Callable[[], Iterable[PartitionRow]]] = []
         self.purgatories: list[DelayedOperationPurgatory[Any]] = []
         self.fetch_expirations = {"consumer": 0, "follower": 0}
+        self.fetchers: dict[int, FetcherStats] = {}  # by source (leader) broker
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self.registry.register(_BrokerCollector(self))
 
     def for_request(self, api_key: int, version: int, follower: bool = False) -> RequestStats:
@@ -202,6 +222,12 @@ class BrokerMetrics:
 
     def record_bad_request(self, reason: str) -> None:
         self.bad_requests[reason] = self.bad_requests.get(reason, 0) + 1
+
+    def fetcher_stats(self, source_broker: int) -> FetcherStats:
+        stats = self.fetchers.get(source_broker)
+        if stats is None:
+            stats = self.fetchers[source_broker] = FetcherStats()
+        return stats
 
     def add_purgatory(self, purgatory: DelayedOperationPurgatory[Any]) -> None:
         self.purgatories.append(purgatory)
@@ -307,19 +333,97 @@ class _BrokerCollector(Collector):
         hw = GaugeMetricFamily(
             "purgatory_high_watermark", "Offset up to which consumers may read.", labels=labels
         )
-        count = 0
-        for topic, partition, size_bytes, log_start, log_end, high_watermark in mt.partition_rows():
+        leaders = under_replicated = under_min_isr = 0
+        for (
+            topic,
+            partition,
+            size_bytes,
+            log_start,
+            log_end,
+            high_watermark,
+            leads,
+            under,
+            under_min,
+        ) in mt.partition_rows():
             key = [topic, str(partition)]
             size.add_metric(key, size_bytes)
             start.add_metric(key, log_start)
             end.add_metric(key, log_end)
             hw.add_metric(key, high_watermark)
-            count += 1
+            leaders += leads
+            under_replicated += under
+            under_min_isr += under_min
         yield from (size, start, end, hw)
         yield GaugeMetricFamily(
-            "purgatory_partitions", "Partitions this broker leads.", value=count
+            "purgatory_partitions", "Partitions this broker leads.", value=leaders
         )
+        yield GaugeMetricFamily(
+            "purgatory_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set.",
+            value=under_replicated,
+        )
+        yield GaugeMetricFamily(
+            "purgatory_under_min_isr_partitions",
+            "Partitions led here whose ISR is smaller than min.insync.replicas.",
+            value=under_min_isr,
+        )
+        yield _counter("purgatory_isr_shrinks", "Followers removed from an ISR.", mt.isr_shrinks)
+        yield _counter("purgatory_isr_expands", "Followers added to an ISR.", mt.isr_expands)
+        yield from self._fetcher_families()
         yield from self._purgatory_families()
+
+    def _fetcher_families(self) -> Iterator[Metric]:
+        mt = self.metrics
+        source = ["source_broker"]
+        requests = CounterMetricFamily(
+            "purgatory_replica_fetcher_requests", "Fetches sent by this follower.", labels=source
+        )
+        fetched = CounterMetricFamily(
+            "purgatory_replica_fetcher_bytes", "Record bytes replicated.", labels=source
+        )
+        errors = CounterMetricFamily(
+            "purgatory_replica_fetcher_errors",
+            "Failed fetches and partition errors.",
+            labels=source,
+        )
+        latency = HistogramMetricFamily(
+            "purgatory_replica_fetch_latency_seconds",
+            "A follower's fetch round trips: total, and true (total minus the leader's "
+            "wait_time_ms, KIP-736).",
+            labels=["source_broker", "kind"],
+        )
+        wait = HistogramMetricFamily(
+            "purgatory_replica_fetch_wait_seconds",
+            "Time the follower's fetches waited in the leader's purgatory (wait_time_ms).",
+            labels=source,
+        )
+        lag = GaugeMetricFamily(
+            "purgatory_replica_fetcher_lag",
+            "Leader high watermark minus this follower's log end offset, per partition.",
+            labels=["topic", "partition"],
+        )
+        max_lag = 0
+        for broker, stats in sorted(mt.fetchers.items()):
+            label = [str(broker)]
+            requests.add_metric(label, stats.requests)
+            fetched.add_metric(label, stats.bytes)
+            errors.add_metric(label, stats.errors)
+            latency.add_metric(
+                [str(broker), "total"], stats.latency_total.cumulative(), stats.latency_total.sum
+            )
+            latency.add_metric(
+                [str(broker), "true"], stats.latency_true.cumulative(), stats.latency_true.sum
+            )
+            wait.add_metric(label, stats.wait.cumulative(), stats.wait.sum)
+            for (topic, partition), value in sorted(stats.lag.items()):
+                lag.add_metric([topic, str(partition)], value)
+                max_lag = max(max_lag, value)
+        yield from (requests, fetched, errors, latency, wait, lag)
+        yield GaugeMetricFamily(
+            "purgatory_replica_fetcher_max_lag",
+            "The largest lag over every partition this broker follows (Kafka's MaxLag).",
+            value=max_lag,
+        )
 
     def _purgatory_families(self) -> Iterator[Metric]:
         mt = self.metrics

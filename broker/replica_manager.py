@@ -3,49 +3,36 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
 from broker.config import BrokerConfig
 from broker.delayed_fetch import DelayedFetch
+from broker.delayed_produce import DelayedProduce
 from broker.log import Log, OffsetOutOfRange
 from broker.metadata import MetadataCache, PartitionChange
 from broker.metrics import BrokerMetrics
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory, Scheduler, SystemTimer
+from broker.partition import Partition
+from broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
+from broker.replica_fetcher import ReplicaFetcherManager
 from protocol import messages as m
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError, error_name
 from protocol.records import CorruptRecordError, validate_batch
 
 TopicPartition = tuple[str, int]
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 
-@dataclass
-class Partition:
-    """One partition replica on this broker. With one replica per partition the high
-    watermark is the log end offset."""
-
-    topic: str
-    index: int
-    topic_id: str
-    leader_id: int
-    leader_epoch: int
-    log: Log
-    max_message_bytes: int
-    committed: dict[str, tuple[int, str | None]] = field(default_factory=dict)
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log.log_end_offset
+AlterIsr = Callable[[m.AlterPartitionRequest], Awaitable[m.AlterPartitionResponse]]
 
 
 class ReplicaManager:
-    """Owns the partitions and the purgatories where requests wait: "Fetch" (long polls) and
-    "Produce" (acks=-1 waiting for in-sync replicas: with one replica per partition the
-    leader alone is the ISR, so produces never wait there yet). Each purgatory has its own
-    timer, as in Kafka, so its NumDelayedOperations is its timer's size."""
+    """Owns the partition replicas of this broker and the purgatories where requests wait:
+    "Fetch" (long polls, consumers' and followers') and "Produce" (acks=-1 waiting for the
+    ISR). Each purgatory has its own timer, as in Kafka, so its NumDelayedOperations is its
+    timer's size. Leaders learn followers' progress from their fetches and move the high
+    watermark; followers replicate through the ReplicaFetcherManager."""
 
     def __init__(
         self,
@@ -53,12 +40,14 @@ class ReplicaManager:
         metadata: MetadataCache,
         metrics: BrokerMetrics,
         scheduler: Scheduler,
+        alter_isr: AlterIsr,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.metadata = metadata
         self.metrics = metrics
         self.scheduler = scheduler
+        self.alter_isr = alter_isr
         self.partitions: dict[TopicPartition, Partition] = {}
         removal = config["purgatory.watcher.removal"]
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
@@ -67,7 +56,7 @@ class ReplicaManager:
             purge_interval=config["fetch.purgatory.purge.interval.requests"],
             watcher_removal=removal,
         )
-        self.produce_purgatory: DelayedOperationPurgatory[DelayedOperation] = (
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory(
                 "Produce",
                 SystemTimer(scheduler),
@@ -77,23 +66,35 @@ class ReplicaManager:
         )
         metrics.add_purgatory(self.fetch_purgatory)
         metrics.add_purgatory(self.produce_purgatory)
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id, metadata.members, config, metrics.fetcher_stats
+        )
+        self._tasks: set[asyncio.Future[None]] = set()
         self.log = structlog.get_logger("replica_manager").bind(broker_id=self.broker_id)
 
-    def shutdown(self) -> None:
+    def start(self) -> None:
+        self._spawn(self._isr_shrink_loop())
+
+    async def shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.fetchers.shutdown()
         self.fetch_purgatory.cancel_all()
         self.produce_purgatory.cancel_all()
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # -- metadata ------------------------------------------------------------------------
 
     def apply(self, changes: Iterable[PartitionChange]) -> None:
-        """Apply metadata changes; fetches waiting on a changed partition re-check at once
-        (they complete if this broker no longer leads it or no longer has it)."""
+        """Apply metadata changes: take leadership or follow, start or stop replicating;
+        requests waiting on a changed partition re-check at once (they complete if this
+        broker no longer leads it or no longer has it)."""
         changes = list(changes)
-        self._apply(changes)
-        for change in changes:
-            self.fetch_purgatory.check_and_complete((change.topic, change.partition))
-
-    def _apply(self, changes: list[PartitionChange]) -> None:
+        now = self.scheduler.now_ms()
         defaults = self.config.topic_defaults()
         for change in changes:
             key = (change.topic, change.partition)
@@ -102,28 +103,49 @@ class ReplicaManager:
             if state is None or self.broker_id not in state.replicas:
                 if existing is not None:
                     del self.partitions[key]
+                    self.fetchers.unfollow(key)
                     self.log.info(
                         "partition_removed", topic=change.topic, partition=change.partition
                     )
                 continue
-            configs = {**defaults, **change.configs}
-            if existing is not None and existing.topic_id == change.topic_id:
-                existing.leader_id = state.leader_id
-                existing.leader_epoch = state.leader_epoch
-                continue
-            self.partitions[key] = Partition(
-                change.topic,
-                change.partition,
-                change.topic_id,
-                state.leader_id,
-                state.leader_epoch,
-                Log(int(configs["retention.bytes"])),
-                int(configs["max.message.bytes"]),
-            )
+            partition = existing
+            if partition is None or partition.topic_id != change.topic_id:
+                configs = {**defaults, **change.configs}
+                partition = Partition(
+                    change.topic,
+                    change.partition,
+                    change.topic_id,
+                    self.broker_id,
+                    Log(int(configs["retention.bytes"])),
+                    int(configs["max.message.bytes"]),
+                    int(configs["min.insync.replicas"]),
+                )
+                self.partitions[key] = partition
+            if state.leader_id == self.broker_id:
+                self.fetchers.unfollow(key)
+                partition.make_leader(
+                    state.leader_epoch, state.partition_epoch, state.replicas, state.isr, now
+                )
+                partition.maybe_increment_high_watermark()
+            else:
+                partition.make_follower(
+                    state.leader_id,
+                    state.leader_epoch,
+                    state.partition_epoch,
+                    state.replicas,
+                    state.isr,
+                )
+                self.fetchers.follow(partition)
+        for change in changes:
+            self._check_waiting((change.topic, change.partition))
+
+    def _check_waiting(self, key: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(key)
+        self.fetch_purgatory.check_and_complete(key)
 
     def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
         partition = self.partitions.get((topic, index))
-        if partition is not None and partition.leader_id == self.broker_id:
+        if partition is not None and partition.is_leader:
             return partition
         if self.metadata.partition(topic, index) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -131,25 +153,29 @@ class ReplicaManager:
 
     # -- produce -------------------------------------------------------------------------
 
-    def append_records(self, request: m.ProduceRequest) -> tuple[m.ProduceResponse, int, list[str]]:
-        """Append every partition's batch (acks 0/1/-1 behave alike with one replica).
+    def append_records(
+        self, request: m.ProduceRequest
+    ) -> tuple[m.ProduceResponse | asyncio.Future[m.ProduceResponse], int, list[str]]:
+        """Append every partition's batch; with acks=-1, wait in the Produce purgatory until
+        the ISR has what was appended (unless it already does).
 
-        Returns the response, the number of failed partitions and the topics that were
-        unknown (candidates for auto-creation)."""
+        Returns the response (or its future), the number of partitions that failed before
+        waiting, and the topics that were unknown (candidates for auto-creation)."""
         responses = []
         failed = 0
         unknown: list[str] = []
-        valid_acks = request.acks in (-1, 0, 1)
+        acks = request.acks
+        waiting: dict[TopicPartition, tuple[m.PartitionProduceResponse, int]] = {}
         for topic in request.topics:
             parts = []
             for data in topic.partitions:
-                if valid_acks:
-                    result = self._append(topic.name, data)
+                if acks in (-1, 0, 1):
+                    result = self._append(topic.name, data, acks, waiting)
                 else:
                     result = m.PartitionProduceResponse(
                         data.index,
                         ErrorCode.INVALID_REQUIRED_ACKS,
-                        error_message=f"acks must be -1, 0 or 1, got {request.acks}",
+                        error_message=f"acks must be -1, 0 or 1, got {acks}",
                     )
                 if result.error_code:
                     failed += 1
@@ -158,9 +184,20 @@ class ReplicaManager:
                         unknown.append(topic.name)
                 parts.append(result)
             responses.append(m.TopicProduceResponse(topic.name, parts))
-        return m.ProduceResponse(responses), failed, unknown
+        response = m.ProduceResponse(responses)
+        if waiting:
+            operation = DelayedProduce(request.timeout_ms, response, waiting, self)
+            if not self.produce_purgatory.try_complete_else_watch(operation, list(waiting)):
+                return operation.response, failed, unknown
+        return response, failed, unknown
 
-    def _append(self, topic: str, data: m.PartitionProduceData) -> m.PartitionProduceResponse:
+    def _append(
+        self,
+        topic: str,
+        data: m.PartitionProduceData,
+        acks: int,
+        waiting: dict[TopicPartition, tuple[m.PartitionProduceResponse, int]],
+    ) -> m.PartitionProduceResponse:
         partition = self.leader_partition(topic, data.index)
         if isinstance(partition, ErrorCode):
             return m.PartitionProduceResponse(data.index, partition)
@@ -171,6 +208,13 @@ class ReplicaManager:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 error_message=f"batch of {size} bytes exceeds max.message.bytes "
                 f"{partition.max_message_bytes}",
+            )
+        if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
+            return m.PartitionProduceResponse(
+                data.index,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                error_message=f"{len(partition.isr)} in-sync replicas {partition.isr}, "
+                f"min.insync.replicas is {partition.min_insync_replicas}",
             )
         try:
             info = validate_batch(data.records)
@@ -183,11 +227,115 @@ class ReplicaManager:
         metrics = self.metrics
         metrics.bytes_in += size
         metrics.messages_in += info.record_count
-        # The append moved the log end and, with one replica, the high watermark.
-        self.fetch_purgatory.check_and_complete((topic, data.index))
-        return m.PartitionProduceResponse(
+        key = (topic, data.index)
+        if partition.maybe_increment_high_watermark():  # the leader alone in the ISR
+            self.produce_purgatory.check_and_complete(key)
+        # The log end moved: parked follower (and, if the HW moved, consumer) fetches wake.
+        self.fetch_purgatory.check_and_complete(key)
+        entry = m.PartitionProduceResponse(
             data.index, ErrorCode.NONE, base, -1, log.log_start_offset
         )
+        if acks == -1 and partition.high_watermark < log.log_end_offset:
+            waiting[key] = (entry, log.log_end_offset)
+        return entry
+
+    # -- replication ----------------------------------------------------------------------
+
+    def _follower_fetched(self, replica_id: int, request: m.FetchRequest) -> None:
+        """A follower's fetch offsets are its log end offsets: record them, move the HW,
+        and let caught-up followers into the ISR."""
+        now = self.scheduler.now_ms()
+        for topic in request.topics:
+            for fp in topic.partitions:
+                partition = self.partitions.get((topic.topic, fp.partition))
+                if (
+                    partition is None
+                    or not partition.is_leader
+                    or replica_id not in partition.followers
+                ):
+                    continue
+                partition.record_follower_fetch(replica_id, fp.fetch_offset, now)
+                if partition.maybe_increment_high_watermark():
+                    self._check_waiting(partition.key)
+                joining = partition.caught_up_outside_isr()
+                if joining and not partition.isr_change_pending:
+                    self._change_isr(partition, partition.isr + joining)
+
+    async def _isr_shrink_loop(self) -> None:
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        while True:
+            await asyncio.sleep(lag_ms / 2000)
+            self.maybe_shrink_isr()
+
+    def maybe_shrink_isr(self) -> None:
+        """Drop followers that have not caught up within replica.lag.time.max.ms."""
+        now = self.scheduler.now_ms()
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        for partition in self.partitions.values():
+            if not partition.is_leader or partition.isr_change_pending:
+                continue
+            lagging = partition.out_of_sync_followers(now, lag_ms)
+            if lagging:
+                self.log.info(
+                    "isr_shrinking",
+                    topic=partition.topic,
+                    partition=partition.index,
+                    lagging=lagging,
+                )
+                self._change_isr(partition, [r for r in partition.isr if r not in lagging])
+
+    def _change_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        partition.isr_change_pending = True
+        self._spawn(self._alter_isr(partition, new_isr))
+
+    async def _alter_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        request = m.AlterPartitionRequest(
+            self.broker_id,
+            [
+                m.AlterPartitionTopic(
+                    partition.topic,
+                    [
+                        m.AlterPartitionPartition(
+                            partition.index,
+                            partition.leader_epoch,
+                            new_isr,
+                            partition.partition_epoch,
+                        )
+                    ],
+                )
+            ],
+        )
+        old = list(partition.isr)
+        try:
+            response = await self.alter_isr(request)
+        except (ConnectionError, KafkaError) as exc:
+            self.log.warning(
+                "alter_partition_failed",
+                topic=partition.topic,
+                partition=partition.index,
+                error=str(exc),
+            )
+            return
+        finally:
+            partition.isr_change_pending = False
+        result = response.topics[0].partitions[0]
+        if result.error_code:
+            self.log.warning(
+                "alter_partition_refused",
+                topic=partition.topic,
+                partition=partition.index,
+                error=error_name(result.error_code),
+            )
+            return
+        if self.partitions.get(partition.key) is not partition or not partition.is_leader:
+            return
+        if result.partition_epoch >= partition.partition_epoch:
+            partition.isr = list(result.isr)
+            partition.partition_epoch = result.partition_epoch
+        self.metrics.isr_shrinks += len(set(old) - set(result.isr))
+        self.metrics.isr_expands += len(set(result.isr) - set(old))
+        partition.maybe_increment_high_watermark()
+        self._check_waiting(partition.key)
 
     # -- fetch ---------------------------------------------------------------------------
 
@@ -198,7 +346,10 @@ class ReplicaManager:
 
         It is answered at once when it may not wait (``max_wait_ms`` <= 0), asks for nothing,
         already has ``min_bytes``, or hit an error; otherwise a DelayedFetch waits for data.
+        A follower's fetch first tells the leader how far that follower got.
         """
+        if request.replica_id >= 0:
+            self._follower_fetched(request.replica_id, request)
         responses, readable, errored = self._read(request)
         if (
             request.max_wait_ms <= 0

@@ -17,7 +17,7 @@ from broker.config import BrokerConfig, parse_host_port
 from broker.controller import Controller, topic_name_problem
 from broker.kafka_apis import KafkaApis
 from broker.metadata import MetadataCache
-from broker.metrics import BrokerMetrics
+from broker.metrics import BrokerMetrics, PartitionRow
 from broker.network import SocketServer
 from broker.purgatory import LoopScheduler
 from broker.replica_manager import ReplicaManager
@@ -39,10 +39,17 @@ class Broker:
                 f"broker.id {self.broker_id} is not in cluster.members "
                 f"({', '.join(map(str, sorted(self.members)))})"
             )
+        if config["broker.heartbeat.interval.ms"] >= config["broker.session.timeout.ms"]:
+            raise ValueError(
+                "broker.heartbeat.interval.ms must be below broker.session.timeout.ms, or a "
+                "broker would be declared dead between two of its own heartbeats"
+            )
         self.controller_id = min(self.members) if self.members else self.broker_id
         self.metadata = MetadataCache(self.members, self.controller_id)
         self.scheduler = LoopScheduler()
-        self.replica_manager = ReplicaManager(config, self.metadata, self.metrics, self.scheduler)
+        self.replica_manager = ReplicaManager(
+            config, self.metadata, self.metrics, self.scheduler, self.alter_partition
+        )
         self.metrics.add_partition_source(self._partition_rows)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(
@@ -84,6 +91,7 @@ class Broker:
             await self.controller.start()
         else:
             self._spawn(self._registration_loop())
+        self.replica_manager.start()
         admin_host, admin_port = self.config.admin_listener()
         self.admin_port = await self.admin.start(admin_host, admin_port)
         self._serving = True
@@ -107,7 +115,7 @@ class Broker:
         if self.controller is not None:
             await self.controller.close()
         await self.socket_server.stop()
-        self.replica_manager.shutdown()
+        await self.replica_manager.shutdown()
         await self.admin.stop()
         self.log.info("broker_stopped")
 
@@ -176,6 +184,16 @@ class Broker:
             self._controller_conn = conn
         return conn
 
+    async def alter_partition(self, request: m.AlterPartitionRequest) -> m.AlterPartitionResponse:
+        """Send an ISR change to the controller (here, or over the controller connection)."""
+        if self.controller is not None:
+            return self.controller.alter_partition(request)
+        conn = await self._controller_connection()
+        response: m.AlterPartitionResponse = await conn.send(
+            ApiKey.ALTER_PARTITION, request, timeout_ms=self.config["metadata.push.timeout.ms"]
+        )
+        return response
+
     async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
         """Create topics on the controller (here, or forwarded to it)."""
         if self.controller is not None:
@@ -239,16 +257,27 @@ class Broker:
                 )
                 out.append(m.MetadataTopic(code, name, "", []))
                 continue
+            live = self.metadata.live_brokers
             out.append(
                 m.MetadataTopic(
                     ErrorCode.NONE,
                     name,
                     state.topic_id,
                     [
+                        # A leader that is not live (no failover yet): no leader until it returns.
                         m.MetadataPartition(
                             ErrorCode.NONE,
                             p.partition_index,
                             p.leader_id,
+                            p.leader_epoch,
+                            p.replicas,
+                            p.isr,
+                        )
+                        if p.leader_id in live
+                        else m.MetadataPartition(
+                            ErrorCode.LEADER_NOT_AVAILABLE,
+                            p.partition_index,
+                            -1,
                             p.leader_epoch,
                             p.replicas,
                             p.isr,
@@ -261,7 +290,7 @@ class Broker:
 
     # -- observation -----------------------------------------------------------------------
 
-    def _partition_rows(self) -> list[tuple[str, int, int, int, int, int]]:
+    def _partition_rows(self) -> list[PartitionRow]:
         return [
             (
                 p.topic,
@@ -270,9 +299,11 @@ class Broker:
                 p.log.log_start_offset,
                 p.log.log_end_offset,
                 p.high_watermark,
+                p.is_leader,
+                p.under_replicated(),
+                p.under_min_isr(),
             )
             for p in self.replica_manager.partitions.values()
-            if p.leader_id == self.broker_id
         ]
 
     def state(self) -> dict[str, Any]:
@@ -282,19 +313,32 @@ class Broker:
             "is_controller": self.controller is not None,
             "metadata_epoch": self.metadata.epoch,
             "members": {str(i): f"{h}:{p}" for i, (h, p) in sorted(self.members.items())},
+            "live_brokers": sorted(self.metadata.live_brokers),
             "partitions": [
                 {
                     "topic": p.topic,
                     "partition": p.index,
                     "topic_id": p.topic_id,
+                    "role": "leader" if p.is_leader else "follower",
                     "leader": p.leader_id,
                     "leader_epoch": p.leader_epoch,
+                    "partition_epoch": p.partition_epoch,
+                    "replicas": p.replicas,
+                    "isr": p.isr,
                     "log_start_offset": p.log.log_start_offset,
                     "high_watermark": p.high_watermark,
                     "log_end_offset": p.log.log_end_offset,
+                    # The leader's view of every replica's log end offset (its own included).
+                    "replica_log_end_offsets": (
+                        {str(self.broker_id): p.log.log_end_offset}
+                        | {str(r): f.log_end_offset for r, f in p.followers.items()}
+                        if p.is_leader
+                        else {}
+                    ),
                     "size_bytes": p.log.size_bytes,
                     "batches": len(p.log),
                     "retention_bytes": p.log.retention_bytes,
+                    "min_insync_replicas": p.min_insync_replicas,
                 }
                 for p in sorted(
                     self.replica_manager.partitions.values(), key=lambda p: (p.topic, p.index)

@@ -29,6 +29,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FETCH = 9
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    ALTER_PARTITION = 56
     BROKER_REGISTRATION = 62
 
     @property
@@ -47,6 +48,7 @@ _NAMES = {
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.API_VERSIONS: "ApiVersions",
     ApiKey.CREATE_TOPICS: "CreateTopics",
+    ApiKey.ALTER_PARTITION: "AlterPartition",
     ApiKey.BROKER_REGISTRATION: "BrokerRegistration",
 }
 
@@ -63,6 +65,7 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.API_VERSIONS, 0): (m.ApiVersionsRequest, m.ApiVersionsResponse),
     (ApiKey.CREATE_TOPICS, 0): (m.CreateTopicsRequest, m.CreateTopicsResponse),
     (ApiKey.BROKER_REGISTRATION, 0): (m.BrokerRegistrationRequest, m.BrokerRegistrationResponse),
+    (ApiKey.ALTER_PARTITION, 0): (m.AlterPartitionRequest, m.AlterPartitionResponse),
 }
 
 

@@ -41,7 +41,10 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
     KAFKA_STORAGE_ERROR = 56
+    FENCED_LEADER_EPOCH = 74
+    INVALID_UPDATE_VERSION = 96
     UNKNOWN_TOPIC_ID = 100
+    INELIGIBLE_REPLICA = 107
 
     @property
     def retriable(self) -> bool:

@@ -282,6 +282,7 @@ class PartitionState(Struct, array_like=True):
     leader_epoch: int
     replicas: list[int]
     isr: list[int]
+    partition_epoch: int = 0  # grows with every change of the ISR (fences stale updates)
 
 
 class TopicState(Struct, array_like=True):
@@ -298,6 +299,7 @@ class UpdateMetadataRequest(Struct, array_like=True):
     controller_incarnation: str  # changes when the controller restarts
     metadata_epoch: int  # grows with every change an incarnation makes
     topics: list[TopicState]
+    live_brokers: list[int] = []  # registered and heartbeating, the controller included
 
 
 class UpdateMetadataResponse(Struct, array_like=True):
@@ -312,3 +314,44 @@ class BrokerRegistrationRequest(Struct, array_like=True):
 class BrokerRegistrationResponse(Struct, array_like=True):
     error_code: int
     error_message: str | None = None
+
+
+# -- Inter-broker: AlterPartition (56) ------------------------------------------------------
+
+
+class AlterPartitionPartition(Struct, array_like=True):
+    partition_index: int
+    leader_epoch: int
+    new_isr: list[int]
+    partition_epoch: int  # the epoch the leader's current ISR has
+
+
+class AlterPartitionTopic(Struct, array_like=True):
+    name: str
+    partitions: list[AlterPartitionPartition]
+
+
+class AlterPartitionRequest(Struct, array_like=True):
+    """A leader asks the controller to change the ISR of partitions it leads."""
+
+    broker_id: int
+    topics: list[AlterPartitionTopic]
+
+
+class AlterPartitionPartitionResponse(Struct, array_like=True):
+    partition_index: int
+    error_code: int
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: list[int] = []
+    partition_epoch: int = -1
+
+
+class AlterPartitionTopicResponse(Struct, array_like=True):
+    name: str
+    partitions: list[AlterPartitionPartitionResponse]
+
+
+class AlterPartitionResponse(Struct, array_like=True):
+    error_code: int
+    topics: list[AlterPartitionTopicResponse]

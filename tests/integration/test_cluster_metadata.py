@@ -81,7 +81,7 @@ async def test_auto_creation_can_be_switched_off() -> None:
     ("topic", "code"),
     [
         (m.CreatableTopic("ok", 0), ErrorCode.INVALID_PARTITIONS),
-        (m.CreatableTopic("ok", 1, 2), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (m.CreatableTopic("ok", 1, 0), ErrorCode.INVALID_REPLICATION_FACTOR),
         (m.CreatableTopic("ok", 1, 4), ErrorCode.INVALID_REPLICATION_FACTOR),
         (m.CreatableTopic("a/b"), ErrorCode.INVALID_TOPIC_EXCEPTION),
         (m.CreatableTopic("ok", 1, 1, {"retention.bytes": "lots"}), ErrorCode.INVALID_CONFIG),

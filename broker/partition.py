@@ -1,0 +1,168 @@
+"""Partition: one partition replica on this broker, as leader or follower (Kafka's Partition).
+
+As leader it tracks each follower's log end offset (LEO) from the offsets the follower
+fetches at, when each was last caught up, the ISR, and the high watermark (HW): the
+smallest LEO in the ISR, which never moves back. As follower it only appends what its
+leader sends, with the leader's offsets, and keeps HW = min(leader HW, own LEO).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from broker.log import Log
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower (Kafka's Replica)."""
+
+    log_end_offset: int = 0
+    last_caught_up_ms: int = 0  # the follower had everything the leader had at this time
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = 0  # the leader's LEO when the follower last fetched
+
+
+@dataclass
+class Partition:
+    topic: str
+    index: int
+    topic_id: str
+    broker_id: int
+    log: Log
+    max_message_bytes: int
+    min_insync_replicas: int
+    leader_id: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    high_watermark: int = 0
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    isr_change_pending: bool = False  # an AlterPartition for it is in flight
+    committed: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    def under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self.replicas)
+
+    def under_min_isr(self) -> bool:
+        return self.is_leader and len(self.isr) < self.min_insync_replicas
+
+    # -- roles ----------------------------------------------------------------------------
+
+    def make_leader(
+        self,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: list[int],
+        isr: list[int],
+        now_ms: int,
+    ) -> bool:
+        """Take (or keep) leadership; True if this is a new leadership (a new epoch).
+
+        Followers start as caught up now: they get ``replica.lag.time.max.ms`` to show they
+        keep up, as in Kafka."""
+        new = not self.is_leader or leader_epoch != self.leader_epoch
+        self.leader_id = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.isr_change_pending = False
+        if new:
+            leo = self.log.log_end_offset
+            self.followers = {
+                r: FollowerState(
+                    last_caught_up_ms=now_ms, last_fetch_ms=now_ms, last_fetch_leader_leo=leo
+                )
+                for r in replicas
+                if r != self.broker_id
+            }
+            self.high_watermark = max(self.high_watermark, self.log.log_start_offset)
+        else:
+            for r in replicas:
+                if r != self.broker_id and r not in self.followers:
+                    self.followers[r] = FollowerState(
+                        last_caught_up_ms=now_ms, last_fetch_ms=now_ms
+                    )
+        return new
+
+    def make_follower(
+        self,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: list[int],
+        isr: list[int],
+    ) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.followers = {}
+        self.isr_change_pending = False
+
+    # -- leader side ---------------------------------------------------------------------
+
+    def record_follower_fetch(self, follower_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched at ``fetch_offset``: it has everything below it (its LEO).
+
+        Kafka's rule for ``last_caught_up``: caught up now if it asked for the leader's log
+        end; caught up as of its previous fetch if it asked for at least what the leader's
+        log end was then."""
+        state = self.followers.get(follower_id)
+        if state is None:
+            return
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = now_ms
+        elif fetch_offset >= state.last_fetch_leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_leo = leader_leo
+        state.last_fetch_ms = now_ms
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR (the leader's own included); True if it moved up."""
+        if not self.is_leader:
+            return False
+        hw = self.log.log_end_offset
+        for replica in self.isr:
+            if replica != self.broker_id:
+                state = self.followers.get(replica)
+                hw = min(hw, state.log_end_offset if state is not None else 0)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            return True
+        return False
+
+    def out_of_sync_followers(self, now_ms: int, lag_time_ms: int) -> list[int]:
+        """ISR members (the leader aside) not caught up within ``lag_time_ms``."""
+        return [
+            r
+            for r in self.isr
+            if r != self.broker_id
+            and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms > lag_time_ms
+        ]
+
+    def caught_up_outside_isr(self) -> list[int]:
+        """Followers outside the ISR that have reached the HW: they may join it."""
+        return [
+            r
+            for r, state in self.followers.items()
+            if r not in self.isr and state.log_end_offset >= self.high_watermark
+        ]
+
+    # -- follower side -------------------------------------------------------------------
+
+    def follower_update_high_watermark(self, leader_high_watermark: int) -> None:
+        self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
