@@ -28,20 +28,20 @@ class DelayedFetch(DelayedOperation):
     Consumers count bytes up to the high watermark, followers up to the log end.
     """
 
-    __slots__ = ("created_ms", "replica_manager", "request", "response", "version")
+    __slots__ = ("created_at", "replica_manager", "request", "response", "version")
 
     def __init__(
         self,
         request: m.FetchRequest,
         version: int,
         replica_manager: ReplicaManager,
-        created_ms: int,
+        created_at: float,
     ) -> None:
         super().__init__(request.max_wait_ms)
         self.request = request
         self.version = version
         self.replica_manager = replica_manager
-        self.created_ms = created_ms
+        self.created_at = created_at  # loop clock, seconds
         self.response: asyncio.Future[m.FetchResponseV0] = (
             asyncio.get_running_loop().create_future()
         )
@@ -75,7 +75,9 @@ class DelayedFetch(DelayedOperation):
         if self.response.done():  # the client went away meanwhile
             return
         rm = self.replica_manager
-        wait_ms = rm.scheduler.now_ms() - self.created_ms
+        # Floor of the real wait: never more than the fetch waited (a client subtracting it
+        # from its own round trip must not go negative), at most 1 ms less.
+        wait_ms = int((asyncio.get_running_loop().time() - self.created_at) * 1000)
         self.response.set_result(rm.fetch_response(self.request, self.version, wait_ms))
 
     def on_expiration(self) -> None:

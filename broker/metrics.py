@@ -8,7 +8,6 @@ docs/metrics.md maps each to the Kafka JMX name it mirrors.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -22,70 +21,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from broker.purgatory import DelayedOperationPurgatory
+from clients.stats import FetchLatency, Histogram
 from protocol.api import SCHEMAS, ApiKey
 from protocol.errors import error_name
-
-# Request times from 50 us to 30 s: fine where a healthy broker lives, coarse beyond.
-TIME_BUCKETS = (
-    0.00005,
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-)
 
 # topic, partition, size, log start, log end, high watermark, leads it here,
 # under-replicated, under min ISR
 PartitionRow = tuple[str, int, int, int, int, int, bool, bool, bool]
-
-
-class Histogram:
-    """A Prometheus-style histogram without locks: ``counts[i]`` holds observations in
-    (bounds[i-1], bounds[i]]; the last slot holds those above every bound."""
-
-    __slots__ = ("bounds", "counts", "sum")
-
-    def __init__(self, bounds: tuple[float, ...] = TIME_BUCKETS) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.sum += value
-
-    def merged(self, other: Histogram) -> Histogram:
-        """A new histogram holding the observations of both (same bounds)."""
-        out = Histogram(self.bounds)
-        out.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
-        out.sum = self.sum + other.sum
-        return out
-
-    def cumulative(self) -> list[tuple[str, float]]:
-        out: list[tuple[str, float]] = []
-        running = 0
-        for bound, count in zip(self.bounds, self.counts, strict=False):
-            running += count
-            out.append((_fmt(bound), running))
-        out.append(("+Inf", running + self.counts[-1]))
-        return out
-
-
-def _fmt(bound: float) -> str:
-    return repr(float(bound))
 
 
 class RequestTimes:
@@ -159,15 +101,13 @@ class RequestStats:
 class FetcherStats:
     """A follower's fetching from one leader broker (Kafka's FetcherStats and lag)."""
 
-    __slots__ = ("bytes", "errors", "lag", "latency_total", "latency_true", "requests", "wait")
+    __slots__ = ("bytes", "errors", "lag", "latency", "requests")
 
     def __init__(self) -> None:
         self.requests = 0
         self.bytes = 0
         self.errors = 0
-        self.latency_total = Histogram()
-        self.latency_true = Histogram()
-        self.wait = Histogram()
+        self.latency = FetchLatency()
         self.lag: dict[tuple[str, int], int] = {}  # leader HW - own LEO, per partition
 
 
@@ -408,13 +348,9 @@ class _BrokerCollector(Collector):
             requests.add_metric(label, stats.requests)
             fetched.add_metric(label, stats.bytes)
             errors.add_metric(label, stats.errors)
-            latency.add_metric(
-                [str(broker), "total"], stats.latency_total.cumulative(), stats.latency_total.sum
-            )
-            latency.add_metric(
-                [str(broker), "true"], stats.latency_true.cumulative(), stats.latency_true.sum
-            )
-            wait.add_metric(label, stats.wait.cumulative(), stats.wait.sum)
+            for kind, hist in (("total", stats.latency.total), ("true", stats.latency.true)):
+                latency.add_metric([str(broker), kind], hist.cumulative(), hist.sum)
+            wait.add_metric(label, stats.latency.wait.cumulative(), stats.latency.wait.sum)
             for (topic, partition), value in sorted(stats.lag.items()):
                 lag.add_metric([topic, str(partition)], value)
                 max_lag = max(max_lag, value)

@@ -136,12 +136,9 @@ class ReplicaFetcher:
             timeout_ms=request.max_wait_ms + conn.request_timeout_ms,
         )
         total = time.perf_counter() - started
-        wait = response.wait_time_ms / 1000
         stats = self.stats
         stats.requests += 1
-        stats.latency_total.observe(total)
-        stats.latency_true.observe(max(total - wait, 0.0))
-        stats.wait.observe(wait)
+        stats.latency.observe(total, response.wait_time_ms / 1000)
         ok = True
         for topic in response.responses:
             for data in topic.partitions:

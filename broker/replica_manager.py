@@ -358,7 +358,7 @@ class ReplicaManager:
             or errored
         ):
             return self._response(responses, version, 0)
-        operation = DelayedFetch(request, version, self, self.scheduler.now_ms())
+        operation = DelayedFetch(request, version, self, asyncio.get_running_loop().time())
         keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
         if self.fetch_purgatory.try_complete_else_watch(operation, keys):
             return operation.response.result()

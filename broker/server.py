@@ -44,6 +44,11 @@ class Broker:
                 "broker.heartbeat.interval.ms must be below broker.session.timeout.ms, or a "
                 "broker would be declared dead between two of its own heartbeats"
             )
+        if config["replica.fetch.wait.max.ms"] >= config["replica.lag.time.max.ms"]:
+            raise ValueError(
+                "replica.fetch.wait.max.ms must be below replica.lag.time.max.ms (as in Kafka): "
+                "an idle follower long-polls that long, and would keep leaving the ISR"
+            )
         self.controller_id = min(self.members) if self.members else self.broker_id
         self.metadata = MetadataCache(self.members, self.controller_id)
         self.scheduler = LoopScheduler()

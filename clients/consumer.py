@@ -5,12 +5,14 @@ offsets per group (OffsetCommit/OffsetFetch, stored by each partition's leader).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 
 import msgspec
 
 from clients.cluster import ClientCluster
 from clients.connection import ConnectionClosed
+from clients.stats import FetchLatency
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import METADATA_STALE, ErrorCode, KafkaError
@@ -63,6 +65,8 @@ class Consumer:
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._highwater: dict[TopicPartition, int] = {}
+        # Per broker: fetch round trips, total and true (total minus the broker's wait).
+        self.fetch_latency: dict[int, FetchLatency] = {}
 
     async def start(self) -> None:
         await self.cluster.refresh([])
@@ -250,9 +254,14 @@ class Consumer:
                 for t, ps in _by_topic(tps).items()
             ],
         )
+        started = time.perf_counter()
         response: m.FetchResponseV1 = await conn.send(
             ApiKey.FETCH, request, timeout_ms=wait_ms + self.cluster.request_timeout_ms
         )
+        latency = self.fetch_latency.get(leader)
+        if latency is None:
+            latency = self.fetch_latency[leader] = FetchLatency()
+        latency.observe(time.perf_counter() - started, response.wait_time_ms / 1000)
         out: list[ConsumerMessage] = []
         stale = False
         for topic in response.responses:

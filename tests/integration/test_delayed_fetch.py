@@ -166,3 +166,21 @@ async def test_a_closed_connection_leaves_nothing_behind(broker: Broker) -> None
     await conn.close()
     await wait_until(lambda: broker.replica_manager.fetch_purgatory.delayed == 0, message="expiry")
     assert broker.replica_manager.fetch_purgatory.watched == 0
+
+
+async def test_the_consumer_records_total_and_true_fetch_latency(broker: Broker) -> None:
+    from clients import Consumer
+    from tests.support import bootstrap
+
+    await create(broker, "t")
+    async with Consumer(
+        bootstrap([broker]), fetch_max_wait_ms=60, auto_offset_reset="earliest"
+    ) as consumer:
+        consumer.assign([("t", 0)])
+        for _ in range(3):
+            assert await consumer.poll(timeout_ms=60) == []  # idle long polls
+        latency = consumer.fetch_latency[broker.broker_id]
+    assert sum(latency.total.counts) >= 3
+    assert latency.wait.sum >= 0.1  # the polls waited in purgatory ...
+    assert latency.total.sum >= latency.wait.sum
+    assert latency.true.sum < latency.total.sum / 2  # ... which true latency leaves out

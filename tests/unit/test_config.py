@@ -97,3 +97,20 @@ def test_every_config_is_documented_with_its_default(definition) -> None:  # typ
     assert row.group(2).strip().strip("`") == default, (
         f"{definition.name}: documented default differs"
     )
+
+
+def test_settings_that_fight_each_other_are_refused_at_start() -> None:
+    from broker.server import Broker
+
+    for overrides, name in (
+        (
+            {"replica.fetch.wait.max.ms": "500", "replica.lag.time.max.ms": "400"},
+            "replica.fetch.wait.max.ms",
+        ),
+        (
+            {"broker.heartbeat.interval.ms": "1000", "broker.session.timeout.ms": "1000"},
+            "broker.heartbeat.interval.ms",
+        ),
+    ):
+        with pytest.raises(ValueError, match=re.escape(name)):
+            Broker(load_config(environ={}, overrides=overrides))
