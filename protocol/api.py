@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from protocol import messages as m
-from protocol.errors import ErrorCode
+from protocol.errors import DECODE_ERRORS, ErrorCode
 from protocol.framing import LENGTH_PREFIX as _LENGTH
 
 
@@ -163,7 +163,7 @@ def decode_request(frame: bytes) -> Request:
                     whole.client_id,
                     whole.body,
                 )
-            except msgspec.DecodeError:
+            except DECODE_ERRORS:
                 pass  # the two-step path below says precisely what is wrong
     header = decode_request_header(frame)
     try:
@@ -176,7 +176,10 @@ def decode_request(frame: bytes) -> Request:
 
 def decode_request_header(frame: bytes) -> RequestHeader:
     """Raise msgspec.DecodeError when not even the header can be read."""
-    return _header_decoder.decode(frame)
+    try:
+        return _header_decoder.decode(frame)
+    except UnicodeDecodeError as exc:
+        raise msgspec.DecodeError(f"request header has a string that is not UTF-8: {exc}") from None
 
 
 def decode_request_body(header: RequestHeader) -> Any:
@@ -194,7 +197,7 @@ def decode_request_body(header: RequestHeader) -> Any:
         )
     try:
         return decoder.decode(header.body)
-    except msgspec.DecodeError as exc:
+    except DECODE_ERRORS as exc:
         raise RequestError(ErrorCode.INVALID_REQUEST, f"malformed request body: {exc}") from None
 
 
@@ -232,8 +235,18 @@ def encode_request_into(
 
 
 def decode_response_header(frame: bytes) -> ResponseHeader:
-    return _response_header_decoder.decode(frame)
+    """Raise msgspec.DecodeError for a frame that is not a response header."""
+    try:
+        return _response_header_decoder.decode(frame)
+    except UnicodeDecodeError as exc:
+        raise msgspec.DecodeError(
+            f"response header has a string that is not UTF-8: {exc}"
+        ) from None
 
 
 def decode_response_body(key: int, version: int, body: Raw) -> Any:
-    return _response_decoders[(key, version)].decode(body)
+    """Raise msgspec.DecodeError for a body that does not match the API version's schema."""
+    try:
+        return _response_decoders[(key, version)].decode(body)
+    except UnicodeDecodeError as exc:
+        raise msgspec.DecodeError(f"response body has a string that is not UTF-8: {exc}") from None

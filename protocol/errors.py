@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import enum
 
+import msgspec
+
+# What decoding untrusted MessagePack can raise: msgspec's own error, and the
+# UnicodeDecodeError it lets through for a string that is not UTF-8.
+DECODE_ERRORS = (msgspec.DecodeError, UnicodeDecodeError)
+
 
 class ErrorCode(enum.IntEnum):
     UNKNOWN_SERVER_ERROR = -1

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 
+from protocol.errors import DECODE_ERRORS
+
 MAGIC = 1
 HEADER = struct.Struct(">qiibIhqqi")
 HEADER_SIZE = HEADER.size  # 43
@@ -149,7 +151,7 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
     if verify_records:
         try:
             decoded = _records_decoder.decode(tail[HEADER_SIZE - _CRC_START :])
-        except msgspec.DecodeError as exc:
+        except DECODE_ERRORS as exc:
             raise CorruptRecordError(f"records do not decode: {exc}") from None
         if len(decoded) != count:
             raise CorruptRecordError(f"record_count is {count} but {len(decoded)} records follow")
@@ -191,7 +193,12 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
         base_offset, _, _, _, crc, _, base_ts, _, count = HEADER.unpack_from(batch)
         if zlib.crc32(batch[_CRC_START:]) != crc:
             raise CorruptRecordError(f"batch at offset {base_offset} fails its CRC")
-        records = _records_decoder.decode(batch[HEADER_SIZE:])
+        try:
+            records = _records_decoder.decode(batch[HEADER_SIZE:])
+        except DECODE_ERRORS as exc:
+            raise CorruptRecordError(
+                f"batch at offset {base_offset} does not decode: {exc}"
+            ) from None
         if len(records) != count:
             raise CorruptRecordError(f"batch at offset {base_offset} has a wrong record count")
         out.extend(

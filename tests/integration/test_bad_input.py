@@ -69,6 +69,12 @@ async def seeded(broker: Broker) -> Broker:
         ("negative length", struct.pack(">i", -7), "frame_too_large"),
         ("a header of the wrong shape", frame({"api_key": 0}), "unreadable_header"),
         ("an empty frame", struct.pack(">I", 0), "unreadable_header"),
+        # [0, 0, 1, <a str that is not UTF-8>, []]
+        (
+            "a client id that is not UTF-8",
+            struct.pack(">I", 7) + b"\x95\x00\x00\x01\xa1\x80\x90",
+            "unreadable_header",
+        ),
     ],
 )
 async def test_unreadable_input_closes_only_that_connection(
@@ -193,3 +199,20 @@ async def test_random_garbage_from_many_connections_never_takes_the_broker_down(
         conn = await Connection.open("127.0.0.1", b.port)
         assert (await conn.send(ApiKey.API_VERSIONS, m.ApiVersionsRequest())).error_code == 0
         await conn.close()
+
+
+async def test_a_record_header_that_is_not_utf8_is_a_corrupt_message(seeded: Broker) -> None:
+    import zlib
+
+    batch = bytearray(encode_batch([(None, b"v", 0, [("hé", b"x")])]))
+    i = batch.index("hé".encode())
+    batch[i + 1] = 0xFF
+    struct.pack_into(">I", batch, 17, zlib.crc32(bytes(batch[21:])))
+    conn = await Connection.open("127.0.0.1", seeded.port)
+    request = m.ProduceRequest(
+        1, 1000, [m.TopicProduceData("t", [m.PartitionProduceData(0, bytes(batch))])]
+    )
+    response = await conn.send(ApiKey.PRODUCE, request)
+    assert response.responses[0].partitions[0].error_code == ErrorCode.CORRUPT_MESSAGE
+    await conn.close()
+    await log_unchanged_and_broker_serving(seeded)

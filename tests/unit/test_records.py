@@ -89,3 +89,16 @@ def test_encoding_then_decoding_gives_back_every_record(records, base) -> None: 
     decoded = decode_records(assign_offsets(batch, base, 0))
     assert [(r.key, r.value, r.timestamp) for r in decoded] == records
     assert [r.offset for r in decoded] == list(range(base, base + len(records)))
+
+
+def test_a_header_name_that_is_not_utf8_is_a_corrupt_batch_not_a_crash() -> None:
+    import zlib
+
+    batch = bytearray(encode_batch([(None, b"v", 0, [("hé", b"x")])]))
+    i = batch.index("hé".encode())
+    batch[i + 1] = 0xFF  # break the UTF-8 of the header name, then make the CRC agree
+    struct.pack_into(">I", batch, 17, zlib.crc32(bytes(batch[21:])))
+    with pytest.raises(CorruptRecordError, match="do not decode"):
+        validate_batch(bytes(batch))
+    with pytest.raises(CorruptRecordError):
+        decode_records(assign_offsets(bytes(batch), 0, 0))
