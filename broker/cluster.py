@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,8 +19,33 @@ from rich.console import Console
 from rich.table import Table
 
 
-def broker_commands(args: argparse.Namespace) -> list[list[str]]:
+def replication_defaults(args: argparse.Namespace, environ: dict[str, str]) -> list[str]:
+    """A local cluster is a replicated one: replication factor min(3, N) and, from 3 brokers,
+    min.insync.replicas 2, unless the user set them (--set, PURGATORY_*, or --config)."""
+    from broker.config import BY_NAME, ENV_PREFIX, load_config, parse_assignments
+
+    chosen = {BY_NAME[name].name for name in parse_assignments(args.set) if name in BY_NAME}
+    chosen |= {
+        BY_NAME[key[len(ENV_PREFIX) :].lower().replace("_", ".")].name
+        for key in environ
+        if key.startswith(ENV_PREFIX)
+        and key[len(ENV_PREFIX) :].lower().replace("_", ".") in BY_NAME
+    }
+    if args.config:
+        chosen |= set(load_config(file=args.config, environ={}).sources)
+    defaults = {"default.replication.factor": str(min(3, args.brokers))}
+    if args.brokers >= 3:
+        defaults["min.insync.replicas"] = "2"
+    return [f"{k}={v}" for k, v in defaults.items() if k not in chosen]
+
+
+def broker_commands(
+    args: argparse.Namespace, environ: dict[str, str] | None = None
+) -> list[list[str]]:
     members = ",".join(f"{i}@{args.host}:{args.base_port + i}" for i in range(args.brokers))
+    settings = replication_defaults(args, dict(os.environ if environ is None else environ)) + list(
+        args.set
+    )
     commands = []
     for i in range(args.brokers):
         cmd = [
@@ -40,7 +66,7 @@ def broker_commands(args: argparse.Namespace) -> list[list[str]]:
         ]
         if args.config:
             cmd += ["--config", args.config]
-        for item in args.set:
+        for item in settings:
             cmd += ["--set", item]
         if args.log_format:
             cmd += ["--log-format", args.log_format]
@@ -67,6 +93,13 @@ def run_cluster(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 64:
         console.print("[red]--brokers must be between 1 and 64[/red]")
         return 2
+    from broker.config import ConfigError
+
+    try:
+        commands = broker_commands(args)
+    except ConfigError as exc:
+        console.print(f"[red]purgatory cluster: {exc}[/red]")
+        return 2
     logs: list[IO[Any]] = []
     procs: list[subprocess.Popen[bytes]] = []
 
@@ -76,7 +109,7 @@ def run_cluster(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        for i, cmd in enumerate(broker_commands(args)):
+        for i, cmd in enumerate(commands):
             out: IO[Any] | None = None
             if args.log_dir:
                 Path(args.log_dir).mkdir(parents=True, exist_ok=True)

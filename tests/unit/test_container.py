@@ -32,6 +32,9 @@ def test_compose_runs_three_brokers_whose_environment_is_a_valid_config() -> Non
         # Each broker listens on the port its member entry gives the others and clients.
         assert config.listener()[1] == members[config.broker_id][1]
     assert len({c.admin_listener()[1] for c in configs}) == 3
+    assert all(
+        c["default.replication.factor"] == 3 and c["min.insync.replicas"] == 2 for c in configs
+    )
 
 
 def test_prometheus_scrapes_every_broker_admin_port() -> None:

@@ -1,0 +1,229 @@
+"""Replication faults with real broker processes: killed, frozen and restarted followers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clients import AdminClient, Connection, Consumer, Producer
+from protocol import messages as m
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import encode_batch
+from tests.support import free_ports, wait_until
+
+pytestmark = pytest.mark.cluster
+
+SETTINGS = {
+    "replica.lag.time.max.ms": "1000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "50",
+    "broker.heartbeat.interval.ms": "100",
+    "broker.session.timeout.ms": "1500",
+}
+
+
+class ProcessCluster:
+    def __init__(self, size: int = 3) -> None:
+        ports = free_ports(2 * size)
+        self.ports, self.admin_ports = ports[:size], ports[size:]
+        self.members = ",".join(f"{i}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def start(self, broker_id: int) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "purgatory",
+            "broker",
+            "--id",
+            str(broker_id),
+            "--port",
+            str(self.ports[broker_id]),
+            "--admin-port",
+            str(self.admin_ports[broker_id]),
+            "--cluster",
+            self.members,
+            "--log-level",
+            "WARNING",
+        ]
+        for name, value in SETTINGS.items():
+            cmd += ["--set", f"{name}={value}"]
+        self.procs[broker_id] = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def kill(self, broker_id: int) -> None:
+        self.procs[broker_id].kill()
+        self.procs[broker_id].wait(10)
+
+    def state(self, broker_id: int) -> dict[str, Any]:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.admin_ports[broker_id]}/v1/state", timeout=2
+        ) as r:
+            return json.load(r)  # type: ignore[no-any-return]
+
+    def healthy(self, broker_id: int) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.admin_ports[broker_id]}/healthz", timeout=1
+            ) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def partition_state(self, broker_id: int, topic: str) -> dict[str, Any]:
+        return next(p for p in self.state(broker_id)["partitions"] if p["topic"] == topic)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture
+def processes() -> Iterator[ProcessCluster]:
+    cluster = ProcessCluster()
+    for i in range(3):
+        cluster.start(i)
+    try:
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+async def ready(cluster: ProcessCluster) -> None:
+    await wait_until(
+        lambda: all(cluster.healthy(i) for i in range(3)), timeout=30, message="3 healthy brokers"
+    )
+
+
+async def create(cluster: ProcessCluster, topic: str, min_isr: int) -> tuple[int, int]:
+    """Create an RF=3 topic; return (leader, a follower that is not the controller)."""
+    async with AdminClient(cluster.bootstrap) as admin:
+        await admin.create_topic(topic, 1, 3, {"min.insync.replicas": str(min_isr)})
+        meta = await admin.describe_topics([topic])
+    leader = meta.topics[0].partitions[0].leader_id
+    victim = next(b for b in (1, 2) if b != leader)  # broker 0 is the controller
+    return leader, victim
+
+
+def isr(cluster: ProcessCluster, leader: int, topic: str) -> list[int]:
+    return sorted(cluster.partition_state(leader, topic)["isr"])
+
+
+async def test_producing_goes_on_when_a_follower_dies_and_every_acked_record_survives(
+    processes: ProcessCluster,
+) -> None:
+    await ready(processes)
+    leader, victim = await create(processes, "load", min_isr=2)
+    acked: dict[int, bytes] = {}
+    failed = 0
+    async with Producer(
+        processes.bootstrap,
+        acks=-1,
+        linger_ms=1,
+        request_timeout_ms=5000,
+        delivery_timeout_ms=20_000,
+        retry_backoff_ms=50,
+    ) as producer:
+        futures = []
+        for i in range(1500):
+            futures.append(await producer.send("load", f"record-{i}".encode(), partition=0))
+            if i == 500:
+                processes.kill(victim)  # mid-load
+            if i % 50 == 0:
+                await asyncio.sleep(0.02)  # spread the load over time, not a burst
+        await producer.flush()
+        for i, future in enumerate(futures):
+            if future.exception() is None:
+                acked[future.result().offset] = f"record-{i}".encode()
+            else:
+                failed += 1
+    assert len(acked) >= 1400 and failed <= 100
+    assert victim not in isr(processes, leader, "load")
+    # Every acknowledged record is there, at its offset, once.
+    async with Consumer(
+        processes.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100
+    ) as consumer:
+        consumer.assign([("load", 0)])
+        seen: dict[int, bytes] = {}
+        while len(seen) < max(acked) + 1:
+            batch = await consumer.poll(timeout_ms=2000)
+            assert batch, "the log ends before every acknowledged offset"
+            for record in batch:
+                assert record.offset not in seen
+                seen[record.offset] = record.value or b""
+    assert list(seen) == sorted(seen)
+    assert all(seen[offset] == value for offset, value in acked.items())
+    # The follower comes back empty, catches up and rejoins the ISR.
+    processes.start(victim)
+    end = processes.partition_state(leader, "load")["log_end_offset"]
+    await wait_until(lambda: processes.healthy(victim), timeout=30, message="victim healthy")
+    await wait_until(
+        lambda: victim in isr(processes, leader, "load"),
+        timeout=30,
+        message="victim back in the ISR",
+    )
+    assert processes.partition_state(victim, "load")["log_end_offset"] >= end
+
+
+async def test_too_few_replicas_alive_refuses_acks_all(processes: ProcessCluster) -> None:
+    await ready(processes)
+    leader, victim = await create(processes, "strict", min_isr=3)
+    processes.kill(victim)
+    await wait_until(
+        lambda: len(isr(processes, leader, "strict")) == 2, timeout=20, message="ISR to shrink"
+    )
+    conn = await Connection.open("127.0.0.1", processes.ports[leader])
+    batch = encode_batch([(None, b"must not be acknowledged")])
+    request = m.ProduceRequest(
+        -1, 5000, [m.TopicProduceData("strict", [m.PartitionProduceData(0, batch)])]
+    )
+    response = await conn.send(ApiKey.PRODUCE, request)
+    assert response.responses[0].partitions[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    await conn.close()
+    assert processes.partition_state(leader, "strict")["log_end_offset"] == 0
+    with pytest.raises(KafkaError, match="NOT_ENOUGH_REPLICAS"):
+        async with Producer(
+            processes.bootstrap, acks=-1, delivery_timeout_ms=1500, retry_backoff_ms=100
+        ) as p:
+            await p.send_and_wait("strict", b"nor this", partition=0)
+
+
+async def test_a_frozen_follower_leaves_the_isr_and_returns_after_it_catches_up(
+    processes: ProcessCluster,
+) -> None:
+    await ready(processes)
+    leader, victim = await create(processes, "slow", min_isr=1)
+    os.kill(processes.procs[victim].pid, signal.SIGSTOP)  # a hung, not dead, follower
+    async with Producer(
+        processes.bootstrap, acks=-1, linger_ms=0, request_timeout_ms=5000
+    ) as producer:
+        for i in range(20):
+            await producer.send_and_wait("slow", f"while frozen {i}".encode(), partition=0)
+    assert victim not in isr(processes, leader, "slow")
+    os.kill(processes.procs[victim].pid, signal.SIGCONT)
+    await wait_until(
+        lambda: victim in isr(processes, leader, "slow"), timeout=30, message="back in the ISR"
+    )
+    assert processes.partition_state(victim, "slow")["log_end_offset"] == 20
