@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from broker.purgatory import DelayedOperation
@@ -28,7 +29,15 @@ class DelayedFetch(DelayedOperation):
     Consumers count bytes up to the high watermark, followers up to the log end.
     """
 
-    __slots__ = ("created_at", "replica_manager", "request", "response", "version")
+    __slots__ = (
+        "completed_at",
+        "created_at",
+        "expired",
+        "replica_manager",
+        "request",
+        "response",
+        "version",
+    )
 
     def __init__(
         self,
@@ -42,6 +51,8 @@ class DelayedFetch(DelayedOperation):
         self.version = version
         self.replica_manager = replica_manager
         self.created_at = created_at  # loop clock, seconds
+        self.completed_at = 0.0
+        self.expired = False
         self.response: asyncio.Future[m.FetchResponseV0] = (
             asyncio.get_running_loop().create_future()
         )
@@ -79,6 +90,17 @@ class DelayedFetch(DelayedOperation):
         # from its own round trip must not go negative), at most 1 ms less.
         wait_ms = int((asyncio.get_running_loop().time() - self.created_at) * 1000)
         self.response.set_result(rm.fetch_response(self.request, self.version, wait_ms))
+        # The network layer's callback (which queues the response) was added first, so this
+        # one runs right after it: it measures completion -> response queued.
+        self.completed_at = time.perf_counter()
+        self.response.add_done_callback(self._responded)
+
+    def _responded(self, _: asyncio.Future[m.FetchResponseV0]) -> None:
+        if not self.expired:  # woken by an event (an append, a HW move), not by its timeout
+            self.replica_manager.metrics.fetch_wake[self.from_follower].observe(
+                time.perf_counter() - self.completed_at
+            )
 
     def on_expiration(self) -> None:
+        self.expired = True
         self.replica_manager.fetch_expired(self.from_follower)

@@ -130,6 +130,8 @@ class BrokerMetrics:
         self._partition_sources: list[Callable[[], Iterable[PartitionRow]]] = []
         self.purgatories: list[DelayedOperationPurgatory[Any]] = []
         self.fetch_expirations = {"consumer": 0, "follower": 0}
+        # Parked fetches woken by an event: completion -> response queued, by follower or not.
+        self.fetch_wake = {False: Histogram(), True: Histogram()}
         self.fetchers: dict[int, FetcherStats] = {}  # by source (leader) broker
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -401,3 +403,12 @@ class _BrokerCollector(Collector):
         for kind, count in sorted(mt.fetch_expirations.items()):
             fetch.add_metric([kind], count)
         yield fetch
+        wake = HistogramMetricFamily(
+            "purgatory_delayed_fetch_wake_seconds",
+            "A parked fetch completed by an event (an append, a high watermark move): from the "
+            "event to its response being queued for the socket.",
+            labels=["fetcher_type"],
+        )
+        for follower, hist in ((False, mt.fetch_wake[False]), (True, mt.fetch_wake[True])):
+            wake.add_metric(["follower" if follower else "consumer"], hist.cumulative(), hist.sum)
+        yield wake

@@ -184,3 +184,21 @@ async def test_the_consumer_records_total_and_true_fetch_latency(broker: Broker)
     assert latency.wait.sum >= 0.1  # the polls waited in purgatory ...
     assert latency.total.sum >= latency.wait.sum
     assert latency.true.sum < latency.total.sum / 2  # ... which true latency leaves out
+
+
+async def test_a_woken_fetch_records_how_soon_its_response_followed(broker: Broker) -> None:
+    await create(broker, "t")
+    consumer, producer = await connect(broker), await connect(broker)
+    fetch = consumer.request(ApiKey.FETCH, long_poll("t", 0, max_wait_ms=30_000))
+    await parked(broker)
+    await producer.send(ApiKey.PRODUCE, produce_request("t", 0, [b"now"]))
+    await asyncio.wait_for(fetch, 10)
+    await wait_until(
+        lambda: sum(broker.metrics.fetch_wake[False].counts) == 1, message="the wake recorded"
+    )
+    assert sum(broker.metrics.fetch_wake[True].counts) == 0
+    # An expired fetch is not a wake.
+    await consumer.send(ApiKey.FETCH, long_poll("t", 1, max_wait_ms=10))
+    assert sum(broker.metrics.fetch_wake[False].counts) == 1
+    await consumer.close()
+    await producer.close()
