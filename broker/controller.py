@@ -33,6 +33,8 @@ from protocol.messages import (
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     PartitionState,
     TopicState,
     UpdateMetadataRequest,
@@ -107,6 +109,7 @@ class Controller:
         )
 
     async def start(self) -> None:
+        await self._recover()
         await self._apply_locally(self.picture())
         self._background.add(asyncio.ensure_future(self._watch_liveness()))
 
@@ -116,6 +119,52 @@ class Controller:
         for conn in self._connections.values():
             await conn.close()
         self._connections.clear()
+
+    async def _recover(self) -> None:
+        """Adopt the newest picture any reachable member holds (FetchSnapshot), so a
+        restarted controller carries on with the cluster's topics instead of erasing them.
+        Metadata epochs keep growing across controllers, so pictures compare by epoch."""
+        timeout_s = min(1.0, self.config["metadata.push.timeout.ms"] / 1000)
+
+        async def ask(broker_id: int) -> UpdateMetadataRequest | None:
+            host, port = self.members[broker_id]
+            try:
+                conn = await Connection.open(
+                    host,
+                    port,
+                    client_id=f"controller-{self.broker_id}",
+                    connect_timeout_s=timeout_s,
+                )
+            except ConnectionClosed:
+                return None
+            try:
+                response: FetchSnapshotResponse = await conn.send(
+                    ApiKey.FETCH_SNAPSHOT,
+                    FetchSnapshotRequest(self.broker_id),
+                    timeout_ms=int(timeout_s * 1000),
+                )
+                return response.snapshot
+            except (ConnectionClosed, KafkaError):
+                return None
+            finally:
+                await conn.close()
+
+        others = [b for b in self.members if b != self.broker_id]
+        snapshots = [s for s in await asyncio.gather(*(ask(b) for b in others)) if s is not None]
+        if not snapshots:
+            return
+        newest = max(snapshots, key=lambda s: s.metadata_epoch)
+        self.topics = {t.name: t for t in newest.topics}
+        self.epoch = newest.metadata_epoch + 1
+        self._next_start = len(self.topics)
+        # Those live then stay live for one session: they re-register well within it.
+        now = asyncio.get_running_loop().time()
+        carried = {b for b in newest.live_brokers if b in self.members and b != self.broker_id}
+        self._last_seen.update(dict.fromkeys(carried, now))
+        self.live = frozenset(carried | {self.broker_id})
+        self.log.info(
+            "controller_recovered", topics=len(self.topics), from_epoch=newest.metadata_epoch
+        )
 
     # -- liveness -------------------------------------------------------------------------
 

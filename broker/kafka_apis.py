@@ -50,6 +50,7 @@ class KafkaApis:
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
+            ApiKey.FETCH_SNAPSHOT: self.handle_fetch_snapshot,
         }
 
     # -- produce / fetch -------------------------------------------------------------------
@@ -153,6 +154,9 @@ class KafkaApis:
                 ErrorCode.NOT_CONTROLLER, f"broker {self.broker.broker_id} is not the controller"
             )
         return self._register(request)
+
+    def handle_fetch_snapshot(self, request: m.FetchSnapshotRequest, version: int) -> Result:
+        return m.FetchSnapshotResponse(ErrorCode.NONE, self.broker.metadata.snapshot())
 
     def handle_alter_partition(self, request: m.AlterPartitionRequest, version: int) -> Result:
         controller = self.broker.controller

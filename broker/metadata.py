@@ -79,6 +79,18 @@ class MetadataCache:
         self.controller_id = update.controller_id
         return changes
 
+    def snapshot(self) -> UpdateMetadataRequest | None:
+        """The picture last applied, or None before the first one."""
+        if self.epoch < 0:
+            return None
+        return UpdateMetadataRequest(
+            self.controller_id,
+            self.incarnation,
+            self.epoch,
+            list(self.topics.values()),
+            sorted(self.live_brokers),
+        )
+
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         state = self.topics.get(topic)
         if state is None or not 0 <= partition < len(state.partitions):

@@ -30,6 +30,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     ALTER_PARTITION = 56
+    FETCH_SNAPSHOT = 59
     BROKER_REGISTRATION = 62
 
     @property
@@ -49,6 +50,7 @@ _NAMES = {
     ApiKey.API_VERSIONS: "ApiVersions",
     ApiKey.CREATE_TOPICS: "CreateTopics",
     ApiKey.ALTER_PARTITION: "AlterPartition",
+    ApiKey.FETCH_SNAPSHOT: "FetchSnapshot",
     ApiKey.BROKER_REGISTRATION: "BrokerRegistration",
 }
 
@@ -66,6 +68,7 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.CREATE_TOPICS, 0): (m.CreateTopicsRequest, m.CreateTopicsResponse),
     (ApiKey.BROKER_REGISTRATION, 0): (m.BrokerRegistrationRequest, m.BrokerRegistrationResponse),
     (ApiKey.ALTER_PARTITION, 0): (m.AlterPartitionRequest, m.AlterPartitionResponse),
+    (ApiKey.FETCH_SNAPSHOT, 0): (m.FetchSnapshotRequest, m.FetchSnapshotResponse),
 }
 
 

@@ -355,3 +355,17 @@ class AlterPartitionTopicResponse(Struct, array_like=True):
 class AlterPartitionResponse(Struct, array_like=True):
     error_code: int
     topics: list[AlterPartitionTopicResponse]
+
+
+# -- Inter-broker: FetchSnapshot (59) -------------------------------------------------------
+
+
+class FetchSnapshotRequest(Struct, array_like=True):
+    """A starting controller asks a broker for the cluster picture it holds."""
+
+    replica_id: int
+
+
+class FetchSnapshotResponse(Struct, array_like=True):
+    error_code: int
+    snapshot: UpdateMetadataRequest | None  # None: this broker has no picture yet

@@ -315,3 +315,36 @@ async def test_state_shows_every_replicas_log_end_and_the_isr(cluster: list[Brok
     assert entry["high_watermark"] == 2
     assert set(entry["replica_log_end_offsets"]) == {"0", "1", "2"}
     assert entry["replica_log_end_offsets"][str(leader.broker_id)] == 2
+
+
+async def test_a_restarted_controller_carries_on_with_the_clusters_topics(
+    cluster: list[Broker],
+) -> None:
+    await create(cluster, "kept", partitions=3)
+    for p in range(3):
+        assert (
+            await produce(leader_of(cluster, "kept", p), "kept", [b"x"], partition=p)
+        ).error_code == 0
+    controller = next(b for b in cluster if b.controller is not None)
+    epoch = controller.metadata.epoch
+    topic_id = controller.metadata.topics["kept"].topic_id
+    cluster.remove(controller)
+    await controller.stop()
+    restarted = await start_broker(controller.config)
+    cluster.append(restarted)
+    assert restarted.controller is not None
+    # It recovered the picture (FetchSnapshot) instead of starting empty ...
+    assert restarted.metadata.topics["kept"].topic_id == topic_id
+    assert restarted.metadata.epoch > epoch
+    await wait_until(
+        lambda: all(b.metadata.incarnation == restarted.metadata.incarnation for b in cluster),
+        message="every broker on the new controller",
+    )
+    # ... so the other brokers keep their topic, and the data of partitions they lead.
+    for b in cluster:
+        assert b.metadata.topics["kept"].topic_id == topic_id
+        for p in b.replica_manager.partitions.values():
+            if p.is_leader and b is not restarted:
+                assert p.log.log_end_offset == 1
+    async with AdminClient(bootstrap(cluster)) as admin:
+        await admin.create_topic("after", 1, 3)
