@@ -206,7 +206,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         int,
         9000,
         "A broker that has not re-registered with the controller for this long is no longer "
-        "live: partitions it leads answer LEADER_NOT_AVAILABLE until it returns.",
+        "live: partitions it leads answer LEADER_NOT_AVAILABLE until it returns. A controller "
+        "unreachable for this long is replaced by the lowest live broker.",
         _at_least(10),
     ),
     ConfigDef(

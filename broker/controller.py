@@ -159,7 +159,12 @@ class Controller:
         self._next_start = len(self.topics)
         # Those live then stay live for one session: they re-register well within it.
         now = asyncio.get_running_loop().time()
-        carried = {b for b in newest.live_brokers if b in self.members and b != self.broker_id}
+        # (The controller that picture came from is not carried: it is gone or it is us.)
+        carried = {
+            b
+            for b in newest.live_brokers
+            if b in self.members and b not in (self.broker_id, newest.controller_id)
+        }
         self._last_seen.update(dict.fromkeys(carried, now))
         self.live = frozenset(carried | {self.broker_id})
         self.log.info(
@@ -233,7 +238,9 @@ class Controller:
             timeout_ms = self.config["metadata.push.timeout.ms"]
             try:
                 conn = await self._connection(broker_id)
-                await conn.send(ApiKey.UPDATE_METADATA, picture, timeout_ms=timeout_ms)
+                response = await conn.send(ApiKey.UPDATE_METADATA, picture, timeout_ms=timeout_ms)
+                if response.error_code:
+                    raise KafkaError(response.error_code, "the broker holds a newer picture")
             except (ConnectionClosed, KafkaError) as exc:
                 self.log.warning("metadata_push_failed", target_broker=broker_id, error=str(exc))
                 self._registered.pop(broker_id, None)

@@ -139,10 +139,8 @@ class KafkaApis:
     # -- inter-broker ----------------------------------------------------------------------
 
     def handle_update_metadata(self, request: m.UpdateMetadataRequest, version: int) -> Result:
-        expected = self.broker.controller_id
-        if request.controller_id != expected:
+        if not self.broker.apply_metadata(request):
             return m.UpdateMetadataResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
-        self.broker.apply_metadata(request)
         return m.UpdateMetadataResponse(ErrorCode.NONE)
 
     def handle_broker_registration(

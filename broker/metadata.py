@@ -21,9 +21,11 @@ class PartitionChange:
 class MetadataCache:
     """Topics, partition leaders and epochs as last pushed by the controller.
 
-    Invariant: ``incarnation``/``epoch`` identify the update applied last; an update from
-    the same controller incarnation with a lower epoch is stale and ignored, while a new
-    incarnation (a restarted controller) replaces everything.
+    Invariant: ``incarnation``/``epoch`` identify the update applied last. Epochs keep
+    growing across controllers (a new controller carries on from the newest picture it can
+    find), so an update with a lower epoch, or the same epoch from the same controller, is
+    stale and ignored; anything newer replaces the picture whole, whichever controller
+    sent it.
     """
 
     def __init__(self, members: dict[int, tuple[str, int]], controller_id: int) -> None:
@@ -36,9 +38,9 @@ class MetadataCache:
 
     def apply(self, update: UpdateMetadataRequest) -> list[PartitionChange] | None:
         """Apply a full-picture update; return the partition changes, or None if stale."""
-        if (
-            update.controller_incarnation == self.incarnation
-            and update.metadata_epoch <= self.epoch
+        if update.metadata_epoch < self.epoch or (
+            update.metadata_epoch == self.epoch
+            and update.controller_incarnation == self.incarnation
         ):
             return None
         old = self.topics

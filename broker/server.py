@@ -49,8 +49,10 @@ class Broker:
                 "replica.fetch.wait.max.ms must be below replica.lag.time.max.ms (as in Kafka): "
                 "an idle follower long-polls that long, and would keep leaving the ISR"
             )
-        self.controller_id = min(self.members) if self.members else self.broker_id
-        self.metadata = MetadataCache(self.members, self.controller_id)
+        # Until a controller says otherwise, the lowest id is taken to be the controller.
+        self.metadata = MetadataCache(
+            self.members, min(self.members) if self.members else self.broker_id
+        )
         self.scheduler = LoopScheduler()
         self.replica_manager = ReplicaManager(
             config, self.metadata, self.metrics, self.scheduler, self.alter_partition
@@ -70,7 +72,7 @@ class Broker:
         self.admin_port = 0
         self.has_metadata = asyncio.Event()
         self._serving = False
-        self._controller_conn: Connection | None = None
+        self._connections: dict[int, Connection] = {}  # to other brokers, by id
         self._background: set[asyncio.Task[Any]] = set()
         self._auto_creating: set[str] = set()
         self._metadata_waiters: list[asyncio.Future[None]] = []
@@ -91,11 +93,10 @@ class Broker:
                 shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
                 self.members = {self.broker_id: (shown, self.port)}
             self.metadata.members = self.members
-        if self.controller_id == self.broker_id:
-            self.controller = Controller(self.config, self.members, self._apply_local)
-            await self.controller.start()
+        if len(self.members) == 1:
+            await self._become_controller()
         else:
-            self._spawn(self._registration_loop())
+            self._spawn(self._controller_loop())
         self.replica_manager.start()
         admin_host, admin_port = self.config.admin_listener()
         self.admin_port = await self.admin.start(admin_host, admin_port)
@@ -115,8 +116,8 @@ class Broker:
         for task in list(self._background):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if self._controller_conn is not None:
-            await self._controller_conn.close()
+        for conn in self._connections.values():
+            await conn.close()
         if self.controller is not None:
             await self.controller.close()
         await self.socket_server.stop()
@@ -139,55 +140,122 @@ class Broker:
 
     # -- metadata --------------------------------------------------------------------------
 
-    def apply_metadata(self, update: m.UpdateMetadataRequest) -> None:
+    @property
+    def controller_id(self) -> int:
+        """The controller as this broker knows it (from its latest picture)."""
+        return self.metadata.controller_id
+
+    def apply_metadata(self, update: m.UpdateMetadataRequest) -> bool:
+        """Apply a controller's picture; False if it is older than the one held."""
         changes = self.metadata.apply(update)
-        if changes is not None:
-            self.replica_manager.apply(changes)
+        if changes is None:
+            return False
+        self.replica_manager.apply(changes)
         self.has_metadata.set()
         waiters, self._metadata_waiters = self._metadata_waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+        return True
 
     async def _apply_local(self, update: m.UpdateMetadataRequest) -> None:
         self.apply_metadata(update)
 
-    async def _registration_loop(self) -> None:
-        """Register with the controller, then keep re-registering (a heartbeat): the
-        controller answers after this broker holds its current picture."""
+    async def _become_controller(self) -> None:
+        self.controller = Controller(self.config, self.members, self._apply_local)
+        await self.controller.start()
+        self.log.info("became_controller", metadata_epoch=self.controller.epoch)
+
+    async def _controller_loop(self) -> None:
+        """Find the controller and keep registering with it (a heartbeat); the controller
+        answers after this broker holds its current picture.
+
+        The controller is the one the latest picture names. When it has been unreachable for
+        ``broker.session.timeout.ms`` this broker turns to the lowest member it does not
+        consider dead, and becomes the controller itself if that is its own id. A broker
+        that starts first asks the others which controller they follow, so one returning
+        after a handover joins the acting controller instead of taking over.
+        """
+        loop = asyncio.get_running_loop()
         backoff = self.config["broker.registration.backoff.ms"] / 1000
         interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        session = self.config["broker.session.timeout.ms"] / 1000
+        await self._discover_controller()
+        unreachable_since: dict[int, float] = {}
         request = m.BrokerRegistrationRequest(self.broker_id, self.incarnation)
         while True:
+            target = self._controller_target(unreachable_since, loop.time(), session)
+            if target == self.broker_id:
+                await self._become_controller()
+                return
             delay = backoff
             try:
-                conn = await self._controller_connection()
+                conn = await self._connection_to(target)
                 response = await conn.send(
                     ApiKey.BROKER_REGISTRATION,
                     request,
                     timeout_ms=self.config["metadata.push.timeout.ms"] * 2,
                 )
+                unreachable_since.pop(target, None)
                 if response.error_code == ErrorCode.NONE:
                     delay = interval
-                else:
+                elif response.error_code != ErrorCode.NOT_CONTROLLER:  # not yet: try again
                     self.log.warning("registration_refused", error=response.error_message)
             except (ConnectionClosed, KafkaError) as exc:
+                unreachable_since.setdefault(target, loop.time())
                 if self.has_metadata.is_set():
-                    self.log.warning("controller_unreachable", error=str(exc))
+                    self.log.warning("controller_unreachable", controller=target, error=str(exc))
             await asyncio.sleep(delay)
 
-    async def _controller_connection(self) -> Connection:
-        conn = self._controller_conn
+    def _controller_target(
+        self, unreachable_since: dict[int, float], now: float, session: float
+    ) -> int:
+        def dead(broker_id: int) -> bool:
+            since = unreachable_since.get(broker_id)
+            return since is not None and now - since >= session
+
+        known = self.metadata.controller_id
+        if known != self.broker_id and known in self.members and not dead(known):
+            return known
+        return next(b for b in sorted(self.members) if b == self.broker_id or not dead(b))
+
+    async def _discover_controller(self) -> None:
+        """Learn which controller the other members follow (FetchSnapshot), if any do."""
+
+        async def ask(broker_id: int) -> m.UpdateMetadataRequest | None:
+            try:
+                conn = await self._connection_to(broker_id, timeout_s=1.0)
+                response: m.FetchSnapshotResponse = await conn.send(
+                    ApiKey.FETCH_SNAPSHOT, m.FetchSnapshotRequest(self.broker_id), timeout_ms=1000
+                )
+                return response.snapshot
+            except (ConnectionClosed, KafkaError):
+                return None
+
+        others = [b for b in self.members if b != self.broker_id]
+        snapshots = [s for s in await asyncio.gather(*(ask(b) for b in others)) if s is not None]
+        if snapshots:
+            newest = max(snapshots, key=lambda s: s.metadata_epoch)
+            if newest.controller_id in self.members:
+                self.metadata.controller_id = newest.controller_id
+
+    async def _connection_to(self, broker_id: int, timeout_s: float | None = None) -> Connection:
+        conn = self._connections.get(broker_id)
         if conn is None or conn.closed:
-            host, port = self.members[self.controller_id]
+            host, port = self.members[broker_id]
             conn = await Connection.open(
                 host,
                 port,
                 client_id=f"broker-{self.broker_id}",
-                connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000,
+                connect_timeout_s=timeout_s or self.config["metadata.push.timeout.ms"] / 1000,
             )
-            self._controller_conn = conn
+            self._connections[broker_id] = conn
         return conn
+
+    async def _controller_connection(self) -> Connection:
+        if self.controller_id == self.broker_id and self.controller is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller yet")
+        return await self._connection_to(self.controller_id)
 
     async def alter_partition(self, request: m.AlterPartitionRequest) -> m.AlterPartitionResponse:
         """Send an ISR change to the controller (here, or over the controller connection)."""

@@ -129,8 +129,9 @@ async def test_a_parked_fetch_completes_at_once_when_its_partition_goes_away(
     conn = await connect(broker)
     fetch = conn.request(ApiKey.FETCH, long_poll("t", 0, max_wait_ms=30_000))
     await parked(broker)
-    # A restarted controller's picture without the topic: the partition is gone here.
-    broker.apply_metadata(m.UpdateMetadataRequest(broker.broker_id, "another-incarnation", 0, []))
+    # A newer picture without the topic: the partition is gone here.
+    newer = m.UpdateMetadataRequest(broker.broker_id, "another", broker.metadata.epoch + 1, [], [0])
+    assert broker.apply_metadata(newer)
     response = await asyncio.wait_for(fetch, 10)
     assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert response.wait_time_ms < 30_000

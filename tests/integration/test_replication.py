@@ -332,7 +332,8 @@ async def test_a_restarted_controller_carries_on_with_the_clusters_topics(
     await controller.stop()
     restarted = await start_broker(controller.config)
     cluster.append(restarted)
-    assert restarted.controller is not None
+    # The others still follow it (it was not gone for a session): it takes its place back.
+    await wait_until(lambda: restarted.controller is not None, message="controller again")
     # It recovered the picture (FetchSnapshot) instead of starting empty ...
     assert restarted.metadata.topics["kept"].topic_id == topic_id
     assert restarted.metadata.epoch > epoch
@@ -348,3 +349,44 @@ async def test_a_restarted_controller_carries_on_with_the_clusters_topics(
                 assert p.log.log_end_offset == 1
     async with AdminClient(bootstrap(cluster)) as admin:
         await admin.create_topic("after", 1, 3)
+
+
+async def test_the_lowest_live_broker_takes_over_when_the_controller_dies(
+    cluster: list[Broker],
+) -> None:
+    await create(cluster, "t", partitions=3)
+    old = next(b for b in cluster if b.controller is not None)
+    assert old.broker_id == 0
+    cluster.remove(old)
+    await old.stop()
+    heir = next(b for b in cluster if b.broker_id == 1)
+    await wait_until(
+        lambda: heir.controller is not None, timeout=15, message="broker 1 to take over"
+    )
+    await wait_until(
+        lambda: all(b.controller_id == 1 for b in cluster), message="everyone following it"
+    )
+    assert "t" in heir.controller.topics  # type: ignore[union-attr]
+    # The new controller works: ISRs lose the dead broker, topics can be created.
+    await isr_of_partitions_led_by_the_living(cluster, heir, includes_0=False)
+    async with AdminClient(bootstrap(cluster)) as admin:
+        await admin.create_topic("after", 1, 2)
+    # The old controller comes back as an ordinary broker, and catches up.
+    returned = await start_broker(old.config)
+    cluster.append(returned)
+    await wait_until(lambda: returned.health_problem() is None, message="it rejoins")
+    assert returned.controller is None and returned.controller_id == 1
+    assert "after" in returned.metadata.topics
+    await isr_of_partitions_led_by_the_living(cluster, heir, includes_0=True)
+
+
+async def isr_of_partitions_led_by_the_living(
+    cluster: list[Broker], heir: Broker, *, includes_0: bool
+) -> None:
+    """Wait until the ISR of each "t" partition not led by broker 0 does (not) hold 0."""
+    for index in range(3):
+        leader_id = heir.metadata.partition("t", index).leader_id  # type: ignore[union-attr]
+        if leader_id == 0:
+            continue
+        state = partition(next(b for b in cluster if b.broker_id == leader_id), "t", index)
+        await wait_until(lambda s=state: (0 in s.isr) == includes_0, message=f"ISR of t-{index}")
