@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from clients.cluster import ClientCluster
@@ -12,8 +13,14 @@ from protocol.errors import ErrorCode, KafkaError
 
 class AdminClient:
     def __init__(
-        self, bootstrap: str, *, client_id: str = "purgatory-admin", request_timeout_ms: int = 30000
+        self,
+        bootstrap: str,
+        *,
+        client_id: str = "purgatory-admin",
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
     ) -> None:
+        self.retry_backoff_ms = retry_backoff_ms
         self.cluster = ClientCluster(
             bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
         )
@@ -31,13 +38,27 @@ class AdminClient:
         timeout_ms: int = 30000,
         validate_only: bool = False,
     ) -> list[m.CreatableTopicResult]:
-        """Create topics; returns one result per topic (check ``error_code``)."""
-        response: m.CreateTopicsResponse = await self.cluster.send_to_controller(
-            ApiKey.CREATE_TOPICS,
-            m.CreateTopicsRequest(topics, timeout_ms, validate_only),
-            timeout_ms=timeout_ms + 5000,
-        )
-        return response.topics
+        """Create topics; returns one result per topic (check ``error_code``).
+
+        Topics the controller could not take yet (NOT_CONTROLLER: it is being replaced or
+        unreachable) are asked again, with fresh metadata, until ``timeout_ms``.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        results: dict[str, m.CreatableTopicResult] = {}
+        pending = list(topics)
+        while True:
+            response: m.CreateTopicsResponse = await self.cluster.send_to_controller(
+                ApiKey.CREATE_TOPICS,
+                m.CreateTopicsRequest(pending, timeout_ms, validate_only),
+                timeout_ms=timeout_ms + 5000,
+            )
+            results.update((r.name, r) for r in response.topics)
+            pending = [t for t in pending if results[t.name].error_code == ErrorCode.NOT_CONTROLLER]
+            if not pending or loop.time() + self.retry_backoff_ms / 1000 > deadline:
+                return [results[t.name] for t in topics]
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+            await self.cluster.refresh([])
 
     async def create_topic(
         self,

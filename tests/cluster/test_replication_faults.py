@@ -227,3 +227,26 @@ async def test_a_frozen_follower_leaves_the_isr_and_returns_after_it_catches_up(
         lambda: victim in isr(processes, leader, "slow"), timeout=30, message="back in the ISR"
     )
     assert processes.partition_state(victim, "slow")["log_end_offset"] == 20
+
+
+async def test_a_killed_controller_is_replaced_and_topics_can_still_be_created(
+    processes: ProcessCluster,
+) -> None:
+    await ready(processes)
+    await create(processes, "before", min_isr=1)
+    processes.kill(0)
+    await wait_until(
+        lambda: processes.state(1)["is_controller"], timeout=20, message="broker 1 in charge"
+    )
+    async with AdminClient(",".join(f"127.0.0.1:{p}" for p in processes.ports[1:])) as admin:
+        await admin.create_topic("after", 1, 2)
+        names = await admin.list_topics()
+    assert {"before", "after"} <= set(names)
+    # Broker 2 follows once its own session with broker 0 has run out.
+    await wait_until(
+        lambda: processes.state(2)["controller_id"] == 1, timeout=20, message="2 follows 1"
+    )
+    conn = await Connection.open("127.0.0.1", processes.ports[2])
+    response = await conn.send(ApiKey.METADATA, m.MetadataRequest(["after"]))
+    await conn.close()
+    assert response.topics[0].error_code == 0 and response.controller_id == 1
