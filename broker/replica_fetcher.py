@@ -17,7 +17,7 @@ from clients.connection import Connection, ConnectionClosed
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, error_name
-from protocol.records import CorruptRecordError, iter_batches, validate_batch
+from protocol.records import CorruptRecordError, batch_base_offset, iter_batches, validate_batch
 
 TopicPartition = tuple[str, int]
 
@@ -176,7 +176,7 @@ class ReplicaFetcher:
                 for batch in iter_batches(data.records):
                     stored = bytes(batch)
                     info = validate_batch(stored, verify_records=False)
-                    base = int.from_bytes(stored[:8], "big", signed=True)
+                    base = batch_base_offset(stored)
                     if base + info.record_count <= log.log_end_offset:
                         continue  # already have it
                     log.append_as_follower(stored, info, base)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import msgspec
 
@@ -206,7 +206,3 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
             for i, r in enumerate(records)
         )
     return out
-
-
-def records_size(batches: Iterable[bytes]) -> int:
-    return sum(len(b) for b in batches)

@@ -166,7 +166,6 @@ class SystemTimer:
         self._seq = itertools.count()
         self._alarm = Alarm(scheduler, self.advance_clock)
         self.wheel = TimingWheel(self, tick_ms, wheel_size, scheduler.now_ms())
-        self.expired_runs = 0
 
     def __len__(self) -> int:
         """Tasks waiting in the timer."""
