@@ -1,22 +1,39 @@
-"""Consumer: assign/seek/poll over partition leaders with ``fetch.min.bytes``,
-``fetch.max.wait.ms``, ``max.partition.fetch.bytes`` and ``auto.offset.reset``; committed
-offsets per group (OffsetCommit/OffsetFetch, stored by each partition's leader)."""
+"""Consumer: background fetchers fill a bounded chunk queue; the application polls it.
+
+As in Kafka's classic consumer: one fetcher per broker it fetches from long-polls that
+broker for the assigned partitions it leads and puts each partition's fetched records in a
+queue of at most ``queued.max.message.chunks`` chunks (each up to
+``fetch.message.max.bytes``, Kafka's name for ``max.partition.fetch.bytes``). A full queue
+blocks the fetcher's ``put``, which is what throttles fetching; memory never grows. A
+fetcher's position (its next fetch offset) moves when a fetch is processed, before the
+``put``; the application's position when ``poll`` hands records out. So the fetcher's lag
+(``MaxLag``: high watermark - next fetch offset) only tells how far behind the application
+is when queue and chunks are small, while ``high watermark - consumed offset`` (and the
+offset checker's ``log end - committed``) always does.
+
+Committed offsets per group (OffsetCommit/OffsetFetch, kept by each partition's leader),
+manual ``commit()`` and auto-commit every ``auto.commit.interval.ms``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import time
+from collections import deque
 from collections.abc import Iterable
 
 import msgspec
+import structlog
 
 from clients.cluster import ClientCluster
-from clients.connection import ConnectionClosed
+from clients.connection import Connection, ConnectionClosed
 from clients.stats import FetchLatency
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import METADATA_STALE, ErrorCode, KafkaError
-from protocol.records import Header, decode_records
+from protocol.records import CorruptRecordError, Header, decode_records
 
 TopicPartition = tuple[str, int]
 
@@ -31,6 +48,14 @@ class ConsumerMessage(msgspec.Struct, frozen=True):
     headers: list[Header]
 
 
+class Chunk(msgspec.Struct):
+    """One partition's records from one fetch (Kafka's FetchedDataChunk)."""
+
+    tp: TopicPartition
+    epoch: int  # the partition's position epoch when fetched; a seek makes it stale
+    records: list[ConsumerMessage]
+
+
 class Consumer:
     def __init__(
         self,
@@ -41,7 +66,11 @@ class Consumer:
         fetch_max_wait_ms: int = 500,
         fetch_max_bytes: int = 52428800,
         max_partition_fetch_bytes: int = 1048576,
+        fetch_message_max_bytes: int | None = None,
+        queued_max_message_chunks: int = 2,
         auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
         client_id: str = "purgatory-consumer",
@@ -50,23 +79,43 @@ class Consumer:
             raise ValueError(
                 f"auto.offset.reset must be earliest, latest or none, got {auto_offset_reset!r}"
             )
+        if queued_max_message_chunks < 1:
+            raise ValueError("queued.max.message.chunks must be at least 1")
         self.group_id = group_id
+        self.client_id = client_id
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
-        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        # fetch.message.max.bytes is the classic consumer's name for the same bound.
+        self.max_partition_fetch_bytes = fetch_message_max_bytes or max_partition_fetch_bytes
+        self.queued_max_message_chunks = queued_max_message_chunks
         self.auto_offset_reset = auto_offset_reset
+        self.enable_auto_commit = enable_auto_commit and group_id is not None
+        self.auto_commit_interval_ms = auto_commit_interval_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.cluster = ClientCluster(
             bootstrap,
             client_id=client_id,
             request_timeout_ms=max(request_timeout_ms, fetch_max_wait_ms + 5000),
         )
+        self.queue: asyncio.Queue[Chunk] = asyncio.Queue(maxsize=queued_max_message_chunks)
+        self.queue_high_water = 0  # the most chunks ever queued at once
         self._assignment: list[TopicPartition] = []
-        self._positions: dict[TopicPartition, int] = {}
+        self._positions: dict[TopicPartition, int] = {}  # the application's next offset
+        self._fetch_positions: dict[TopicPartition, int] = {}  # the fetchers' next offset
+        self._epochs: dict[TopicPartition, int] = {}
         self._highwater: dict[TopicPartition, int] = {}
+        self._current: deque[ConsumerMessage] = deque()  # the chunk being handed out
+        self._errors: list[KafkaError] = []  # raised by the next poll
+        self._fetchers: dict[int, asyncio.Task[None]] = {}
+        self._fetch_conns: dict[int, Connection] = {}
+        self._wakeup = asyncio.Event()
+        self._auto_commit: asyncio.Task[None] | None = None
+        self._committed_positions: dict[TopicPartition, int] = {}
         # Per broker: fetch round trips, total and true (total minus the broker's wait).
         self.fetch_latency: dict[int, FetchLatency] = {}
+        self.owner = f"{client_id}@{socket.gethostname()}"  # shown by the offset checker
+        self.log = structlog.get_logger("consumer").bind(client_id=client_id)
 
     async def start(self) -> None:
         await self.cluster.refresh([])
@@ -84,7 +133,14 @@ class Consumer:
         self._assignment = list(dict.fromkeys(partitions))
         for tp in list(self._positions):
             if tp not in self._assignment:
-                del self._positions[tp]
+                self._forget(tp)
+        self._wakeup.set()
+
+    def _forget(self, tp: TopicPartition) -> None:
+        for table in (self._positions, self._fetch_positions, self._epochs, self._highwater):
+            table.pop(tp, None)
+        if self._current and (self._current[0].topic, self._current[0].partition) == tp:
+            self._current.clear()
 
     async def assign_topics(self, topics: list[str]) -> list[TopicPartition]:
         """Assign every partition of ``topics`` (which must exist)."""
@@ -101,7 +157,17 @@ class Consumer:
             raise ValueError(f"{tp[0]}-{tp[1]} is not assigned")
         if offset < 0:
             raise ValueError(f"cannot seek to negative offset {offset}")
+        self._set_position(tp, offset)
+
+    def _set_position(self, tp: TopicPartition, offset: int) -> None:
+        """Move both the application and the fetcher to ``offset``; queued chunks of the
+        partition go stale (a new epoch) and are dropped when they come out."""
         self._positions[tp] = offset
+        self._fetch_positions[tp] = offset
+        self._epochs[tp] = self._epochs.get(tp, 0) + 1
+        if self._current and (self._current[0].topic, self._current[0].partition) == tp:
+            self._current.clear()
+        self._wakeup.set()
 
     async def seek_to_beginning(self, tps: Iterable[TopicPartition] | None = None) -> None:
         await self._reset(list(tps or self._assignment), m.EARLIEST_TIMESTAMP)
@@ -110,15 +176,40 @@ class Consumer:
         await self._reset(list(tps or self._assignment), m.LATEST_TIMESTAMP)
 
     def position(self, tp: TopicPartition) -> int | None:
+        """The offset of the next record the application will get."""
         return self._positions.get(tp)
+
+    def fetch_position(self, tp: TopicPartition) -> int | None:
+        """The offset the fetcher will fetch next."""
+        return self._fetch_positions.get(tp)
 
     def highwater(self, tp: TopicPartition) -> int | None:
         """The partition's high watermark as of the last fetch."""
         return self._highwater.get(tp)
 
+    # -- lag -----------------------------------------------------------------------------
+
+    def fetcher_lag(self, tp: TopicPartition) -> int | None:
+        """High watermark - the fetcher's next offset (Kafka's FetcherLagMetrics)."""
+        hw, position = self._highwater.get(tp), self._fetch_positions.get(tp)
+        return None if hw is None or position is None else max(hw - position, 0)
+
+    def max_lag(self) -> int:
+        """The largest fetcher lag over the assigned partitions (Kafka's MaxLag)."""
+        lags = [self.fetcher_lag(tp) for tp in self._assignment]
+        return max((lag for lag in lags if lag is not None), default=0)
+
+    def consumer_lag(self, tp: TopicPartition) -> int | None:
+        """High watermark - the application's next offset: how far behind it really is."""
+        hw, position = self._highwater.get(tp), self._positions.get(tp)
+        return None if hw is None or position is None else max(hw - position, 0)
+
+    def queued_chunks(self) -> int:
+        return self.queue.qsize()
+
     async def _reset(self, tps: list[TopicPartition], timestamp: int) -> None:
-        offsets = await self.list_offsets(tps, timestamp)
-        self._positions.update(offsets)
+        for tp, offset in (await self.list_offsets(tps, timestamp)).items():
+            self._set_position(tp, offset)
 
     async def list_offsets(
         self, tps: list[TopicPartition], timestamp: int
@@ -152,7 +243,7 @@ class Consumer:
             leader = self.cluster.leader_for(*tp)
             if leader < 0:
                 raise KafkaError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]} has no known leader"
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no leader now"
                 )
             groups.setdefault(leader, []).append(tp)
         return groups
@@ -165,7 +256,7 @@ class Consumer:
             committed = await self.committed_offsets(missing)
             for tp, offset in committed.items():
                 if offset is not None:
-                    self._positions[tp] = offset
+                    self._set_position(tp, offset)
             missing = [tp for tp in missing if tp not in self._positions]
         if missing:
             if self.auto_offset_reset == "none":
@@ -180,127 +271,194 @@ class Consumer:
 
     # -- fetching ------------------------------------------------------------------------------
 
+    async def _ensure_running(self) -> None:
+        """Positions for every assigned partition, a fetcher for each broker leading one of
+        them, and the auto-commit task."""
+        await self._initialize_positions()
+        try:
+            leaders = await self._by_leader(self._assignment)
+        except KafkaError as exc:
+            if exc.code not in METADATA_STALE:
+                raise
+            leaders = {}
+        for broker_id in leaders:
+            task = self._fetchers.get(broker_id)
+            if task is None or task.done():
+                self._fetchers[broker_id] = asyncio.ensure_future(self._fetch_loop(broker_id))
+        if self.enable_auto_commit and self._auto_commit is None:
+            self._auto_commit = asyncio.ensure_future(self._auto_commit_loop())
+
     async def poll(
         self, timeout_ms: int = 1000, max_records: int | None = None
     ) -> list[ConsumerMessage]:
-        """Fetch from every assigned partition's leader until records arrive or the timeout."""
+        """Records from the chunk queue: waits up to ``timeout_ms`` for the first, then hands
+        out what is already fetched (at most ``max_records``)."""
         if not self._assignment:
             raise RuntimeError("no partitions assigned")
+        self._raise_errors()
+        await self._ensure_running()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
-        while True:
-            await self._initialize_positions()
-            started = loop.time()
-            wait_ms = max(0, min(self.fetch_max_wait_ms, int((deadline - started) * 1000)))
-            records = await self._fetch_once(wait_ms)
-            if records or loop.time() >= deadline:
-                if max_records is not None and len(records) > max_records:
-                    for r in records[max_records:]:  # hand these out next time
-                        tp = (r.topic, r.partition)
-                        self._positions[tp] = min(self._positions[tp], r.offset)
-                    records = records[:max_records]
-                return records
-            # "Nothing" sooner than max_wait (an error answer, or a broker that does not
-            # long-poll): wait out the rest rather than spin.
-            early = started + wait_ms / 1000 - loop.time()
-            if early > 0:
-                await asyncio.sleep(min(early, deadline - loop.time()))
-
-    async def _fetch_once(self, wait_ms: int) -> list[ConsumerMessage]:
-        try:
-            groups = await self._by_leader(self._assignment)
-        except KafkaError as exc:
-            if exc.code in METADATA_STALE:
-                await asyncio.sleep(self.retry_backoff_ms / 1000)
-                return []
-            raise
-        results = await asyncio.gather(
-            *(self._fetch_from(leader, tps, wait_ms) for leader, tps in groups.items()),
-            return_exceptions=True,
-        )
+        limit = max_records if max_records is not None else 1 << 62
         out: list[ConsumerMessage] = []
-        stale = False
-        for result in results:
-            if isinstance(result, (ConnectionClosed, KafkaError)):
-                stale = True
+        while len(out) < limit:
+            if not self._current:
+                chunk = self._next_chunk_nowait()
+                if chunk is None:
+                    if out:
+                        break
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        break
+                    try:
+                        chunk = await asyncio.wait_for(self.queue.get(), min(remaining, 0.5))
+                    except TimeoutError:
+                        self._raise_errors()
+                        await self._ensure_running()  # leaders may have moved
+                        continue
+                if not self._usable(chunk):
+                    continue
+                position = self._positions[chunk.tp]
+                self._current.extend(r for r in chunk.records if r.offset >= position)
                 continue
-            if isinstance(result, BaseException):
-                raise result
-            records, needs_refresh = result
-            out.extend(records)
-            stale |= needs_refresh
-        if stale:
-            await asyncio.sleep(self.retry_backoff_ms / 1000)
-            await self.cluster.refresh(sorted({t for t, _ in self._assignment}))
+            record = self._current.popleft()
+            out.append(record)
+            self._positions[(record.topic, record.partition)] = record.offset + 1
         return out
 
-    async def _fetch_from(
-        self, leader: int, tps: list[TopicPartition], wait_ms: int
-    ) -> tuple[list[ConsumerMessage], bool]:
-        conn = await self.cluster.connection(leader)
+    def _next_chunk_nowait(self) -> Chunk | None:
+        try:
+            return self.queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+
+    def _usable(self, chunk: Chunk) -> bool:
+        return self._epochs.get(chunk.tp) == chunk.epoch and chunk.tp in self._positions
+
+    def _raise_errors(self) -> None:
+        if self._errors:
+            error, self._errors = self._errors[0], []
+            raise error
+
+    async def _fetch_loop(self, broker_id: int) -> None:
+        """Fetch the assigned partitions ``broker_id`` leads, forever (Kafka's
+        ConsumerFetcherThread): advance the fetch position, then put the chunk (blocking
+        while the queue is full)."""
+        backoff = self.retry_backoff_ms / 1000
+        while True:
+            tps = [
+                tp
+                for tp in self._assignment
+                if tp in self._fetch_positions and self.cluster.leader_for(*tp) == broker_id
+            ]
+            if not tps:
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), 1.0)
+                continue
+            epochs = {tp: self._epochs[tp] for tp in tps}
+            offsets = {tp: self._fetch_positions[tp] for tp in tps}
+            try:
+                response = await self._fetch(broker_id, offsets)
+            except (ConnectionClosed, KafkaError) as exc:
+                self.log.info("fetch_failed", broker=broker_id, error=str(exc))
+                await asyncio.sleep(backoff)
+                with contextlib.suppress(ConnectionClosed, KafkaError):
+                    await self.cluster.refresh(sorted({t for t, _ in tps}))
+                continue
+            stale = False
+            for topic in response.responses:
+                for part in topic.partitions:
+                    tp = (topic.topic, part.partition_index)
+                    if tp not in epochs or self._epochs.get(tp) != epochs[tp]:
+                        continue  # reassigned or sought meanwhile
+                    stale |= await self._process(tp, epochs[tp], offsets[tp], part)
+            if stale:
+                await asyncio.sleep(backoff)
+                with contextlib.suppress(ConnectionClosed, KafkaError):
+                    await self.cluster.refresh(sorted({t for t, _ in tps}))
+
+    async def _fetch_connection(self, broker_id: int) -> Connection:
+        """The fetcher's own connection: a long poll parked on a shared one would hold up
+        commits and offset look-ups behind it (responses come in order)."""
+        conn = self._fetch_conns.get(broker_id)
+        if conn is None or conn.closed:
+            if broker_id not in self.cluster.brokers:
+                await self.cluster.refresh([])
+            host, port = self.cluster.brokers[broker_id]
+            conn = await Connection.open(
+                host,
+                port,
+                client_id=self.client_id,
+                request_timeout_ms=self.cluster.request_timeout_ms,
+            )
+            self._fetch_conns[broker_id] = conn
+        return conn
+
+    async def _fetch(self, broker_id: int, offsets: dict[TopicPartition, int]) -> m.FetchResponseV1:
+        conn = await self._fetch_connection(broker_id)
+        by_topic: dict[str, list[m.FetchPartition]] = {}
+        for (topic, partition), offset in offsets.items():
+            by_topic.setdefault(topic, []).append(
+                m.FetchPartition(partition, offset, self.max_partition_fetch_bytes)
+            )
         request = m.FetchRequest(
             -1,
-            wait_ms,
+            self.fetch_max_wait_ms,
             self.fetch_min_bytes,
             self.fetch_max_bytes,
-            [
-                m.FetchTopic(
-                    t,
-                    [
-                        m.FetchPartition(p, self._positions[(t, p)], self.max_partition_fetch_bytes)
-                        for p in ps
-                    ],
-                )
-                for t, ps in _by_topic(tps).items()
-            ],
+            [m.FetchTopic(t, parts) for t, parts in by_topic.items()],
         )
         started = time.perf_counter()
         response: m.FetchResponseV1 = await conn.send(
-            ApiKey.FETCH, request, timeout_ms=wait_ms + self.cluster.request_timeout_ms
+            ApiKey.FETCH,
+            request,
+            timeout_ms=self.fetch_max_wait_ms + self.cluster.request_timeout_ms,
         )
-        latency = self.fetch_latency.get(leader)
+        latency = self.fetch_latency.get(broker_id)
         if latency is None:
-            latency = self.fetch_latency[leader] = FetchLatency()
+            latency = self.fetch_latency[broker_id] = FetchLatency()
         latency.observe(time.perf_counter() - started, response.wait_time_ms / 1000)
-        out: list[ConsumerMessage] = []
-        stale = False
-        for topic in response.responses:
-            for part in topic.partitions:
-                tp = (topic.topic, part.partition_index)
-                if tp not in self._positions:
-                    continue
-                if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    if self.auto_offset_reset == "none":
-                        raise KafkaError(
-                            part.error_code, f"{tp[0]}-{tp[1]} offset {self._positions[tp]}"
-                        )
-                    del self._positions[tp]  # re-initialised by auto.offset.reset
-                    continue
-                if part.error_code:
-                    if part.error_code in METADATA_STALE:
-                        stale = True
-                        continue
-                    raise KafkaError(part.error_code, f"fetch {tp[0]}-{tp[1]}")
-                self._highwater[tp] = part.high_watermark
-                if not part.records:
-                    continue
-                position = self._positions[tp]
-                for record in decode_records(part.records):
-                    if record.offset >= position:
-                        out.append(
-                            ConsumerMessage(
-                                tp[0],
-                                tp[1],
-                                record.offset,
-                                record.timestamp,
-                                record.key,
-                                record.value,
-                                record.headers,
-                            )
-                        )
-                        position = record.offset + 1
-                self._positions[tp] = position
-        return out, stale
+        return response
+
+    async def _process(
+        self, tp: TopicPartition, epoch: int, offset: int, part: m.PartitionData
+    ) -> bool:
+        """Handle one partition of a fetch; True if metadata looks stale."""
+        if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if self.auto_offset_reset == "none":
+                self._errors.append(KafkaError(part.error_code, f"{tp[0]}-{tp[1]} offset {offset}"))
+                self._fetch_positions.pop(tp, None)  # stop fetching it
+                return False
+            ts = (
+                m.EARLIEST_TIMESTAMP if self.auto_offset_reset == "earliest" else m.LATEST_TIMESTAMP
+            )
+            with contextlib.suppress(ConnectionClosed, KafkaError):
+                await self._reset([tp], ts)
+            return False
+        if part.error_code:
+            if part.error_code in METADATA_STALE:
+                return True
+            self._errors.append(KafkaError(part.error_code, f"fetch {tp[0]}-{tp[1]}"))
+            return False
+        self._highwater[tp] = part.high_watermark
+        if not part.records:
+            return False
+        try:
+            records = [
+                ConsumerMessage(tp[0], tp[1], r.offset, r.timestamp, r.key, r.value, r.headers)
+                for r in decode_records(part.records)
+                if r.offset >= offset
+            ]
+        except CorruptRecordError as exc:
+            self._errors.append(KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)))
+            return False
+        if records:
+            # As Kafka's fetcher: the position moves on, then the put may block.
+            self._fetch_positions[tp] = records[-1].offset + 1
+            await self.queue.put(Chunk(tp, epoch, records))
+            self.queue_high_water = max(self.queue_high_water, self.queue.qsize())
+        return False
 
     # -- committed offsets ---------------------------------------------------------------------
 
@@ -310,16 +468,19 @@ class Consumer:
         return self.group_id
 
     async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
-        """Commit ``offsets`` (default: the current positions) for the group."""
+        """Commit ``offsets`` (default: what the application has consumed) for the group.
+        The commit's metadata names this consumer (the offset checker's owner)."""
         group = self._require_group()
         offsets = dict(self._positions) if offsets is None else offsets
+        if not offsets:
+            return
         for leader, tps in (await self._by_leader(list(offsets))).items():
             conn = await self.cluster.connection(leader)
             request = m.OffsetCommitRequest(
                 group,
                 [
                     m.OffsetCommitTopic(
-                        t, [m.OffsetCommitPartition(p, offsets[(t, p)]) for p in ps]
+                        t, [m.OffsetCommitPartition(p, offsets[(t, p)], self.owner) for p in ps]
                     )
                     for t, ps in _by_topic(tps).items()
                 ],
@@ -333,6 +494,7 @@ class Consumer:
                             f"commit {topic.name}-{part.partition_index} "
                             f"at {offsets[(topic.name, part.partition_index)]} for group {group!r}",
                         )
+        self._committed_positions.update(offsets)
 
     async def committed_offsets(
         self, tps: list[TopicPartition]
@@ -355,7 +517,38 @@ class Consumer:
                     out[(topic.name, part.partition_index)] = offset if offset >= 0 else None
         return out
 
+    async def _auto_commit_loop(self) -> None:
+        """enable.auto.commit: commit consumed positions every auto.commit.interval.ms."""
+        while True:
+            await asyncio.sleep(self.auto_commit_interval_ms / 1000)
+            await self._commit_if_moved()
+
+    async def _commit_if_moved(self) -> None:
+        moved = {
+            tp: o for tp, o in self._positions.items() if self._committed_positions.get(tp) != o
+        }
+        if not moved:
+            return
+        try:
+            await self.commit(moved)
+        except (ConnectionClosed, KafkaError) as exc:
+            self.log.warning("auto_commit_failed", error=str(exc))
+
     async def close(self) -> None:
+        """Stop fetching; with auto-commit, commit what was consumed; close connections."""
+        tasks = list(self._fetchers.values()) + ([self._auto_commit] if self._auto_commit else [])
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._fetchers.clear()
+        self._auto_commit = None
+        if self.enable_auto_commit:
+            await self._commit_if_moved()
+        for conn in self._fetch_conns.values():
+            await conn.close()
+        self._fetch_conns.clear()
         await self.cluster.close()
 
 

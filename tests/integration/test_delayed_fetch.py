@@ -178,8 +178,12 @@ async def test_the_consumer_records_total_and_true_fetch_latency(broker: Broker)
         bootstrap([broker]), fetch_max_wait_ms=60, auto_offset_reset="earliest"
     ) as consumer:
         consumer.assign([("t", 0)])
-        for _ in range(3):
-            assert await consumer.poll(timeout_ms=60) == []  # idle long polls
+        assert await consumer.poll(timeout_ms=60) == []  # starts the background fetcher
+        await wait_until(
+            lambda: broker.broker_id in consumer.fetch_latency
+            and sum(consumer.fetch_latency[broker.broker_id].total.counts) >= 3,
+            message="three idle long polls",
+        )
         latency = consumer.fetch_latency[broker.broker_id]
     assert sum(latency.total.counts) >= 3
     assert latency.wait.sum >= 0.1  # the polls waited in purgatory ...
