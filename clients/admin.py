@@ -75,6 +75,18 @@ class AdminClient:
             raise KafkaError(result.error_code, result.error_message)
         return result
 
+    async def group_offsets(
+        self, group: str, tps: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Committed (offset, metadata) of ``group`` for the partitions that have one."""
+        await self.cluster.ensure_topics(sorted({t for t, _ in tps}), auto_create=False)
+        return await self.cluster.committed(group, tps)
+
+    async def log_end_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The offset consumers can read up to (the high watermark) of each partition."""
+        await self.cluster.ensure_topics(sorted({t for t, _ in tps}), auto_create=False)
+        return await self.cluster.list_offsets(tps, m.LATEST_TIMESTAMP)
+
     async def list_topics(self) -> list[str]:
         response = await self.cluster.refresh(None)
         return sorted(t.name for t in response.topics if t.error_code == 0)

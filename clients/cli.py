@@ -154,7 +154,19 @@ def consume_command(args: argparse.Namespace) -> int:
 
 async def _consume(args: argparse.Namespace) -> int:
     reset = "earliest" if args.from_beginning else "latest"
-    async with Consumer(args.bootstrap, group_id=args.group, auto_offset_reset=reset) as consumer:
+    async with Consumer(
+        args.bootstrap,
+        group_id=args.group,
+        auto_offset_reset=reset,
+        queued_max_message_chunks=args.queued_max_message_chunks,
+        fetch_message_max_bytes=args.fetch_message_max_bytes,
+    ) as consumer:
+        metrics = None
+        if args.metrics_port is not None:
+            from clients.consumer_metrics import serve_metrics
+
+            metrics = await serve_metrics(consumer, "127.0.0.1", args.metrics_port)
+            err.print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics")
         if args.partition is not None:
             await consumer.cluster.ensure_topics([args.topic], auto_create=False)
             consumer.assign([(args.topic, args.partition)])
@@ -184,5 +196,61 @@ async def _consume(args: argparse.Namespace) -> int:
                     await consumer.commit()
             elif args.timeout_ms is not None and (loop.time() - last) * 1000 >= args.timeout_ms:
                 break
+        if metrics is not None:
+            await metrics.cleanup()
         err.print(f"consumed {count} record(s)")
+    return 0
+
+
+def consumer_groups_command(args: argparse.Namespace) -> int:
+    return _run(_describe_group(args), "consumer-groups")
+
+
+async def _describe_group(args: argparse.Namespace) -> int:
+    async with AdminClient(args.bootstrap) as admin:
+        topics = args.topic or await admin.list_topics()
+        await admin.cluster.ensure_topics(topics, auto_create=False)
+        tps = [
+            (t, p.partition_index) for t in topics for p in admin.cluster.partitions_for(t) or []
+        ]
+        committed = await admin.group_offsets(args.group, tps) if tps else {}
+        shown = tps if args.topic else [tp for tp in tps if tp in committed]
+        ends = await admin.log_end_offsets(shown) if shown else {}
+    rows = []
+    for tp in shown:
+        offset, owner = committed.get(tp, (None, None))
+        rows.append(
+            {
+                "group": args.group,
+                "topic": tp[0],
+                "partition": tp[1],
+                "offset": offset,
+                "log_end_offset": ends[tp],
+                "lag": None if offset is None else max(ends[tp] - offset, 0),
+                "owner": owner,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        err.print(
+            f"group {args.group!r} has no committed offsets"
+            + (f" for {', '.join(args.topic)}" if args.topic else "")
+        )
+        return 0
+    table = Table(title=f"consumer group {args.group}")
+    for column in ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(
+            r["group"],
+            r["topic"],
+            str(r["partition"]),
+            "-" if r["offset"] is None else str(r["offset"]),
+            str(r["log_end_offset"]),
+            "-" if r["lag"] is None else str(r["lag"]),
+            r["owner"] or "-",
+        )
+    Console().print(table)
     return 0

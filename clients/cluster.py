@@ -13,6 +13,15 @@ from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 
+TopicPartition = tuple[str, int]
+
+
+def by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        out.setdefault(topic, []).append(partition)
+    return out
+
 
 def parse_bootstrap(bootstrap: str | Iterable[str]) -> list[tuple[str, int]]:
     items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
@@ -161,6 +170,70 @@ class ClientCluster:
                 )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
+
+    async def by_leader(self, tps: list[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        """Group partitions by their leader (refreshing metadata for unknown ones)."""
+        missing = [tp for tp in tps if self.leader_for(*tp) < 0]
+        if missing:
+            await self.refresh(sorted({t for t, _ in missing}))
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            leader = self.leader_for(*tp)
+            if leader < 0:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no leader now"
+                )
+            groups.setdefault(leader, []).append(tp)
+        return groups
+
+    async def list_offsets(
+        self, tps: list[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        """ListOffsets at each leader: -1 latest (the high watermark), -2 earliest, else the
+        first offset at or after ``timestamp``."""
+        out: dict[TopicPartition, int] = {}
+        for leader, group in (await self.by_leader(tps)).items():
+            conn = await self.connection(leader)
+            request = m.ListOffsetsRequest(
+                -1,
+                [
+                    m.ListOffsetsTopic(t, [m.ListOffsetsPartition(p, timestamp) for p in ps])
+                    for t, ps in by_topic(group).items()
+                ],
+            )
+            response: m.ListOffsetsResponse = await conn.send(ApiKey.LIST_OFFSETS, request)
+            for topic in response.topics:
+                for part in topic.partitions:
+                    if part.error_code:
+                        raise KafkaError(
+                            part.error_code, f"ListOffsets for {topic.name}-{part.partition_index}"
+                        )
+                    out[(topic.name, part.partition_index)] = part.offset
+        return out
+
+    async def committed(
+        self, group: str, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """OffsetFetch at each leader: (offset, metadata) of ``group`` where it committed."""
+        out: dict[TopicPartition, tuple[int, str | None]] = {}
+        for leader, group_tps in (await self.by_leader(tps)).items():
+            conn = await self.connection(leader)
+            request = m.OffsetFetchRequest(
+                group, [m.OffsetFetchTopic(t, ps) for t, ps in by_topic(group_tps).items()]
+            )
+            response: m.OffsetFetchResponse = await conn.send(ApiKey.OFFSET_FETCH, request)
+            for topic in response.topics:
+                for part in topic.partitions:
+                    if part.error_code:
+                        raise KafkaError(
+                            part.error_code, f"group {group!r}, {topic.name}-{part.partition_index}"
+                        )
+                    if part.committed_offset >= 0:
+                        out[(topic.name, part.partition_index)] = (
+                            part.committed_offset,
+                            part.metadata,
+                        )
+        return out
 
     async def send_to_controller(
         self, key: ApiKey, body: Any, timeout_ms: int | None = None

@@ -73,8 +73,45 @@ def add_commands(sub: Any) -> None:
     consume.add_argument("--group", help="commit positions for this group and resume from them")
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
     consume.add_argument("--print-offset", action="store_true", help="prefix partition:offset<TAB>")
+    consume.add_argument(
+        "--queued-max-message-chunks",
+        type=int,
+        default=2,
+        help="chunks the fetcher may queue ahead of the application (default 2)",
+    )
+    consume.add_argument(
+        "--fetch-message-max-bytes",
+        type=int,
+        default=1048576,
+        help="bytes per partition per fetch, i.e. per chunk (default 1 MiB)",
+    )
+    consume.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve this consumer's lag and fetch metrics at :PORT/metrics",
+    )
     _bootstrap(consume)
     consume.set_defaults(func=lazy("clients.cli", "consume_command"))
+
+    groups = sub.add_parser(
+        "consumer-groups",
+        help="committed offsets and lag of a consumer group",
+        description="Per partition: the group's committed offset, the log "
+        "end offset, the lag between them, and the consumer that committed "
+        "(like the classic ConsumerOffsetChecker).",
+    )
+    groups.add_argument("--describe", action="store_true", required=True)
+    groups.add_argument("--group", required=True)
+    groups.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        help="only these topics (repeatable); default: every topic the group "
+        "has committed offsets for",
+    )
+    groups.add_argument("--json", action="store_true")
+    _bootstrap(groups)
+    groups.set_defaults(func=lazy("clients.cli", "consumer_groups_command"))
 
 
 def add_perf_commands(sub: Any) -> None:

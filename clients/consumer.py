@@ -27,7 +27,7 @@ from collections.abc import Iterable
 import msgspec
 import structlog
 
-from clients.cluster import ClientCluster
+from clients.cluster import ClientCluster, by_topic
 from clients.connection import Connection, ConnectionClosed
 from clients.stats import FetchLatency
 from protocol import messages as m
@@ -214,39 +214,7 @@ class Consumer:
     async def list_offsets(
         self, tps: list[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
-        out: dict[TopicPartition, int] = {}
-        for leader, group in (await self._by_leader(tps)).items():
-            conn = await self.cluster.connection(leader)
-            request = m.ListOffsetsRequest(
-                -1,
-                [
-                    m.ListOffsetsTopic(t, [m.ListOffsetsPartition(p, timestamp) for p in ps])
-                    for t, ps in _by_topic(group).items()
-                ],
-            )
-            response: m.ListOffsetsResponse = await conn.send(ApiKey.LIST_OFFSETS, request)
-            for topic in response.topics:
-                for part in topic.partitions:
-                    if part.error_code:
-                        raise KafkaError(
-                            part.error_code, f"ListOffsets for {topic.name}-{part.partition_index}"
-                        )
-                    out[(topic.name, part.partition_index)] = part.offset
-        return out
-
-    async def _by_leader(self, tps: list[TopicPartition]) -> dict[int, list[TopicPartition]]:
-        groups: dict[int, list[TopicPartition]] = {}
-        missing = [tp for tp in tps if self.cluster.leader_for(*tp) < 0]
-        if missing:
-            await self.cluster.refresh(sorted({t for t, _ in missing}))
-        for tp in tps:
-            leader = self.cluster.leader_for(*tp)
-            if leader < 0:
-                raise KafkaError(
-                    ErrorCode.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no leader now"
-                )
-            groups.setdefault(leader, []).append(tp)
-        return groups
+        return await self.cluster.list_offsets(tps, timestamp)
 
     async def _initialize_positions(self) -> None:
         missing = [tp for tp in self._assignment if tp not in self._positions]
@@ -276,7 +244,7 @@ class Consumer:
         them, and the auto-commit task."""
         await self._initialize_positions()
         try:
-            leaders = await self._by_leader(self._assignment)
+            leaders = await self.cluster.by_leader(self._assignment)
         except KafkaError as exc:
             if exc.code not in METADATA_STALE:
                 raise
@@ -474,7 +442,7 @@ class Consumer:
         offsets = dict(self._positions) if offsets is None else offsets
         if not offsets:
             return
-        for leader, tps in (await self._by_leader(list(offsets))).items():
+        for leader, tps in (await self.cluster.by_leader(list(offsets))).items():
             conn = await self.cluster.connection(leader)
             request = m.OffsetCommitRequest(
                 group,
@@ -482,7 +450,7 @@ class Consumer:
                     m.OffsetCommitTopic(
                         t, [m.OffsetCommitPartition(p, offsets[(t, p)], self.owner) for p in ps]
                     )
-                    for t, ps in _by_topic(tps).items()
+                    for t, ps in by_topic(tps).items()
                 ],
             )
             response: m.OffsetCommitResponse = await conn.send(ApiKey.OFFSET_COMMIT, request)
@@ -499,23 +467,8 @@ class Consumer:
     async def committed_offsets(
         self, tps: list[TopicPartition]
     ) -> dict[TopicPartition, int | None]:
-        group = self._require_group()
-        out: dict[TopicPartition, int | None] = {}
-        for leader, group_tps in (await self._by_leader(tps)).items():
-            conn = await self.cluster.connection(leader)
-            request = m.OffsetFetchRequest(
-                group, [m.OffsetFetchTopic(t, ps) for t, ps in _by_topic(group_tps).items()]
-            )
-            response: m.OffsetFetchResponse = await conn.send(ApiKey.OFFSET_FETCH, request)
-            for topic in response.topics:
-                for part in topic.partitions:
-                    if part.error_code:
-                        raise KafkaError(
-                            part.error_code, f"offset fetch {topic.name}-{part.partition_index}"
-                        )
-                    offset = part.committed_offset
-                    out[(topic.name, part.partition_index)] = offset if offset >= 0 else None
-        return out
+        committed = await self.cluster.committed(self._require_group(), tps)
+        return {tp: committed[tp][0] if tp in committed else None for tp in tps}
 
     async def _auto_commit_loop(self) -> None:
         """enable.auto.commit: commit consumed positions every auto.commit.interval.ms."""
@@ -550,10 +503,3 @@ class Consumer:
             await conn.close()
         self._fetch_conns.clear()
         await self.cluster.close()
-
-
-def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for topic, partition in tps:
-        out.setdefault(topic, []).append(partition)
-    return out

@@ -168,19 +168,6 @@ def test_perf_produce_reports_a_json_summary(cluster: dict) -> None:
     assert json.loads(consume.stdout)["records"] == 2000
 
 
-def test_sigterm_stops_every_broker(cluster: dict) -> None:
-    proc = cluster["proc"]
-    pids = []
-    for admin in cluster["admin"]:
-        with urllib.request.urlopen(f"{admin}/v1/state", timeout=5) as r:
-            pids.append(json.load(r)["broker_id"])
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(30) == 0
-    for admin in cluster["admin"]:
-        with pytest.raises(OSError):
-            urllib.request.urlopen(f"{admin}/healthz", timeout=2)
-
-
 def test_a_broker_with_a_bad_config_fails_at_start_naming_the_key() -> None:
     bad = cli("broker", "--set", "num.partition=3")
     assert bad.returncode == 2 and "unknown config 'num.partition'" in bad.stderr
@@ -228,3 +215,71 @@ def test_the_purgatory_benchmark_runs_from_the_cli(tmp_path: Path) -> None:
     assert len(json.loads((tmp_path / "purgatory-sweep.json").read_text())) == 2
     bad = cli("perf", "purgatory", "--num", "10", "--pct50", "0")
     assert bad.returncode == 2 and "pct50" in bad.stderr
+
+
+def test_consumer_groups_describe_shows_committed_offset_log_end_lag_and_owner(
+    cluster: dict,
+) -> None:
+    bootstrap = cluster["bootstrap"]
+    assert (
+        cli("topics", "create", "grouped", "--partitions", "1", "--bootstrap", bootstrap).returncode
+        == 0
+    )
+    produced = cli(
+        "produce",
+        "grouped",
+        "--acks",
+        "all",
+        "--bootstrap",
+        bootstrap,
+        stdin="".join(f"{i}\n" for i in range(50)),
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = cli(
+        "consume",
+        "grouped",
+        "--from-beginning",
+        "--group",
+        "g1",
+        "--max-records",
+        "20",
+        "--bootstrap",
+        bootstrap,
+    )
+    assert consumed.returncode == 0 and consumed.stdout.split() == [str(i) for i in range(20)]
+    described = cli(
+        "consumer-groups", "--describe", "--group", "g1", "--json", "--bootstrap", bootstrap
+    )
+    assert described.returncode == 0, described.stderr
+    [row] = json.loads(described.stdout)
+    assert (row["topic"], row["partition"], row["offset"], row["log_end_offset"], row["lag"]) == (
+        "grouped",
+        0,
+        20,
+        50,
+        30,
+    )
+    assert row["owner"].startswith("purgatory-consumer@")
+    table = cli("consumer-groups", "--describe", "--group", "g1", "--bootstrap", bootstrap)
+    assert "logSize" in table.stdout and "30" in table.stdout
+    # The group resumes where it committed.
+    more = cli(
+        "consume", "grouped", "--group", "g1", "--max-records", "5", "--bootstrap", bootstrap
+    )
+    assert more.stdout.split() == [str(i) for i in range(20, 25)]
+    bad = cli("consumer-groups", "--describe", "--group", "", "--bootstrap", bootstrap)
+    assert bad.returncode == 1 and "INVALID_GROUP_ID" in bad.stderr
+
+
+# Stops the module's cluster: keep it last.
+def test_sigterm_stops_every_broker(cluster: dict) -> None:
+    proc = cluster["proc"]
+    pids = []
+    for admin in cluster["admin"]:
+        with urllib.request.urlopen(f"{admin}/v1/state", timeout=5) as r:
+            pids.append(json.load(r)["broker_id"])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    for admin in cluster["admin"]:
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"{admin}/healthz", timeout=2)

@@ -180,8 +180,10 @@ async def test_the_consumer_records_total_and_true_fetch_latency(broker: Broker)
         consumer.assign([("t", 0)])
         assert await consumer.poll(timeout_ms=60) == []  # starts the background fetcher
         await wait_until(
-            lambda: broker.broker_id in consumer.fetch_latency
-            and sum(consumer.fetch_latency[broker.broker_id].total.counts) >= 3,
+            lambda: (
+                broker.broker_id in consumer.fetch_latency
+                and sum(consumer.fetch_latency[broker.broker_id].total.counts) >= 3
+            ),
             message="three idle long polls",
         )
         latency = consumer.fetch_latency[broker.broker_id]
