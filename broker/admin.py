@@ -1,4 +1,5 @@
-"""Admin HTTP (aiohttp, on the broker's event loop): /metrics, /healthz, /v1/state."""
+"""Admin HTTP (aiohttp, on the broker's event loop): /metrics, /healthz, /v1/state and
+/v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from broker.config import BY_NAME, ConfigError, StaticConfigError
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -25,16 +28,42 @@ def make_app(broker: Broker) -> web.Application:
     async def state(_: web.Request) -> web.Response:
         return web.json_response(broker.state())
 
+    async def get_config(_: web.Request) -> web.Response:
+        return web.json_response(
+            {"broker_id": broker.broker_id, "configs": broker.config.describe()}
+        )
+
+    async def put_config(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "value" not in body:
+            return web.json_response({"error": 'the body must be JSON: {"value": ...}'}, status=400)
+        try:
+            old, new = broker.change_config(name, body["value"])
+        except StaticConfigError as exc:
+            return web.json_response({"error": str(exc)}, status=409)
+        except ConfigError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response({"name": BY_NAME[name].name, "old": old, "new": new})
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/v1/state", state)
+    app.router.add_get("/v1/config", get_config)
+    app.router.add_put("/v1/config/{name}", put_config)
     return app
 
 
 class AdminServer:
     def __init__(self, broker: Broker) -> None:
-        self.runner = web.AppRunner(make_app(broker), access_log=None, handle_signals=False)
+        # A short grace for open HTTP connections: stopping a broker should not wait on them.
+        self.runner = web.AppRunner(
+            make_app(broker), access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
         self.port = 0
 
     async def start(self, host: str, port: int) -> int:

@@ -132,6 +132,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         bool,
         True,
         "Create a topic when a client asks for metadata of (or produces to) an unknown one.",
+        dynamic=True,
     ),
     ConfigDef(
         "num.partitions",
@@ -140,6 +141,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "Partitions of an auto-created topic, and the default "
         "for CreateTopics with num_partitions -1.",
         _at_least(1),
+        dynamic=True,
     ),
     ConfigDef(
         "default.replication.factor",
@@ -147,6 +149,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         1,
         "Replication factor of auto-created topics and the default for CreateTopics.",
         _at_least(1),
+        dynamic=True,
     ),
     ConfigDef(
         "min.insync.replicas",
@@ -165,6 +168,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "A follower that has not caught up to the leader's log end for this long leaves the "
         "ISR; the leader checks every half of it.",
         _at_least(10),
+        dynamic=True,
     ),
     ConfigDef(
         "replica.fetch.wait.max.ms",
@@ -172,6 +176,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         500,
         "`max_wait_ms` of a follower's fetches (they long-poll the leader).",
         _at_least(0),
+        dynamic=True,
     ),
     ConfigDef(
         "replica.fetch.min.bytes",
@@ -179,6 +184,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         1,
         "`min_bytes` of a follower's fetches.",
         _at_least(1),
+        dynamic=True,
     ),
     ConfigDef(
         "replica.fetch.max.bytes",
@@ -186,6 +192,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         1048576,
         "Bytes a follower asks for per partition in one fetch (the first batch always comes).",
         _at_least(1),
+        dynamic=True,
     ),
     ConfigDef(
         "replica.fetch.response.max.bytes",
@@ -193,6 +200,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         10485760,
         "Bytes a follower asks for in one fetch, over all partitions.",
         _at_least(1),
+        dynamic=True,
     ),
     ConfigDef(
         "replica.fetch.backoff.ms",
@@ -200,6 +208,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         1000,
         "Pause of a follower's fetcher after an error before it fetches again.",
         _at_least(0),
+        dynamic=True,
     ),
     ConfigDef(
         "broker.session.timeout.ms",
@@ -217,6 +226,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "How long the controller waits for a broker to apply a metadata update before it "
         "considers the broker gone (it re-sends the full picture when the broker registers).",
         _at_least(1),
+        dynamic=True,
     ),
     ConfigDef(
         "broker.registration.backoff.ms",
@@ -263,6 +273,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "INFO",
         "Least severe log level written.",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        dynamic=True,
     ),
     ConfigDef(
         "log.format",
@@ -359,12 +370,53 @@ def coerce(definition: ConfigDef, raw: Any, *, source: str) -> Any:
     return value
 
 
+class StaticConfigError(ConfigError):
+    """A config that only takes effect at start cannot be changed while running."""
+
+
+def check_consistency(values: Mapping[str, Any]) -> None:
+    """Settings that fight each other; raise ConfigError naming them."""
+    if values["broker.heartbeat.interval.ms"] >= values["broker.session.timeout.ms"]:
+        raise ConfigError(
+            "broker.heartbeat.interval.ms must be below broker.session.timeout.ms, or a "
+            "broker would be declared dead between two of its own heartbeats"
+        )
+    if values["replica.fetch.wait.max.ms"] >= values["replica.lag.time.max.ms"]:
+        raise ConfigError(
+            "replica.fetch.wait.max.ms must be below replica.lag.time.max.ms (as in Kafka): "
+            "an idle follower long-polls that long, and would keep leaving the ISR"
+        )
+
+
 @dataclass
 class BrokerConfig:
-    """The resolved configuration of one broker: every name in DEFINITIONS has a value."""
+    """The resolved configuration of one broker: every name in DEFINITIONS has a value.
+    Dynamic configs can change while the broker runs (``set_dynamic``)."""
 
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    changes: list[dict[str, Any]] = field(default_factory=list)  # the latest dynamic changes
+
+    def set_dynamic(self, name: str, raw: Any, *, at: str) -> tuple[Any, Any]:
+        """Change a dynamic config now; return (old, new). Raises ConfigError (unknown name,
+        bad value, or one that fights another setting) or StaticConfigError."""
+        definition = BY_NAME.get(name)
+        if definition is None:
+            raise ConfigError(f"unknown config {name!r}{_suggest(name)}")
+        if not definition.dynamic:
+            raise StaticConfigError(
+                f"config {definition.name!r} is read at start only; set it with --set, "
+                f"PURGATORY_{definition.name.upper().replace('.', '_')} or the config file and restart"
+            )
+        value = coerce(definition, raw, source="a dynamic change")
+        candidate = {**self.values, definition.name: value}
+        check_consistency(candidate)
+        old = self.values[definition.name]
+        self.values[definition.name] = value
+        self.sources[definition.name] = "dynamic"
+        self.changes.append({"name": definition.name, "old": old, "new": value, "at": at})
+        del self.changes[:-100]
+        return old, value
 
     def __getitem__(self, name: str) -> Any:
         return self.values[BY_NAME[name].name]
@@ -393,6 +445,7 @@ class BrokerConfig:
                 "default": d.default,
                 "source": self.sources.get(d.name, "default"),
                 "dynamic": d.dynamic,
+                "doc": d.doc,
             }
             for d in DEFINITIONS
         ]

@@ -80,7 +80,6 @@ class ReplicaFetcher:
         self._wakeup.set()
 
     async def _run(self) -> None:
-        backoff = self.config["replica.fetch.backoff.ms"] / 1000
         while True:
             if not self.partitions or self.paused:
                 self._wakeup.clear()
@@ -96,7 +95,7 @@ class ReplicaFetcher:
                     self._conn = None
                 ok = False
             if not ok:
-                await asyncio.sleep(backoff)
+                await asyncio.sleep(self.config["replica.fetch.backoff.ms"] / 1000)
 
     async def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:

@@ -70,10 +70,19 @@ class ReplicaManager:
             self.broker_id, metadata.members, config, metrics.fetcher_stats
         )
         self._tasks: set[asyncio.Future[None]] = set()
+        self._shrink_task: asyncio.Future[None] | None = None
         self.log = structlog.get_logger("replica_manager").bind(broker_id=self.broker_id)
 
     def start(self) -> None:
-        self._spawn(self._isr_shrink_loop())
+        self._shrink_task = asyncio.ensure_future(self._isr_shrink_loop())
+        self._tasks.add(self._shrink_task)
+
+    def lag_time_changed(self) -> None:
+        """replica.lag.time.max.ms changed: check on the new schedule from now on."""
+        if self._shrink_task is not None:
+            self._shrink_task.cancel()
+            self._tasks.discard(self._shrink_task)
+        self.start()
 
     async def shutdown(self) -> None:
         for task in list(self._tasks):
@@ -262,9 +271,8 @@ class ReplicaManager:
                     self._change_isr(partition, partition.isr + joining)
 
     async def _isr_shrink_loop(self) -> None:
-        lag_ms = self.config["replica.lag.time.max.ms"]
         while True:
-            await asyncio.sleep(lag_ms / 2000)
+            await asyncio.sleep(self.config["replica.lag.time.max.ms"] / 2000)
             self.maybe_shrink_isr()
 
     def maybe_shrink_isr(self) -> None:

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import socket
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 import structlog
 
 from broker.admin import AdminServer
-from broker.config import BrokerConfig, parse_host_port
+from broker.config import BY_NAME, BrokerConfig, check_consistency, parse_host_port
 from broker.controller import Controller, topic_name_problem
 from broker.kafka_apis import KafkaApis
+from broker.logs import configure_logging
 from broker.metadata import MetadataCache
 from broker.metrics import BrokerMetrics, PartitionRow
 from broker.network import SocketServer
@@ -39,16 +41,7 @@ class Broker:
                 f"broker.id {self.broker_id} is not in cluster.members "
                 f"({', '.join(map(str, sorted(self.members)))})"
             )
-        if config["broker.heartbeat.interval.ms"] >= config["broker.session.timeout.ms"]:
-            raise ValueError(
-                "broker.heartbeat.interval.ms must be below broker.session.timeout.ms, or a "
-                "broker would be declared dead between two of its own heartbeats"
-            )
-        if config["replica.fetch.wait.max.ms"] >= config["replica.lag.time.max.ms"]:
-            raise ValueError(
-                "replica.fetch.wait.max.ms must be below replica.lag.time.max.ms (as in Kafka): "
-                "an idle follower long-polls that long, and would keep leaving the ISR"
-            )
+        check_consistency(config.values)
         # Until a controller says otherwise, the lowest id is taken to be the controller.
         self.metadata = MetadataCache(
             self.members, min(self.members) if self.members else self.broker_id
@@ -110,20 +103,28 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        """Stop everything; each step is bounded, so stopping always finishes (a step that
+        overruns is logged: it is a bug to look at, not a reason to hang)."""
         self._serving = False
-        for task in list(self._background):
+        tasks = list(self._background)
+        for task in tasks:
             task.cancel()
-        for task in list(self._background):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            await self._bounded("background tasks", asyncio.gather(*tasks, return_exceptions=True))
         for conn in self._connections.values():
             await conn.close()
         if self.controller is not None:
-            await self.controller.close()
-        await self.socket_server.stop()
-        await self.replica_manager.shutdown()
-        await self.admin.stop()
+            await self._bounded("controller", self.controller.close())
+        await self._bounded("network", self.socket_server.stop())
+        await self._bounded("replica manager", self.replica_manager.shutdown())
+        await self._bounded("admin http", self.admin.stop())
         self.log.info("broker_stopped")
+
+    async def _bounded(self, step: str, awaitable: Awaitable[Any], timeout_s: float = 5.0) -> None:
+        try:
+            await asyncio.wait_for(awaitable, timeout_s)
+        except TimeoutError:
+            self.log.warning("stop_step_overran", step=step, timeout_s=timeout_s)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -361,6 +362,20 @@ class Broker:
             )
         return m.MetadataResponse(self.config["cluster.id"], self.controller_id, brokers, out)
 
+    # -- dynamic configuration ----------------------------------------------------------
+
+    def change_config(self, name: str, value: Any) -> tuple[Any, Any]:
+        """Change a dynamic config now (admin HTTP); raises ConfigError/StaticConfigError."""
+        at = datetime.datetime.now(datetime.UTC).isoformat()
+        old, new = self.config.set_dynamic(name, value, at=at)
+        canonical = BY_NAME[name].name
+        if canonical == "log.level":
+            configure_logging(self.config["log.format"], new)
+        elif canonical == "replica.lag.time.max.ms":
+            self.replica_manager.lag_time_changed()
+        self.log.info("config_changed", name=canonical, old=old, new=new)
+        return old, new
+
     # -- observation -----------------------------------------------------------------------
 
     def _partition_rows(self) -> list[PartitionRow]:
@@ -418,6 +433,7 @@ class Broker:
                 )
             ],
             "connections": len(self.socket_server.connections),
+            "config_changes": list(self.config.changes),
         }
 
 

@@ -114,6 +114,26 @@ def add_commands(sub: Any) -> None:
     groups.set_defaults(func=lazy("clients.cli", "consumer_groups_command"))
 
 
+def add_admin_commands(sub: Any) -> None:
+    admin = sub.add_parser("admin", help="a broker's admin API: configs")
+    asub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)
+    config = asub.add_parser("config", help="list configs, or change a dynamic one at run time")
+    csub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    get = csub.add_parser("get", help="every config (or one) with value, default, source")
+    get.add_argument("name", nargs="?")
+    get.add_argument("--json", action="store_true")
+    setter = csub.add_parser("set", help="change a dynamic config on that broker now")
+    setter.add_argument("name")
+    setter.add_argument("value")
+    for parser in (get, setter):
+        parser.add_argument(
+            "--admin",
+            default="http://127.0.0.1:9644",
+            help="the broker's admin URL (default http://127.0.0.1:9644)",
+        )
+    config.set_defaults(func=lazy("clients.admin_cli", "config_command"))
+
+
 def add_perf_commands(sub: Any) -> None:
     produce = sub.add_parser("produce", help="produce load, like kafka-producer-perf-test")
     produce.add_argument("--topic", default="perf")

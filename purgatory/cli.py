@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     broker_commands.add_commands(sub)
     client_commands.add_commands(sub)
+    client_commands.add_admin_commands(sub)
     perf = sub.add_parser("perf", help="benchmarks, printing JSON with --json")
     perf_sub = perf.add_subparsers(dest="perf_command", metavar="BENCHMARK", required=True)
     broker_commands.add_perf_commands(perf_sub)

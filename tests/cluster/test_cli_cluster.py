@@ -271,6 +271,19 @@ def test_consumer_groups_describe_shows_committed_offset_log_end_lag_and_owner(
     assert bad.returncode == 1 and "INVALID_GROUP_ID" in bad.stderr
 
 
+def test_admin_config_get_and_set_change_a_running_broker(cluster: dict) -> None:
+    controller_admin = cluster["admin"][0]
+    got = cli("admin", "config", "get", "num.partitions", "--json", "--admin", controller_admin)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)[0]["value"] == 3  # from the cluster's --set
+    changed = cli("admin", "config", "set", "num.partitions", "5", "--admin", controller_admin)
+    assert changed.returncode == 0 and "3 -> 5" in changed.stdout
+    created = cli("topics", "create", "five", "--bootstrap", cluster["bootstrap"])
+    assert created.returncode == 0 and "5 partition(s)" in created.stdout
+    refused = cli("admin", "config", "set", "listeners", "x:1", "--admin", controller_admin)
+    assert refused.returncode == 1 and "read at start only" in refused.stderr
+
+
 # Stops the module's cluster: keep it last.
 def test_sigterm_stops_every_broker(cluster: dict) -> None:
     proc = cluster["proc"]
