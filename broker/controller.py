@@ -111,6 +111,8 @@ class Controller:
     async def start(self) -> None:
         await self._recover()
         await self._apply_locally(self.picture())
+        if self._registered:  # brokers live under the previous controller: tell them now
+            self._publish_in_background()
         self._background.add(asyncio.ensure_future(self._watch_liveness()))
 
     async def close(self) -> None:
@@ -167,6 +169,10 @@ class Controller:
         }
         self._last_seen.update(dict.fromkeys(carried, now))
         self.live = frozenset(carried | {self.broker_id})
+        # Push to them before they come looking (they accept the newer epoch and follow us);
+        # their own registration then replaces the unknown incarnation.
+        for broker_id in carried:
+            self._registered[broker_id] = ("", -1)
         self.log.info(
             "controller_recovered", topics=len(self.topics), from_epoch=newest.metadata_epoch
         )

@@ -23,9 +23,9 @@ class MetadataCache:
 
     Invariant: ``incarnation``/``epoch`` identify the update applied last. Epochs keep
     growing across controllers (a new controller carries on from the newest picture it can
-    find), so an update with a lower epoch, or the same epoch from the same controller, is
-    stale and ignored; anything newer replaces the picture whole, whichever controller
-    sent it.
+    find), so an update with a lower epoch is stale and refused; the same one again (same
+    epoch, same controller) is acknowledged and changes nothing; anything newer replaces
+    the picture whole, whichever controller sent it.
     """
 
     def __init__(self, members: dict[int, tuple[str, int]], controller_id: int) -> None:
@@ -38,11 +38,13 @@ class MetadataCache:
 
     def apply(self, update: UpdateMetadataRequest) -> list[PartitionChange] | None:
         """Apply a full-picture update; return the partition changes, or None if stale."""
-        if update.metadata_epoch < self.epoch or (
+        if update.metadata_epoch < self.epoch:
+            return None
+        if (
             update.metadata_epoch == self.epoch
             and update.controller_incarnation == self.incarnation
         ):
-            return None
+            return []  # the same picture again (a retried or repeated push)
         old = self.topics
         new = {t.name: t for t in update.topics}
         changes: list[PartitionChange] = []

@@ -102,3 +102,19 @@ def test_available_bytes_stays_right_after_retention_deletes_and_compacts() -> N
     start = log.log_start_offset
     assert log.available_bytes(start, log.log_end_offset) == log.size_bytes
     assert log.available_bytes(start - 1, log.log_end_offset) == 0
+
+
+def test_a_repeated_picture_is_acknowledged_and_an_older_one_refused() -> None:
+    from broker.metadata import MetadataCache
+    from protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
+
+    cache = MetadataCache({0: ("h", 1)}, 0)
+    picture = UpdateMetadataRequest(
+        0, "c1", 5, [TopicState("t", "id", {}, [PartitionState(0, 0, 0, [0], [0])])], [0]
+    )
+    assert len(cache.apply(picture) or []) == 1
+    assert cache.apply(picture) == []  # the same push again: fine, nothing to do
+    assert cache.apply(UpdateMetadataRequest(0, "c1", 4, [], [0])) is None  # older: refused
+    newer = cache.apply(UpdateMetadataRequest(1, "c2", 6, [], [0, 1]))  # a new controller, newer
+    assert newer is not None and [c.state for c in newer] == [None]  # the topic is gone
+    assert cache.controller_id == 1
