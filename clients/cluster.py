@@ -61,15 +61,19 @@ class ClientCluster:
             host, port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms
         )
 
-    async def any_connection(self) -> Connection:
-        """A connection to some broker: a known one, else a bootstrap server."""
+    async def any_connection(self, exclude: frozenset[tuple[str, int]] = frozenset()) -> Connection:
+        """A connection to some broker not in ``exclude``: a known one, else a bootstrap
+        server."""
         for conn in self._connections.values():
-            if not conn.closed:
+            if not conn.closed and (conn.host, conn.port) not in exclude:
                 return conn
-        if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
-            return self._bootstrap_conn
+        boot = self._bootstrap_conn
+        if boot is not None and not boot.closed and (boot.host, boot.port) not in exclude:
+            return boot
         errors = []
-        candidates = list(self.brokers.values()) + self.bootstrap
+        candidates = [
+            c for c in dict.fromkeys([*self.brokers.values(), *self.bootstrap]) if c not in exclude
+        ]
         random.shuffle(candidates)
         for host, port in candidates:
             try:
@@ -78,6 +82,13 @@ class ClientCluster:
             except ConnectionClosed as exc:
                 errors.append(str(exc))
         raise ConnectionClosed("no broker reachable: " + "; ".join(errors))
+
+    def _drop_closed(self) -> None:
+        if self._bootstrap_conn is not None and self._bootstrap_conn.closed:
+            self._bootstrap_conn = None
+        for node, conn in list(self._connections.items()):
+            if conn.closed:
+                del self._connections[node]
 
     async def connection(self, node_id: int) -> Connection:
         conn = self._connections.get(node_id)
@@ -98,21 +109,28 @@ class ClientCluster:
     ) -> m.MetadataResponse:
         """Fetch metadata for ``topics`` (None: all) and update the view."""
         async with self._refresh_lock:
+            # A broker that fails the request (down, or hung: it may still accept
+            # connections) is not asked again in this refresh; every other one may be.
+            failed: set[tuple[str, int]] = set()
             last: Exception | None = None
-            for _ in range(3):
+            response: m.MetadataResponse | None = None
+            for _ in range(len(set(self.brokers.values()) | set(self.bootstrap)) + 1):
                 try:
-                    conn = await self.any_connection()
-                    response: m.MetadataResponse = await conn.send(
+                    conn = await self.any_connection(exclude=frozenset(failed))
+                except ConnectionClosed as exc:
+                    last = exc
+                    break
+                try:
+                    response = await conn.send(
                         ApiKey.METADATA, m.MetadataRequest(topics, auto_create)
                     )
                     break
                 except (ConnectionClosed, KafkaError) as exc:
                     last = exc
-                    self._bootstrap_conn = None
-                    for node, conn_ in list(self._connections.items()):
-                        if conn_.closed:
-                            del self._connections[node]
-            else:
+                    failed.add((conn.host, conn.port))
+                    await conn.close()
+                    self._drop_closed()
+            if response is None:
                 raise ConnectionClosed(f"metadata request failed: {last}")
             self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
             self.controller_id = response.controller_id

@@ -125,3 +125,26 @@ async def test_a_restarted_broker_gets_the_picture_again_and_serves_its_partitio
                 partition=next(iter(brokers[1].replica_manager.partitions.values())).index,
             )
         assert md.offset == 0
+
+
+async def test_a_hung_broker_in_the_bootstrap_list_is_skipped(broker: Broker) -> None:
+    import asyncio
+
+    from clients.cluster import ClientCluster
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # accepts, reads, never replies: a frozen process
+
+    hung = [await asyncio.start_server(never_answer, "127.0.0.1", 0) for _ in range(4)]
+    addresses = [f"127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in hung]
+    try:
+        for _ in range(3):  # whatever order the shuffle tries them in
+            cluster = ClientCluster(
+                ",".join([*addresses, f"127.0.0.1:{broker.port}"]), request_timeout_ms=100
+            )
+            response = await cluster.refresh([])
+            assert [b.node_id for b in response.brokers] == [broker.broker_id]
+            await cluster.close()
+    finally:
+        for server in hung:
+            server.close()
