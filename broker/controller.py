@@ -33,8 +33,6 @@ from protocol.messages import (
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
-    FetchSnapshotRequest,
-    FetchSnapshotResponse,
     PartitionState,
     TopicState,
     UpdateMetadataRequest,
@@ -82,6 +80,8 @@ class Controller:
         config: BrokerConfig,
         members: dict[int, tuple[str, int]],
         apply_locally: Callable[[UpdateMetadataRequest], Awaitable[None]],
+        connect: Callable[[int], Awaitable[Connection]],
+        newest_snapshot: Callable[[], Awaitable[UpdateMetadataRequest | None]],
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
@@ -90,10 +90,11 @@ class Controller:
         self.epoch = 0
         self.topics: dict[str, TopicState] = {}
         self._apply_locally = apply_locally
+        self._connect = connect  # the broker's connections to other members, by id
+        self._newest_snapshot = newest_snapshot
         self._registered: dict[int, tuple[str, int]] = {}  # broker id -> (incarnation, acked epoch)
         self._last_seen: dict[int, float] = {}  # broker id -> loop time of its last registration
         self.live: frozenset[int] = frozenset({self.broker_id})
-        self._connections: dict[int, Connection] = {}
         self._push_locks: dict[int, asyncio.Lock] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self._next_start = 0
@@ -118,44 +119,14 @@ class Controller:
     async def close(self) -> None:
         for task in list(self._background):
             task.cancel()
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
 
     async def _recover(self) -> None:
         """Adopt the newest picture any reachable member holds (FetchSnapshot), so a
         restarted controller carries on with the cluster's topics instead of erasing them.
         Metadata epochs keep growing across controllers, so pictures compare by epoch."""
-        timeout_s = min(1.0, self.config["metadata.push.timeout.ms"] / 1000)
-
-        async def ask(broker_id: int) -> UpdateMetadataRequest | None:
-            host, port = self.members[broker_id]
-            try:
-                conn = await Connection.open(
-                    host,
-                    port,
-                    client_id=f"controller-{self.broker_id}",
-                    connect_timeout_s=timeout_s,
-                )
-            except ConnectionClosed:
-                return None
-            try:
-                response: FetchSnapshotResponse = await conn.send(
-                    ApiKey.FETCH_SNAPSHOT,
-                    FetchSnapshotRequest(self.broker_id),
-                    timeout_ms=int(timeout_s * 1000),
-                )
-                return response.snapshot
-            except (ConnectionClosed, KafkaError):
-                return None
-            finally:
-                await conn.close()
-
-        others = [b for b in self.members if b != self.broker_id]
-        snapshots = [s for s in await asyncio.gather(*(ask(b) for b in others)) if s is not None]
-        if not snapshots:
+        newest = await self._newest_snapshot()
+        if newest is None:
             return
-        newest = max(snapshots, key=lambda s: s.metadata_epoch)
         self.topics = {t.name: t for t in newest.topics}
         self.epoch = newest.metadata_epoch + 1
         self._next_start = len(self.topics)
@@ -242,35 +213,22 @@ class Controller:
                 return True
             picture = self.picture()
             timeout_ms = self.config["metadata.push.timeout.ms"]
+            conn: Connection | None = None
             try:
-                conn = await self._connection(broker_id)
+                conn = await self._connect(broker_id)
                 response = await conn.send(ApiKey.UPDATE_METADATA, picture, timeout_ms=timeout_ms)
                 if response.error_code:
                     raise KafkaError(response.error_code, "the broker holds a newer picture")
             except (ConnectionClosed, KafkaError) as exc:
                 self.log.warning("metadata_push_failed", target_broker=broker_id, error=str(exc))
                 self._registered.pop(broker_id, None)
-                conn_ = self._connections.pop(broker_id, None)
-                if conn_ is not None:
-                    await conn_.close()
+                if conn is not None:
+                    await conn.close()  # the next push opens a fresh one
                 return False
             current = self._registered.get(broker_id)
             if current is not None:
                 self._registered[broker_id] = (current[0], picture.metadata_epoch)
             return True
-
-    async def _connection(self, broker_id: int) -> Connection:
-        conn = self._connections.get(broker_id)
-        if conn is None or conn.closed:
-            host, port = self.members[broker_id]
-            conn = await Connection.open(
-                host,
-                port,
-                client_id=f"controller-{self.broker_id}",
-                connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000,
-            )
-            self._connections[broker_id] = conn
-        return conn
 
     async def _publish(self, timeout_ms: int) -> None:
         """Apply the new picture here and push it to every registered broker (bounded wait)."""

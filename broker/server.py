@@ -163,7 +163,9 @@ class Broker:
         self.apply_metadata(update)
 
     async def _become_controller(self) -> None:
-        self.controller = Controller(self.config, self.members, self._apply_local)
+        self.controller = Controller(
+            self.config, self.members, self._apply_local, self._connection_to, self.newest_snapshot
+        )
         await self.controller.start()
         self.log.info("became_controller", metadata_epoch=self.controller.epoch)
 
@@ -221,7 +223,14 @@ class Broker:
         return next(b for b in sorted(self.members) if b == self.broker_id or not dead(b))
 
     async def _discover_controller(self) -> None:
-        """Learn which controller the other members follow (FetchSnapshot), if any do."""
+        """Learn which controller the other members follow, if any do."""
+        newest = await self.newest_snapshot()
+        if newest is not None and newest.controller_id in self.members:
+            self.metadata.controller_id = newest.controller_id
+
+    async def newest_snapshot(self) -> m.UpdateMetadataRequest | None:
+        """The newest picture (highest metadata epoch) any other reachable member holds
+        (FetchSnapshot); None when none has one or none answers within a second."""
 
         async def ask(broker_id: int) -> m.UpdateMetadataRequest | None:
             try:
@@ -235,10 +244,7 @@ class Broker:
 
         others = [b for b in self.members if b != self.broker_id]
         snapshots = [s for s in await asyncio.gather(*(ask(b) for b in others)) if s is not None]
-        if snapshots:
-            newest = max(snapshots, key=lambda s: s.metadata_epoch)
-            if newest.controller_id in self.members:
-                self.metadata.controller_id = newest.controller_id
+        return max(snapshots, key=lambda s: s.metadata_epoch) if snapshots else None
 
     async def _connection_to(self, broker_id: int, timeout_s: float | None = None) -> Connection:
         conn = self._connections.get(broker_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -152,7 +151,7 @@ async def test_producing_goes_on_when_a_follower_dies_and_every_acked_record_sur
             if i == 500:
                 processes.kill(victim)  # mid-load
             if i % 50 == 0:
-                await asyncio.sleep(0.02)  # spread the load over time, not a burst
+                await producer.flush()  # spread the load over round trips, not one burst
         await producer.flush()
         for i, future in enumerate(futures):
             if future.exception() is None:
