@@ -39,6 +39,10 @@ def _minus_one_or_at_least(n: int) -> Callable[[Any], str | None]:
     return lambda v: None if v == -1 or v >= n else f"must be -1 (unlimited) or >= {n}"
 
 
+def _between(low: float, high: float) -> Callable[[Any], str | None]:
+    return lambda v: None if low <= v <= high else f"must be between {low} and {high}"
+
+
 def _host_port(value: str) -> str | None:
     try:
         parse_host_port(value)
@@ -120,12 +124,128 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "log.retention.bytes",
         int,
         268435456,
-        "Bytes a partition log keeps before the oldest batches are deleted. Kafka's "
+        "Bytes a partition log keeps (both tiers): its oldest whole segments are deleted "
+        "while it keeps at least this much without them. Kafka's "
         "default is -1 (unlimited, on disk); logs here live in memory, so the default is "
         "256 MiB per partition. -1: unlimited. Topic config: `retention.bytes`.",
         _minus_one_or_at_least(0),
         aliases=("retention.bytes",),
         topic_name="retention.bytes",
+    ),
+    ConfigDef(
+        "log.retention.ms",
+        int,
+        604800000,
+        "Milliseconds a log keeps a segment after its newest record's timestamp (7 days). "
+        "-1: unlimited. Topic config: `retention.ms`.",
+        _minus_one_or_at_least(0),
+        topic_name="retention.ms",
+    ),
+    ConfigDef(
+        "log.segment.bytes",
+        int,
+        16777216,
+        "A log rolls to a new segment when the next batch would take the active one past "
+        "this. Retention deletes, and tiered storage copies, whole closed segments. Kafka's "
+        "default is 1 GiB; logs here live in memory, so it is 16 MiB. Topic config: "
+        "`segment.bytes`.",
+        _at_least(14),
+        topic_name="segment.bytes",
+    ),
+    ConfigDef(
+        "log.retention.check.interval.ms",
+        int,
+        300000,
+        "How often time-based retention (`retention.ms`) is applied to every log. "
+        "Size-based retention of a log without tiered storage applies at every append.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "log.local.retention.bytes",
+        int,
+        -2,
+        "In a tiered topic, local bytes kept of segments already copied to the remote tier. "
+        "-2: the value of `retention.bytes`. Topic config: `local.retention.bytes`.",
+        lambda v: None if v >= -2 else "must be -2 (use retention.bytes), -1 or >= 0",
+        topic_name="local.retention.bytes",
+    ),
+    ConfigDef(
+        "log.local.retention.ms",
+        int,
+        -2,
+        "In a tiered topic, how long copied segments stay local. -2: the value of "
+        "`retention.ms`. Topic config: `local.retention.ms`.",
+        lambda v: None if v >= -2 else "must be -2 (use retention.ms), -1 or >= 0",
+        topic_name="local.retention.ms",
+    ),
+    ConfigDef(
+        "remote.log.manager.task.interval.ms",
+        int,
+        30000,
+        "How often closed segments of tiered topics are copied to the remote tier, and "
+        "remote and local retention applied to them.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "remote.fetch.max.wait.ms",
+        int,
+        500,
+        "How long a fetch waits in the RemoteFetch purgatory for a remote read (KIP-1018). "
+        "On expiry the read is cancelled and the partition answered empty; the client "
+        "retries.",
+        _at_least(1),
+        aliases=("fetch.remote.max.wait.ms",),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "remote.log.reader.threads",
+        int,
+        10,
+        "Remote reads that run at once (Kafka's remote reader thread pool).",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "remote.log.reader.max.pending.tasks",
+        int,
+        100,
+        "Remote reads queued behind the running ones; a fetch finding the queue full gets "
+        "an error for that partition at once.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "remote.storage.latency.distribution",
+        str,
+        "fixed",
+        "Latency model of the simulated remote store: `fixed` (every read takes "
+        "`remote.storage.latency.ms`) or `lognormal` (median `remote.storage.latency.ms`, "
+        "99th percentile `remote.storage.latency.p99.ms`).",
+        choices=("fixed", "lognormal"),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "remote.storage.latency.ms",
+        float,
+        20.0,
+        "Latency of a read from the simulated remote store (the median when log-normal).",
+        lambda v: None if v >= 0 else "must be >= 0",
+        dynamic=True,
+    ),
+    ConfigDef(
+        "remote.storage.latency.p99.ms",
+        float,
+        100.0,
+        "99th percentile of the log-normal remote read latency.",
+        lambda v: None if v >= 0 else "must be >= 0",
+        dynamic=True,
+    ),
+    ConfigDef(
+        "remote.storage.error.rate",
+        float,
+        0.0,
+        "Probability that a read from the simulated remote store fails (the partition is "
+        "answered UNKNOWN_SERVER_ERROR, as Kafka answers a RemoteStorageException).",
+        _between(0.0, 1.0),
+        dynamic=True,
     ),
     ConfigDef(
         "auto.create.topics.enable",
@@ -290,8 +410,23 @@ for _d in DEFINITIONS:
     for _alias in _d.aliases:
         BY_NAME[_alias] = _d
 
+# Topic configs with no broker-wide default.
+TOPIC_ONLY_CONFIGS: tuple[ConfigDef, ...] = (
+    ConfigDef(
+        "remote.log.storage.enable",
+        bool,
+        False,
+        "Tiered storage: copy closed segments to the remote tier and keep only "
+        "`local.retention.*` of them locally; fetches below the local log start read from "
+        "the remote tier (and wait in the RemoteFetch purgatory).",
+        topic_name="remote.log.storage.enable",
+    ),
+)
+
 # Topic-level configs (CreateTopics `configs`, `purgatory topics create --config`).
-TOPIC_CONFIGS: dict[str, ConfigDef] = {d.topic_name: d for d in DEFINITIONS if d.topic_name}
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    d.topic_name: d for d in (*DEFINITIONS, *TOPIC_ONLY_CONFIGS) if d.topic_name
+}
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
@@ -386,6 +521,15 @@ def check_consistency(values: Mapping[str, Any]) -> None:
             "replica.fetch.wait.max.ms must be below replica.lag.time.max.ms (as in Kafka): "
             "an idle follower long-polls that long, and would keep leaving the ISR"
         )
+    if (
+        values["remote.storage.latency.distribution"] == "lognormal"
+        and values["remote.storage.latency.p99.ms"] < values["remote.storage.latency.ms"]
+    ):
+        raise ConfigError(
+            "remote.storage.latency.p99.ms must be at least remote.storage.latency.ms (the "
+            "median) for a log-normal latency"
+        )
+    check_topic_consistency({d.topic_name: values[d.name] for d in DEFINITIONS if d.topic_name})
 
 
 @dataclass
@@ -435,7 +579,7 @@ class BrokerConfig:
         return parse_host_port(self.values["admin.listener"])
 
     def topic_defaults(self) -> dict[str, Any]:
-        return {topic: self.values[d.name] for topic, d in TOPIC_CONFIGS.items()}
+        return {topic: self.values.get(d.name, d.default) for topic, d in TOPIC_CONFIGS.items()}
 
     def describe(self) -> list[dict[str, Any]]:
         return [
@@ -508,8 +652,11 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
     return out
 
 
-def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
-    """Coerce topic-level configs; raise ConfigError naming a bad or unknown key."""
+def validate_topic_configs(
+    configs: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Coerce topic-level configs; raise ConfigError naming a bad or unknown key, or (given
+    the broker's ``defaults``) settings that fight each other."""
     out: dict[str, Any] = {}
     for name, raw in configs.items():
         definition = TOPIC_CONFIGS.get(name)
@@ -517,7 +664,23 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
             known = ", ".join(sorted(TOPIC_CONFIGS))
             raise ConfigError(f"unknown topic config {name!r} (known: {known})")
         out[name] = coerce(definition, raw, source="topic config")
+    if defaults is not None:
+        check_topic_consistency({**defaults, **out})
     return out
+
+
+def check_topic_consistency(topic: Mapping[str, Any]) -> None:
+    """Kafka's rule: local retention may not exceed the whole log's."""
+    for kind in ("bytes", "ms"):
+        local, total = topic[f"local.retention.{kind}"], topic[f"retention.{kind}"]
+        if local >= 0 and (total != -1 and local > total):
+            raise ConfigError(
+                f"local.retention.{kind} ({local}) must not exceed retention.{kind} ({total})"
+            )
+        if local == -1 and total != -1:
+            raise ConfigError(
+                f"local.retention.{kind} is -1 (unlimited) but retention.{kind} is {total}"
+            )
 
 
 def _suggest(name: str) -> str:

@@ -292,7 +292,9 @@ class Controller:
                 f"{len(self.members)} brokers of the cluster",
             )
         try:
-            configs: dict[str, Any] = validate_topic_configs(topic.configs)
+            configs: dict[str, Any] = validate_topic_configs(
+                topic.configs, self.config.topic_defaults()
+            )
         except ConfigError as exc:
             return fail(ErrorCode.INVALID_CONFIG, str(exc))
         if not validate_only:

@@ -21,8 +21,8 @@ class DelayedFetch(DelayedOperation):
 
     A. this broker no longer leads one of the partitions;
     B. this broker no longer knows one of the partitions;
-    C. a fetch offset is now outside the log: beyond its end (truncation) or below its
-       start (retention deleted it);
+    C. a fetch offset is now outside the local log: beyond its end (truncation) or below
+       its start (retention deleted it, or it moved to the remote tier);
     D. the bytes available across the partitions reach ``min_bytes``;
     E. ``max_wait_ms`` passes (expiration).
 
@@ -72,7 +72,10 @@ class DelayedFetch(DelayedOperation):
                     return self.force_complete()
                 log = partition.log
                 end = log.log_end_offset if follower else partition.high_watermark
-                if fp.fetch_offset > log.log_end_offset or fp.fetch_offset < log.log_start_offset:
+                if (
+                    fp.fetch_offset > log.log_end_offset
+                    or fp.fetch_offset < log.local_log_start_offset
+                ):
                     return self.force_complete()  # case C
                 if fp.fetch_offset < end:
                     accumulated += min(

@@ -1,10 +1,29 @@
-"""An in-memory partition log: record batches by offset, log start/end, size-bounded retention."""
+"""A partition log: record batches in segments, a local tier and (optionally) a remote tier,
+size- and time-bounded retention of each.
+
+The local tier is a list of ``LogSegment``s, the newest one active (appends go there; it
+rolls when the next batch would take it past ``segment.bytes``). With
+``remote.log.storage.enable``, closed segments are copied to the remote tier (the
+RemoteLogManager does it and calls ``segment_copied``); copied segments may then be dropped
+locally beyond ``local.retention.bytes`` / ``local.retention.ms``, which moves the *local*
+log start offset. ``retention.bytes`` / ``retention.ms`` bound the whole log, remote tier
+included; the log start offset reported to clients is the start of the whole log.
+
+Deletion is by whole segments, never the active one, as in Kafka. Nothing here reads a
+clock: time-based retention is given the time.
+"""
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from protocol.records import BatchInfo, assign_offsets, decode_records
+
+# Kafka's "use the value of retention.*" marker for local.retention.*.
+USE_TOTAL_RETENTION = -2
 
 
 class OffsetOutOfRange(Exception):
@@ -13,45 +32,150 @@ class OffsetOutOfRange(Exception):
         self.offset = offset
 
 
-class Log:
-    """The batches of one partition replica, in offset order.
+@dataclass(frozen=True)
+class LogConfig:
+    """The topic configs a log obeys (Kafka's LogConfig); -1 means unlimited."""
 
-    Invariants: ``_bases[i]`` is the base offset of ``_batches[i]``; entries before
-    ``_head`` are deleted (kept until compaction so deletion from the head is O(1));
-    ``log_start_offset`` is the base offset of the first live batch (or ``log_end_offset``
-    when the log is empty); ``size_bytes`` is the sum of the live batch sizes; base offsets
-    are consecutive: ``_bases[i+1] == _bases[i] + count of batch i``; ``_ends[i]`` is the
-    number of bytes ever appended up to and including batch i (so byte counts between two
-    offsets are a subtraction, never a scan).
+    segment_bytes: int = 16 * 1024 * 1024
+    retention_bytes: int = -1
+    retention_ms: int = -1
+    local_retention_bytes: int = USE_TOTAL_RETENTION
+    local_retention_ms: int = USE_TOTAL_RETENTION
+    remote_storage_enable: bool = False
+
+    @classmethod
+    def from_topic_configs(cls, configs: Mapping[str, Any]) -> LogConfig:
+        return cls(
+            segment_bytes=int(configs["segment.bytes"]),
+            retention_bytes=int(configs["retention.bytes"]),
+            retention_ms=int(configs["retention.ms"]),
+            local_retention_bytes=int(configs["local.retention.bytes"]),
+            local_retention_ms=int(configs["local.retention.ms"]),
+            remote_storage_enable=bool(configs["remote.log.storage.enable"]),
+        )
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        if self.local_retention_bytes == USE_TOTAL_RETENTION:
+            return self.retention_bytes
+        return self.local_retention_bytes
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        if self.local_retention_ms == USE_TOTAL_RETENTION:
+            return self.retention_ms
+        return self.local_retention_ms
+
+
+class LogSegment:
+    """Consecutive batches of one partition, from ``base_offset`` to ``next_offset`` - 1.
+
+    Invariants: ``bases[i]`` is the base offset of ``batches[i]`` and
+    ``bases[i+1] == bases[i] + record count of batch i``; ``ends[i]`` is the number of bytes
+    ever appended to the log up to and including batch i (log-wide, so the bytes between two
+    offsets in different segments are still a subtraction); ``size_bytes`` is the sum of
+    the batch sizes; ``max_timestamp`` the largest record timestamp (-1 when empty).
+    A segment is never changed once closed.
+    """
+
+    __slots__ = (
+        "base_offset",
+        "bases",
+        "batches",
+        "ends",
+        "max_timestamp",
+        "next_offset",
+        "size_bytes",
+    )
+
+    def __init__(self, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.next_offset = base_offset
+        self.bases: list[int] = []
+        self.batches: list[bytes] = []
+        self.ends: list[int] = []
+        self.max_timestamp = -1
+        self.size_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def metadata(self) -> RemoteLogSegmentMetadata:
+        return RemoteLogSegmentMetadata(
+            self.base_offset, self.next_offset, self.size_bytes, self.max_timestamp
+        )
+
+    def read(self, offset: int, max_bytes: int, first: bool = True) -> list[bytes]:
+        """Batches from the one holding ``offset`` to the segment's end, within ``max_bytes``
+        (the first one regardless when ``first``)."""
+        index = bisect.bisect_right(self.bases, offset) - 1
+        out: list[bytes] = []
+        total = 0
+        for batch in self.batches[index:]:
+            if (out or not first) and total + len(batch) > max_bytes:
+                break
+            out.append(batch)
+            total += len(batch)
+        return out
+
+
+class RemoteLogSegmentMetadata(NamedTuple):
+    """What the log knows of a segment in the remote tier (Kafka's class of that name)."""
+
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    max_timestamp: int
+
+
+class Log:
+    """The batches of one partition replica, in offset order, in segments.
+
+    ``log_start_offset`` is where the whole log starts (the remote tier's start when it
+    holds older data); ``local_log_start_offset`` where the local segments start; reads
+    from this object serve the local tier only. ``size_bytes`` counts local bytes,
+    ``remote_size_bytes`` remote ones (a copied segment still held locally counts in both).
     """
 
     __slots__ = (
         "_appended_bytes",
-        "_bases",
-        "_batches",
-        "_ends",
-        "_head",
-        "_max_timestamps",
+        "_copied_to",
+        "_segment_bases",
+        "config",
+        "local_log_start_offset",
         "log_end_offset",
         "log_start_offset",
-        "retention_bytes",
+        "remote_segments",
+        "remote_size_bytes",
+        "segments",
         "size_bytes",
     )
 
-    def __init__(self, retention_bytes: int = -1) -> None:
-        self.retention_bytes = retention_bytes
-        self._bases: list[int] = []
-        self._batches: list[bytes] = []
-        self._max_timestamps: list[int] = []
-        self._ends: list[int] = []
+    def __init__(self, config: LogConfig | None = None) -> None:
+        self.config = config or LogConfig()
+        self.segments: list[LogSegment] = [LogSegment(0)]
+        self._segment_bases: list[int] = [0]
+        self.remote_segments: list[RemoteLogSegmentMetadata] = []
+        self._copied_to = 0  # every offset below this is in the remote tier (or deleted)
         self._appended_bytes = 0
-        self._head = 0
         self.log_start_offset = 0
+        self.local_log_start_offset = 0
         self.log_end_offset = 0
         self.size_bytes = 0
+        self.remote_size_bytes = 0
 
     def __len__(self) -> int:
-        return len(self._batches) - self._head
+        return sum(len(s) for s in self.segments)
+
+    @property
+    def tiered(self) -> bool:
+        return self.config.remote_storage_enable
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    # -- appends ---------------------------------------------------------------------------
 
     def append(self, batch: bytes, info: BatchInfo, leader_epoch: int) -> int:
         """Append a validated batch, assigning its offsets; return its base offset."""
@@ -72,86 +196,217 @@ class Log:
         self._store(base_offset, batch, info)
 
     def reset_to(self, offset: int) -> None:
-        """Drop everything and start empty at ``offset`` (a follower behind the leader's log
-        start begins again where the leader's log begins)."""
-        self._bases.clear()
-        self._batches.clear()
-        self._max_timestamps.clear()
-        self._ends.clear()
-        self._head = 0
-        self.size_bytes = 0
-        self.log_start_offset = self.log_end_offset = offset
+        """Drop everything, both tiers, and start empty at ``offset`` (a follower behind the
+        leader's log start begins again where the leader's local log begins)."""
+        self.segments = [LogSegment(offset)]
+        self._segment_bases = [offset]
+        self.remote_segments = []
+        self._copied_to = offset
+        self.size_bytes = self.remote_size_bytes = 0
+        self.log_start_offset = self.local_log_start_offset = self.log_end_offset = offset
 
     def _store(self, base: int, batch: bytes, info: BatchInfo) -> None:
-        self._bases.append(base)
-        self._batches.append(batch)
-        self._max_timestamps.append(info.max_timestamp)
+        segment = self.segments[-1]
+        if segment.batches and segment.size_bytes + info.size > self.config.segment_bytes:
+            segment = LogSegment(base)  # roll
+            self.segments.append(segment)
+            self._segment_bases.append(base)
+        segment.bases.append(base)
+        segment.batches.append(batch)
         self._appended_bytes += info.size
-        self._ends.append(self._appended_bytes)
-        self.log_end_offset = base + info.record_count
+        segment.ends.append(self._appended_bytes)
+        segment.size_bytes += info.size
+        segment.next_offset = self.log_end_offset = base + info.record_count
+        if info.max_timestamp > segment.max_timestamp:
+            segment.max_timestamp = info.max_timestamp
         self.size_bytes += info.size
-        if self.retention_bytes >= 0 and self.size_bytes > self.retention_bytes:
-            self._enforce_retention()
+        if (
+            not self.tiered
+            and len(self.segments) > 1
+            and _breaches(self.size_bytes, self.segments[0].size_bytes, self.config.retention_bytes)
+        ):
+            self.delete_old_segments(None)
 
-    def _enforce_retention(self) -> None:
-        # Delete whole batches from the head, but never the newest one.
-        last = len(self._batches) - 1
-        while self.size_bytes > self.retention_bytes and self._head < last:
-            self.size_bytes -= len(self._batches[self._head])
-            self._head += 1
-        self.log_start_offset = self._bases[self._head]
-        if self._head > 1024 and self._head * 2 > len(self._batches):
-            del self._bases[: self._head]
-            del self._batches[: self._head]
-            del self._max_timestamps[: self._head]
-            del self._ends[: self._head]
-            self._head = 0
+    # -- the remote tier ---------------------------------------------------------------------
+
+    def segments_to_copy(self, high_watermark: int) -> list[LogSegment]:
+        """Closed local segments not yet in the remote tier whose records are all below
+        ``high_watermark`` (Kafka copies only committed data), oldest first."""
+        out = []
+        for segment in self.segments[:-1]:
+            if segment.next_offset > high_watermark:
+                break
+            if segment.base_offset >= self._copied_to:
+                out.append(segment)
+        return out
+
+    def segment_copied(self, segment: LogSegment) -> None:
+        """The remote tier now holds ``segment`` (it must be the next one in order)."""
+        if segment.base_offset != self._copied_to:
+            raise ValueError(
+                f"segment at {segment.base_offset} copied out of order: the remote tier "
+                f"ends at {self._copied_to}"
+            )
+        self.remote_segments.append(segment.metadata())
+        self.remote_size_bytes += segment.size_bytes
+        self._copied_to = segment.next_offset
+
+    @property
+    def remote_log_end_offset(self) -> int:
+        """Every offset below this was copied to the remote tier."""
+        return self._copied_to
+
+    def remote_segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
+        """The remote segment holding ``offset``, if the remote tier has it."""
+        index = bisect.bisect_right(self.remote_segments, offset, key=lambda s: s.base_offset) - 1
+        if index >= 0 and offset < self.remote_segments[index].next_offset:
+            return self.remote_segments[index]
+        return None
+
+    def in_remote_tier(self, offset: int) -> bool:
+        """``offset`` is gone locally but the remote tier has it."""
+        return self.log_start_offset <= offset < self.local_log_start_offset
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None) -> list[RemoteLogSegmentMetadata]:
+        """Apply retention, oldest segments first, never the active one:
+
+        A. whole-log retention (``retention.bytes`` / ``retention.ms``) to remote segments;
+        B. local segments the remote tier no longer holds (or never copied) go with A's rule;
+        C. in a tiered log, copied local segments go by local retention
+           (``local.retention.bytes`` / ``local.retention.ms``).
+
+        Size rules delete a segment only if what remains is still at least the limit
+        (Kafka's rule); time rules compare the segment's largest timestamp to ``now_ms``,
+        and apply only when it is given. Returns the remote segments deleted (the caller
+        deletes them from the remote store)."""
+        cfg = self.config
+        deleted_remote: list[RemoteLogSegmentMetadata] = []
+        # The whole log: the remote tier plus local bytes not copied to it.
+        total = self.remote_size_bytes + sum(
+            s.size_bytes for s in self.segments if s.next_offset > self._copied_to
+        )
+        while self.remote_segments:  # A
+            oldest = self.remote_segments[0]
+            if not _deletable(oldest, total, cfg.retention_bytes, now_ms, cfg.retention_ms):
+                break
+            self.remote_segments.pop(0)
+            self.remote_size_bytes -= oldest.size_bytes
+            total -= oldest.size_bytes
+            deleted_remote.append(oldest)
+            self.log_start_offset = oldest.next_offset
+        local_bytes = self.size_bytes
+        while len(self.segments) > 1:
+            oldest_local = self.segments[0]
+            if oldest_local.next_offset <= self.log_start_offset:
+                pass  # B: its remote copy went in A
+            elif oldest_local.next_offset > self._copied_to:  # B: never copied
+                if not _deletable(
+                    oldest_local, total, cfg.retention_bytes, now_ms, cfg.retention_ms
+                ):
+                    break
+                total -= oldest_local.size_bytes
+                self.log_start_offset = oldest_local.next_offset
+                if self.tiered:  # nothing left to copy below it
+                    self._copied_to = oldest_local.next_offset
+            elif not _deletable(  # C
+                oldest_local,
+                local_bytes,
+                cfg.effective_local_retention_bytes,
+                now_ms,
+                cfg.effective_local_retention_ms,
+            ):
+                break
+            local_bytes -= oldest_local.size_bytes
+            self._drop_oldest_local()
+        if not self.remote_segments:
+            self.log_start_offset = max(self.log_start_offset, self.local_log_start_offset)
+        return deleted_remote
+
+    def _drop_oldest_local(self) -> None:
+        segment = self.segments.pop(0)
+        self._segment_bases.pop(0)
+        self.size_bytes -= segment.size_bytes
+        self.local_log_start_offset = self.segments[0].base_offset
+
+    # -- reads -------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> list[bytes]:
-        """Batches holding ``offset`` onwards, below ``max_offset`` (the high watermark).
+        """Local batches holding ``offset`` onwards, below ``max_offset`` (the high
+        watermark), across segments.
 
         The first batch is returned even if it is larger than ``max_bytes`` (so a consumer
         always makes progress); later ones only while the total stays within it.
-        Raises OffsetOutOfRange below the log start or above the log end.
+        Raises OffsetOutOfRange below the local log start or above the log end.
         """
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+        if offset < self.local_log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(offset, self.local_log_start_offset, self.log_end_offset)
         limit = self.log_end_offset if max_offset is None else max_offset
         if offset >= limit:
             return []
-        index = bisect.bisect_right(self._bases, offset, self._head) - 1
+        s = bisect.bisect_right(self._segment_bases, offset) - 1
+        segments = self.segments
         out: list[bytes] = []
         total = 0
-        batches = self._batches
-        bases = self._bases
-        n = len(batches)
-        while index < n and bases[index] < limit:
-            batch = batches[index]
-            size = len(batch)
-            if out and total + size > max_bytes:
-                break
-            out.append(batch)
-            total += size
-            index += 1
+        while s < len(segments):
+            segment = segments[s]
+            bases = segment.bases
+            index = bisect.bisect_right(bases, offset) - 1 if not out else 0
+            batches = segment.batches
+            n = len(batches)
+            while index < n and bases[index] < limit:
+                batch = batches[index]
+                size = len(batch)
+                if out and total + size > max_bytes:
+                    return out
+                out.append(batch)
+                total += size
+                index += 1
+            if index < n:  # stopped at the limit
+                return out
+            s += 1
         return out
 
     def available_bytes(self, offset: int, max_offset: int) -> int:
-        """Bytes a fetch from ``offset`` would find below ``max_offset`` (whole batches,
+        """Local bytes a fetch from ``offset`` would find below ``max_offset`` (whole batches,
         from the one holding ``offset``). O(log n)."""
-        if offset >= max_offset or offset < self.log_start_offset:
+        if offset >= max_offset or offset < self.local_log_start_offset:
             return 0
-        bases = self._bases
-        first = bisect.bisect_right(bases, offset, self._head) - 1
-        last = bisect.bisect_left(bases, max_offset, self._head) - 1
-        if last < first:
+        first_segment = self.segments[bisect.bisect_right(self._segment_bases, offset) - 1]
+        last_segment = self.segments[bisect.bisect_right(self._segment_bases, max_offset - 1) - 1]
+        first = bisect.bisect_right(first_segment.bases, offset) - 1
+        last = bisect.bisect_left(last_segment.bases, max_offset) - 1
+        if last < 0 or (first_segment is last_segment and last < first):
             return 0
-        return self._ends[last] - self._ends[first] + len(self._batches[first])
+        return (
+            last_segment.ends[last] - first_segment.ends[first] + len(first_segment.batches[first])
+        )
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
-        for index in range(self._head, len(self._batches)):
-            if self._max_timestamps[index] >= timestamp:
-                for record in decode_records(self._batches[index]):
+        """(offset, timestamp) of the first local record with timestamp >= ``timestamp``."""
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            for batch in segment.batches:
+                for record in decode_records(batch):
                     if record.timestamp >= timestamp:
                         return record.offset, record.timestamp
         return None
+
+
+def _deletable(
+    segment: LogSegment | RemoteLogSegmentMetadata,
+    total: int,
+    limit_bytes: int,
+    now_ms: int | None,
+    limit_ms: int,
+) -> bool:
+    return _breaches(total, segment.size_bytes, limit_bytes) or (
+        now_ms is not None and limit_ms >= 0 and now_ms - segment.max_timestamp > limit_ms
+    )
+
+
+def _breaches(total: int, segment_size: int, limit: int) -> bool:
+    """Deleting a segment of ``segment_size`` still leaves at least ``limit`` bytes."""
+    return limit >= 0 and total - segment_size >= limit

@@ -9,7 +9,7 @@ docs/metrics.md maps each to the Kafka JMX name it mirrors.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -24,6 +24,9 @@ from broker.purgatory import DelayedOperationPurgatory
 from clients.stats import FetchLatency, Histogram
 from protocol.api import SCHEMAS, ApiKey
 from protocol.errors import error_name
+
+if TYPE_CHECKING:
+    from broker.remote_log_manager import RemoteLogManager
 
 # topic, partition, size, log start, log end, high watermark, leads it here,
 # under-replicated, under min ISR
@@ -130,6 +133,8 @@ class BrokerMetrics:
         self._partition_sources: list[Callable[[], Iterable[PartitionRow]]] = []
         self.purgatories: list[DelayedOperationPurgatory[Any]] = []
         self.fetch_expirations = {"consumer": 0, "follower": 0}
+        self.remote_fetch_expirations = 0
+        self.remote_log_manager: RemoteLogManager | None = None
         # Parked fetches woken by an event: completion -> response queued, by follower or not.
         self.fetch_wake = {False: Histogram(), True: Histogram()}
         self.fetchers: dict[int, FetcherStats] = {}  # by source (leader) broker
@@ -313,6 +318,7 @@ class _BrokerCollector(Collector):
         yield _counter("purgatory_isr_expands", "Followers added to an ISR.", mt.isr_expands)
         yield from self._fetcher_families()
         yield from self._purgatory_families()
+        yield from self._remote_families()
 
     def _fetcher_families(self) -> Iterator[Metric]:
         mt = self.metrics
@@ -412,3 +418,73 @@ class _BrokerCollector(Collector):
         for follower, hist in ((False, mt.fetch_wake[False]), (True, mt.fetch_wake[True])):
             wake.add_metric(["follower" if follower else "consumer"], hist.cumulative(), hist.sum)
         yield wake
+
+    def _remote_families(self) -> Iterator[Metric]:
+        mt = self.metrics
+        yield _counter(
+            "purgatory_remote_fetch_expirations",
+            "Remote fetches answered because remote.fetch.max.wait.ms passed.",
+            mt.remote_fetch_expirations,
+        )
+        rlm = mt.remote_log_manager
+        if rlm is None:
+            return
+        readers = rlm.readers
+        yield GaugeMetricFamily(
+            "purgatory_remote_log_reader_task_queue_size",
+            "Remote reads queued behind the running ones.",
+            value=readers.queue_size,
+        )
+        yield GaugeMetricFamily(
+            "purgatory_remote_log_reader_running",
+            "Remote reads running (at most remote.log.reader.threads).",
+            value=readers.running,
+        )
+        yield GaugeMetricFamily(
+            "purgatory_remote_log_reader_avg_idle_ratio",
+            "Fraction of the remote reader slots' time spent idle, over the last 10 s or more.",
+            value=readers.avg_idle_ratio(),
+        )
+        yield _counter(
+            "purgatory_remote_log_reader_busy_seconds",
+            "Slot-seconds the remote readers spent reading.",
+            readers.busy_seconds(),
+        )
+        hist = HistogramMetricFamily(
+            "purgatory_remote_log_reader_fetch_time_seconds",
+            "Time of a remote read, from its start on a reader to its end.",
+        )
+        hist.add_metric([], readers.read_time.cumulative(), readers.read_time.sum)
+        yield hist
+        yield _counter("purgatory_remote_fetch_requests", "Remote reads run.", readers.reads)
+        yield _counter(
+            "purgatory_remote_fetch_bytes",
+            "Record bytes read from the remote tier.",
+            readers.bytes_read,
+        )
+        yield _counter("purgatory_remote_fetch_errors", "Remote reads that failed.", readers.errors)
+        yield _counter(
+            "purgatory_remote_fetch_rejected",
+            "Remote reads refused because the reader queue was full.",
+            readers.rejected,
+        )
+        yield _counter(
+            "purgatory_remote_copy_bytes",
+            "Bytes of segments copied to the remote tier.",
+            rlm.copied_bytes,
+        )
+        yield _counter(
+            "purgatory_remote_copy_requests",
+            "Segments copied to the remote tier.",
+            rlm.copied_segments,
+        )
+        yield _counter(
+            "purgatory_remote_delete_requests",
+            "Remote segments deleted by retention.",
+            rlm.deleted_segments,
+        )
+        yield GaugeMetricFamily(
+            "purgatory_remote_log_size_bytes",
+            "Bytes this broker's replicas hold in the remote tier.",
+            value=rlm.storage.size_bytes,
+        )

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import structlog
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, validate_topic_configs
 from broker.delayed_fetch import DelayedFetch
 from broker.delayed_produce import DelayedProduce
-from broker.log import Log, OffsetOutOfRange
+from broker.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
+from broker.log import Log, LogConfig, OffsetOutOfRange
 from broker.metadata import MetadataCache, PartitionChange
 from broker.metrics import BrokerMetrics
 from broker.partition import Partition
 from broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
+from broker.remote_log_manager import RemoteLogManager
+from broker.remote_log_reader import ReaderQueueFull
+from broker.remote_storage import RemoteFetchInfo
 from broker.replica_fetcher import ReplicaFetcherManager
 from protocol import messages as m
 from protocol.errors import ErrorCode, KafkaError, error_name
@@ -29,10 +36,11 @@ AlterIsr = Callable[[m.AlterPartitionRequest], Awaitable[m.AlterPartitionRespons
 
 class ReplicaManager:
     """Owns the partition replicas of this broker and the purgatories where requests wait:
-    "Fetch" (long polls, consumers' and followers') and "Produce" (acks=-1 waiting for the
-    ISR). Each purgatory has its own timer, as in Kafka, so its NumDelayedOperations is its
-    timer's size. Leaders learn followers' progress from their fetches and move the high
-    watermark; followers replicate through the ReplicaFetcherManager."""
+    "Fetch" (long polls, consumers' and followers'), "Produce" (acks=-1 waiting for the
+    ISR) and "RemoteFetch" (reads from the remote tier). Each purgatory has its own timer,
+    as in Kafka, so its NumDelayedOperations is its timer's size. Leaders learn followers'
+    progress from their fetches and move the high watermark; followers replicate through
+    the ReplicaFetcherManager; the RemoteLogManager tiers the logs of tiered topics."""
 
     def __init__(
         self,
@@ -49,23 +57,17 @@ class ReplicaManager:
         self.scheduler = scheduler
         self.alter_isr = alter_isr
         self.partitions: dict[TopicPartition, Partition] = {}
-        removal = config["purgatory.watcher.removal"]
-        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
-            "Fetch",
-            SystemTimer(scheduler),
-            purge_interval=config["fetch.purgatory.purge.interval.requests"],
-            watcher_removal=removal,
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = self._purgatory(
+            "Fetch", "fetch.purgatory.purge.interval.requests"
         )
-        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
-            DelayedOperationPurgatory(
-                "Produce",
-                SystemTimer(scheduler),
-                purge_interval=config["producer.purgatory.purge.interval.requests"],
-                watcher_removal=removal,
-            )
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = self._purgatory(
+            "Produce", "producer.purgatory.purge.interval.requests"
         )
-        metrics.add_purgatory(self.fetch_purgatory)
-        metrics.add_purgatory(self.produce_purgatory)
+        self.remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] = (
+            self._purgatory("RemoteFetch", "fetch.purgatory.purge.interval.requests")
+        )
+        self.remote_log_manager = RemoteLogManager(config, self.partitions.values)
+        metrics.remote_log_manager = self.remote_log_manager
         self.fetchers = ReplicaFetcherManager(
             self.broker_id, metadata.members, config, metrics.fetcher_stats
         )
@@ -73,7 +75,23 @@ class ReplicaManager:
         self._shrink_task: asyncio.Future[None] | None = None
         self.log = structlog.get_logger("replica_manager").bind(broker_id=self.broker_id)
 
+    def _purgatory(self, name: str, purge_interval: str) -> DelayedOperationPurgatory[Any]:
+        """A purgatory with its own timer, in the metrics."""
+        purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
+            name,
+            SystemTimer(self.scheduler),
+            purge_interval=self.config[purge_interval],
+            watcher_removal=self.config["purgatory.watcher.removal"],
+        )
+        self.metrics.add_purgatory(purgatory)
+        return purgatory
+
     def start(self) -> None:
+        self._start_shrink_loop()
+        self._spawn(self._retention_loop())
+        self.remote_log_manager.start()
+
+    def _start_shrink_loop(self) -> None:
         self._shrink_task = asyncio.ensure_future(self._isr_shrink_loop())
         self._tasks.add(self._shrink_task)
 
@@ -82,14 +100,16 @@ class ReplicaManager:
         if self._shrink_task is not None:
             self._shrink_task.cancel()
             self._tasks.discard(self._shrink_task)
-        self.start()
+        self._start_shrink_loop()
 
     async def shutdown(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await self.fetchers.shutdown()
+        await self.remote_log_manager.shutdown()
         self.fetch_purgatory.cancel_all()
         self.produce_purgatory.cancel_all()
+        self.remote_fetch_purgatory.cancel_all()
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -119,13 +139,13 @@ class ReplicaManager:
                 continue
             partition = existing
             if partition is None or partition.topic_id != change.topic_id:
-                configs = {**defaults, **change.configs}
+                configs = {**defaults, **validate_topic_configs(change.configs)}
                 partition = Partition(
                     change.topic,
                     change.partition,
                     change.topic_id,
                     self.broker_id,
-                    Log(int(configs["retention.bytes"])),
+                    Log(LogConfig.from_topic_configs(configs)),
                     int(configs["max.message.bytes"]),
                     int(configs["min.insync.replicas"]),
                 )
@@ -151,6 +171,7 @@ class ReplicaManager:
     def _check_waiting(self, key: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
+        self.remote_fetch_purgatory.check_and_complete(key)
 
     def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
         partition = self.partitions.get((topic, index))
@@ -270,6 +291,18 @@ class ReplicaManager:
                 if joining and not partition.isr_change_pending:
                     self._change_isr(partition, partition.isr + joining)
 
+    async def _retention_loop(self) -> None:
+        """Time-based retention of logs without tiered storage (the RemoteLogManager
+        applies it to tiered ones)."""
+        while True:
+            await asyncio.sleep(self.config["log.retention.check.interval.ms"] / 1000)
+            self.delete_old_segments(int(time.time() * 1000))
+
+    def delete_old_segments(self, now_ms: int) -> None:
+        for partition in list(self.partitions.values()):
+            if not partition.log.tiered:
+                partition.log.delete_old_segments(now_ms)
+
     async def _isr_shrink_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config["replica.lag.time.max.ms"] / 2000)
@@ -350,39 +383,93 @@ class ReplicaManager:
     def fetch_messages(
         self, request: m.FetchRequest, version: int
     ) -> m.FetchResponseV0 | asyncio.Future[m.FetchResponseV0]:
-        """Answer a fetch now, or park it in the Fetch purgatory.
+        """Answer a fetch now, or park it in a purgatory.
 
-        It is answered at once when it may not wait (``max_wait_ms`` <= 0), asks for nothing,
-        already has ``min_bytes``, or hit an error; otherwise a DelayedFetch waits for data.
+        A consumer fetch with partitions below their local log start (in the remote tier)
+        submits their reads and waits in the RemoteFetch purgatory. Otherwise it is
+        answered at once when it may not wait (``max_wait_ms`` <= 0), asks for nothing,
+        already has ``min_bytes``, or hit an error; else a DelayedFetch waits for data.
         A follower's fetch first tells the leader how far that follower got.
         """
         if request.replica_id >= 0:
             self._follower_fetched(request.replica_id, request)
-        responses, readable, errored = self._read(request)
+        responses, readable, errored, remote = self._read(request)
+        if remote:
+            return self._fetch_remote(responses, remote, version)
         if (
             request.max_wait_ms <= 0
             or not request.topics
             or readable >= request.min_bytes
             or errored
         ):
-            return self._response(responses, version, 0)
+            return self.build_fetch_response(responses, version, 0)
         operation = DelayedFetch(request, version, self, asyncio.get_running_loop().time())
         keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
         if self.fetch_purgatory.try_complete_else_watch(operation, keys):
             return operation.response.result()
         return operation.response
 
+    def _fetch_remote(
+        self,
+        responses: list[m.FetchableTopicResponse],
+        remote: list[RemoteFetchInfo],
+        version: int,
+    ) -> m.FetchResponseV0 | asyncio.Future[m.FetchResponseV0]:
+        """Submit the remote reads; a partition whose read the pool refuses (queue full) is
+        answered with an error at once, as in Kafka. The rest waits in RemoteFetch."""
+        readers = self.remote_log_manager.readers
+        reads: dict[TopicPartition, asyncio.Future[bytes]] = {}
+        refused: dict[TopicPartition, m.PartitionData] = {}
+        for info in remote:
+            key = (info.topic, info.partition)
+            try:
+                read = readers.submit(info)
+            except ReaderQueueFull as exc:
+                self.log.warning(
+                    "remote_fetch_refused",
+                    topic=info.topic,
+                    partition=info.partition,
+                    reason=str(exc),
+                )
+                refused[key] = m.PartitionData(
+                    info.partition, ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, b""
+                )
+                continue
+            reads[key] = read
+        if refused:
+            responses = replace_partitions(responses, refused)
+        if not reads:
+            return self.build_fetch_response(responses, version, 0)
+        operation = DelayedRemoteFetch(
+            self.config["remote.fetch.max.wait.ms"],
+            responses,
+            reads,
+            version,
+            self,
+            asyncio.get_running_loop().time(),
+        )
+        if self.remote_fetch_purgatory.try_complete_else_watch(operation, list(reads)):
+            return operation.response.result()
+        for key, read in reads.items():
+            read.add_done_callback(functools.partial(self._remote_read_done, key))
+        return operation.response
+
+    def _remote_read_done(self, key: TopicPartition, _: asyncio.Future[bytes]) -> None:
+        self.remote_fetch_purgatory.check_and_complete(key)
+
     def fetch_response(
         self, request: m.FetchRequest, version: int, wait_ms: int
     ) -> m.FetchResponseV0:
-        """Read again for a fetch that waited ``wait_ms`` in purgatory."""
-        responses, _, _ = self._read(request)
-        return self._response(responses, version, wait_ms)
+        """Read again for a fetch that waited ``wait_ms`` in the Fetch purgatory (a
+        partition whose offset moved to the remote tier meanwhile is answered empty; the
+        client's next fetch reads it remotely)."""
+        responses, _, _, _ = self._read(request)
+        return self.build_fetch_response(responses, version, wait_ms)
 
     def fetch_expired(self, from_follower: bool) -> None:
         self.metrics.fetch_expirations["follower" if from_follower else "consumer"] += 1
 
-    def _response(
+    def build_fetch_response(
         self, responses: list[m.FetchableTopicResponse], version: int, wait_ms: int
     ) -> m.FetchResponseV0:
         for topic in responses:
@@ -393,17 +480,24 @@ class ReplicaManager:
             return m.FetchResponseV0(responses)
         return m.FetchResponseV1(responses, wait_time_ms=wait_ms)
 
-    def _read(self, request: m.FetchRequest) -> tuple[list[m.FetchableTopicResponse], int, bool]:
-        """Read every requested partition once: (responses, record bytes, any error).
+    def _read(
+        self, request: m.FetchRequest
+    ) -> tuple[list[m.FetchableTopicResponse], int, bool, list[RemoteFetchInfo]]:
+        """Read every requested partition once: (responses, record bytes, any error, remote
+        reads to make).
 
         ``max_bytes`` bounds the whole response, ``partition_max_bytes`` each partition;
         the first batch of the response is returned even when it alone exceeds them
         (KIP-74), so a consumer never gets stuck behind a large batch. Consumers read up to
-        the high watermark, followers up to the log end.
+        the high watermark, followers up to the log end. A consumer's offset in the remote
+        tier yields a remote read (of up to ``partition_max_bytes``) and an empty entry for
+        now; a follower's is out of range, with the *local* log start (it replicates only
+        the local tier and starts over there).
         """
         follower = request.replica_id >= 0
         remaining = request.max_bytes
         out = []
+        remote: list[RemoteFetchInfo] = []
         sent = 0
         errored = False
         for topic in request.topics:
@@ -416,6 +510,18 @@ class ReplicaManager:
                     continue
                 log = partition.log
                 hw = partition.high_watermark
+                if not follower and log.in_remote_tier(fp.fetch_offset):
+                    info = self.remote_log_manager.remote_fetch_info(
+                        partition, fp.fetch_offset, min(fp.partition_max_bytes, request.max_bytes)
+                    )
+                    if info is not None:
+                        remote.append(info)
+                        parts.append(
+                            m.PartitionData(
+                                fp.partition, ErrorCode.NONE, hw, log.log_start_offset, b""
+                            )
+                        )
+                        continue
                 limit = max(min(fp.partition_max_bytes, remaining), 0)
                 try:
                     batches = log.read(
@@ -430,7 +536,7 @@ class ReplicaManager:
                             fp.partition,
                             ErrorCode.OFFSET_OUT_OF_RANGE,
                             hw,
-                            log.log_start_offset,
+                            log.local_log_start_offset if follower else log.log_start_offset,
                             b"",
                         )
                     )
@@ -445,7 +551,7 @@ class ReplicaManager:
                 )
             out.append(m.FetchableTopicResponse(topic.topic, parts))
         self.metrics.bytes_out += sent
-        return out, sent, errored
+        return out, sent, errored, remote
 
     # -- offsets -------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import socket
 import uuid
@@ -420,6 +421,7 @@ class Broker:
                     "replicas": p.replicas,
                     "isr": p.isr,
                     "log_start_offset": p.log.log_start_offset,
+                    "local_log_start_offset": p.log.local_log_start_offset,
                     "high_watermark": p.high_watermark,
                     "log_end_offset": p.log.log_end_offset,
                     # The leader's view of every replica's log end offset (its own included).
@@ -431,7 +433,11 @@ class Broker:
                     ),
                     "size_bytes": p.log.size_bytes,
                     "batches": len(p.log),
-                    "retention_bytes": p.log.retention_bytes,
+                    "segments": len(p.log.segments),
+                    "remote_segments": len(p.log.remote_segments),
+                    "remote_size_bytes": p.log.remote_size_bytes,
+                    "remote_log_end_offset": p.log.remote_log_end_offset,
+                    "log_config": dataclasses.asdict(p.log.config),
                     "min_insync_replicas": p.min_insync_replicas,
                 }
                 for p in sorted(

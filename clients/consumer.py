@@ -32,10 +32,13 @@ from clients.connection import Connection, ConnectionClosed
 from clients.stats import FetchLatency
 from protocol import messages as m
 from protocol.api import ApiKey
-from protocol.errors import METADATA_STALE, ErrorCode, KafkaError
+from protocol.errors import METADATA_STALE, ErrorCode, KafkaError, error_name
 from protocol.records import CorruptRecordError, Header, decode_records
 
 TopicPartition = tuple[str, int]
+
+# Partition errors a fetch retries rather than raising from poll().
+RETRIED_FETCH_ERRORS = frozenset({ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR})
 
 
 class ConsumerMessage(msgspec.Struct, frozen=True):
@@ -93,6 +96,7 @@ class Consumer:
         self.enable_auto_commit = enable_auto_commit and group_id is not None
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.fetch_errors: dict[int, int] = {}  # retried partition errors, by code
         self.cluster = ClientCluster(
             bootstrap,
             client_id=client_id,
@@ -406,6 +410,17 @@ class Consumer:
             return False
         if part.error_code:
             if part.error_code in METADATA_STALE:
+                return True
+            if part.error_code in RETRIED_FETCH_ERRORS:
+                # A failed or refused remote read, a broker-side storage error: Kafka's
+                # consumer logs these and fetches the partition again (after a backoff here).
+                self.fetch_errors[part.error_code] = self.fetch_errors.get(part.error_code, 0) + 1
+                self.log.info(
+                    "fetch_partition_error",
+                    partition=f"{tp[0]}-{tp[1]}",
+                    offset=offset,
+                    error=error_name(part.error_code),
+                )
                 return True
             self._errors.append(KafkaError(part.error_code, f"fetch {tp[0]}-{tp[1]}"))
             return False

@@ -96,3 +96,24 @@ async def test_lowering_the_lag_time_at_run_time_lets_the_isr_shrink() -> None:
             timeout=10,
             message="the ISR to shrink with the new lag time",
         )
+
+
+async def test_the_kips_name_for_the_remote_fetch_timeout_changes_it_and_bad_models_are_refused(
+    broker: Broker,
+) -> None:
+    status, payload = await call(
+        broker, "PUT", "/v1/config/fetch.remote.max.wait.ms", {"value": 2500}
+    )
+    assert (status, payload["new"]) == (200, 2500)
+    assert broker.config["remote.fetch.max.wait.ms"] == 2500
+    assert broker.state()["config_changes"][-1]["name"] == "remote.fetch.max.wait.ms"
+    status, payload = await call(
+        broker, "PUT", "/v1/config/remote.storage.latency.distribution", {"value": "pareto"}
+    )
+    assert status == 400 and "lognormal" in payload["error"]
+    status, payload = await call(
+        broker, "PUT", "/v1/config/remote.storage.error.rate", {"value": 1.5}
+    )
+    assert status == 400 and "between" in payload["error"]
+    status, _ = await call(broker, "PUT", "/v1/config/remote.log.reader.threads", {"value": 3})
+    assert status == 409

@@ -7,6 +7,8 @@ import pytest
 
 from broker.config import (
     DEFINITIONS,
+    TOPIC_CONFIGS,
+    TOPIC_ONLY_CONFIGS,
     ConfigError,
     load_config,
     parse_members,
@@ -114,3 +116,41 @@ def test_settings_that_fight_each_other_are_refused_at_start() -> None:
     ):
         with pytest.raises(ValueError, match=re.escape(name)):
             Broker(load_config(environ={}, overrides=overrides))
+
+
+@pytest.mark.parametrize("name", sorted(TOPIC_CONFIGS))
+def test_every_topic_config_is_documented_with_its_broker_default(name: str) -> None:
+    topic_section = DOC[DOC.index("## Topic configs") :]
+    row = re.search(rf"^\|\s*`{re.escape(name)}`\s*\|([^|]*)\|", topic_section, re.M)
+    assert row, f"topic config {name} is not in docs/configs.md"
+    definition = TOPIC_CONFIGS[name]
+    expected = "(none; default" if definition in TOPIC_ONLY_CONFIGS else f"`{definition.name}`"
+    assert row.group(1).strip().startswith(expected)
+
+
+def test_local_retention_may_not_exceed_the_whole_logs() -> None:
+    defaults = load_config(environ={}).topic_defaults()
+    with pytest.raises(ConfigError, match=r"local\.retention\.bytes \(2000\) must not exceed"):
+        validate_topic_configs(
+            {"local.retention.bytes": "2000", "retention.bytes": "1000"}, defaults
+        )
+    ok = validate_topic_configs(
+        {"remote.log.storage.enable": "true", "local.retention.bytes": "100"}, defaults
+    )
+    assert ok == {"remote.log.storage.enable": True, "local.retention.bytes": 100}
+
+
+def test_a_log_normal_remote_latency_needs_a_p99_above_its_median() -> None:
+    from broker.server import Broker
+
+    with pytest.raises(ValueError, match=r"remote\.storage\.latency\.p99\.ms"):
+        Broker(
+            load_config(
+                environ={},
+                overrides={
+                    "remote.storage.latency.distribution": "lognormal",
+                    "remote.storage.latency.ms": "50",
+                    "remote.storage.latency.p99.ms": "10",
+                },
+            )
+        )

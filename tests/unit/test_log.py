@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log import Log, OffsetOutOfRange
+from broker.log import Log, LogConfig, OffsetOutOfRange
 from protocol.records import decode_records, encode_batch, validate_batch
 
 
@@ -49,26 +49,29 @@ def test_reads_stop_at_the_high_watermark() -> None:
     assert log.read(1, 10**6, max_offset=1) == []
 
 
-def test_retention_deletes_the_oldest_batches_but_never_the_newest() -> None:
-    log = Log(retention_bytes=300)
+def test_retention_deletes_whole_old_segments_keeping_at_least_retention_bytes() -> None:
+    log = Log(LogConfig(segment_bytes=400, retention_bytes=600))
     for i in range(100):
         append(log, bytes([i]) * 100)
-    assert log.size_bytes <= 300
-    assert log.log_start_offset > 0
+    segment = log.segments[0].size_bytes
+    # Kafka's rule: a segment goes only if the log keeps at least retention.bytes without it.
+    assert 600 <= log.size_bytes < 600 + segment + log.active_segment.size_bytes
+    assert log.log_start_offset == log.local_log_start_offset == log.segments[0].base_offset > 0
     assert log.log_end_offset == 100
     with pytest.raises(OffsetOutOfRange):
         log.read(0, 100)
-    small = Log(retention_bytes=1)
+    small = Log(LogConfig(segment_bytes=14, retention_bytes=1))
     append(small, b"big" * 100)
-    assert len(small) == 1
+    append(small, b"big" * 100)
+    assert len(small) == 1  # the active segment is never deleted
 
 
 def test_memory_stays_bounded_however_much_is_appended() -> None:
-    log = Log(retention_bytes=10_000)
+    log = Log(LogConfig(segment_bytes=2_000, retention_bytes=10_000))
     for _ in range(20_000):
         append(log, b"z" * 100)
-    assert log.size_bytes <= 10_000
-    assert len(log._batches) < 3000  # deleted entries are compacted away
+    assert log.size_bytes <= 10_000 + 2 * 2_000
+    assert len(log.segments) <= 7
 
 
 def test_offset_for_timestamp_finds_the_first_record_at_or_after_it() -> None:
@@ -82,7 +85,7 @@ def test_offset_for_timestamp_finds_the_first_record_at_or_after_it() -> None:
 
 
 def test_available_bytes_counts_whole_batches_from_the_offset_to_the_limit() -> None:
-    log = Log(retention_bytes=-1)
+    log = Log(LogConfig(segment_bytes=100))  # reads and counts cross segments
     sizes = []
     for i in range(5):
         batch = encode_batch([(None, b"x" * (10 * (i + 1)))] * 2)
@@ -96,7 +99,7 @@ def test_available_bytes_counts_whole_batches_from_the_offset_to_the_limit() -> 
 
 
 def test_available_bytes_stays_right_after_retention_deletes_and_compacts() -> None:
-    log = Log(retention_bytes=50_000)
+    log = Log(LogConfig(segment_bytes=3_000, retention_bytes=50_000))
     for _ in range(5000):
         append(log, b"y" * 100)
     start = log.log_start_offset

@@ -1,0 +1,106 @@
+"""RemoteLogManager: moves closed segments of tiered partitions to the remote store, applies
+remote and local retention, and serves remote reads through the reader pool (Kafka's class
+of that name, with its copy and expiration tasks folded into one periodic pass)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.partition import Partition
+from broker.remote_log_reader import RemoteLogReaderPool
+from broker.remote_storage import RemoteFetchInfo, RemotePartition, RemoteStorage
+
+
+def remote_partition(partition: Partition) -> RemotePartition:
+    return (partition.topic_id, partition.index)
+
+
+class RemoteLogManager:
+    """One per broker. Every ``remote.log.manager.task.interval.ms``, for each tiered
+    partition replica (leader or follower: each broker tiers the replicas it holds, so the
+    remote tier survives a change of leader), in this order:
+
+    1. copy closed segments whose records are all below the high watermark;
+    2. apply retention (``Log.delete_old_segments``) and delete the remote segments it
+       dropped from the store;
+
+    and drop stored data of partitions this broker no longer holds.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        partitions: Callable[[], Iterable[Partition]],
+        storage: RemoteStorage | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.partitions = partitions
+        self.storage = storage or RemoteStorage(config)
+        self.readers = RemoteLogReaderPool(
+            config["remote.log.reader.threads"],
+            config["remote.log.reader.max.pending.tasks"],
+            self.storage.fetch_log_segment,
+            clock,
+        )
+        self.copied_bytes = 0
+        self.copied_segments = 0
+        self.deleted_segments = 0
+        self._task: asyncio.Task[None] | None = None
+        self.log = structlog.get_logger("remote_log_manager").bind(broker_id=config.broker_id)
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        await self.readers.shutdown()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.config["remote.log.manager.task.interval.ms"] / 1000)
+            self.run_once(int(time.time() * 1000))
+
+    def run_once(self, now_ms: int) -> None:
+        """One pass of copying and retention at wall-clock time ``now_ms``."""
+        held = set()
+        for partition in self.partitions():
+            log = partition.log
+            if not log.tiered:
+                continue
+            key = remote_partition(partition)
+            held.add(key)
+            for segment in log.segments_to_copy(partition.high_watermark):
+                self.storage.copy_log_segment(key, segment)
+                log.segment_copied(segment)
+                self.copied_bytes += segment.size_bytes
+                self.copied_segments += 1
+            for gone in log.delete_old_segments(now_ms):
+                self.storage.delete_log_segment(key, gone.base_offset)
+                self.deleted_segments += 1
+            self.storage.retain(key, (s.base_offset for s in log.remote_segments))
+        for key in self.storage.partitions():
+            if key not in held:
+                self.storage.delete_partition(key)
+
+    def remote_fetch_info(
+        self, partition: Partition, fetch_offset: int, max_bytes: int
+    ) -> RemoteFetchInfo | None:
+        """What to read for a fetch at ``fetch_offset`` if the remote tier holds it."""
+        segment = partition.log.remote_segment_for(fetch_offset)
+        if segment is None:
+            return None
+        return RemoteFetchInfo(
+            remote_partition(partition),
+            partition.topic,
+            partition.index,
+            segment.base_offset,
+            fetch_offset,
+            max_bytes,
+        )
