@@ -1,5 +1,6 @@
-"""Admin HTTP (aiohttp, on the broker's event loop): /metrics, /healthz, /v1/state and
-/v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one)."""
+"""Admin HTTP (aiohttp, on the broker's event loop): /metrics, /healthz, /v1/state,
+/v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one)
+and /v1/faults (GET, POST a spec, DELETE /v1/faults/<name>, POST /v1/faults/reset)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker.config import BY_NAME, ConfigError, StaticConfigError
+from broker.faults import FaultError, parse_spec
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -49,12 +51,47 @@ def make_app(broker: Broker) -> web.Application:
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response({"name": BY_NAME[name].name, "old": old, "new": new})
 
+    async def list_faults(_: web.Request) -> web.Response:
+        return web.json_response(
+            {"broker_id": broker.broker_id, "faults": broker.faults.describe()}
+        )
+
+    async def add_fault(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"error": "the body must be a JSON fault spec"}, status=400)
+        try:
+            fault = broker.faults.add(parse_spec(body))
+        except FaultError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        broker.log.warning("fault_added", **fault.describe())
+        return web.json_response(fault.describe(), status=201)
+
+    async def remove_fault(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        fault = broker.faults.remove(name)
+        if fault is None:
+            return web.json_response({"error": f"no fault named {name!r}"}, status=404)
+        broker.log.warning("fault_removed", name=name, applied=fault.applied)
+        return web.json_response(fault.describe())
+
+    async def reset_faults(_: web.Request) -> web.Response:
+        removed = broker.faults.describe()
+        broker.faults.reset()
+        broker.log.warning("faults_reset", removed=len(removed))
+        return web.json_response({"removed": removed})
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/v1/state", state)
     app.router.add_get("/v1/config", get_config)
     app.router.add_put("/v1/config/{name}", put_config)
+    app.router.add_get("/v1/faults", list_faults)
+    app.router.add_post("/v1/faults", add_fault)
+    app.router.add_post("/v1/faults/reset", reset_faults)
+    app.router.add_delete("/v1/faults/{name}", remove_fault)
     return app
 
 

@@ -26,6 +26,7 @@ from protocol.api import SCHEMAS, ApiKey
 from protocol.errors import error_name
 
 if TYPE_CHECKING:
+    from broker.faults import FaultInjector
     from broker.remote_log_manager import RemoteLogManager
 
 # topic, partition, size, log start, log end, high watermark, leads it here,
@@ -135,6 +136,7 @@ class BrokerMetrics:
         self.fetch_expirations = {"consumer": 0, "follower": 0}
         self.remote_fetch_expirations = 0
         self.remote_log_manager: RemoteLogManager | None = None
+        self.faults: FaultInjector | None = None
         # Parked fetches woken by an event: completion -> response queued, by follower or not.
         self.fetch_wake = {False: Histogram(), True: Histogram()}
         self.fetchers: dict[int, FetcherStats] = {}  # by source (leader) broker
@@ -319,6 +321,7 @@ class _BrokerCollector(Collector):
         yield from self._fetcher_families()
         yield from self._purgatory_families()
         yield from self._remote_families()
+        yield from self._fault_families()
 
     def _fetcher_families(self) -> Iterator[Metric]:
         mt = self.metrics
@@ -488,3 +491,26 @@ class _BrokerCollector(Collector):
             "Bytes this broker's replicas hold in the remote tier.",
             value=rlm.storage.size_bytes,
         )
+
+    def _fault_families(self) -> Iterator[Metric]:
+        faults = self.metrics.faults
+        if faults is None:
+            return
+        active = GaugeMetricFamily(
+            "purgatory_faults_active", "Injected faults in force, by kind.", labels=["kind"]
+        )
+        by_kind: dict[str, int] = {}
+        for fault in faults.faults.values():
+            by_kind[fault.spec.kind] = by_kind.get(fault.spec.kind, 0) + 1
+        for kind in ("latency", "error", "pause", "disconnect"):
+            active.add_metric([kind], by_kind.get(kind, 0))
+        yield active
+        injected = CounterMetricFamily(
+            "purgatory_fault_injections",
+            "Times a fault acted: bytes held, requests answered with an error, connections "
+            "dropped, pauses begun.",
+            labels=["fault", "kind"],
+        )
+        for (name, kind), count in sorted(faults.injected.items()):
+            injected.add_metric([name, kind], count)
+        yield injected

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import structlog
 
+from broker.faults import FaultInjector, peer_broker
 from broker.kafka_apis import CloseConnection, KafkaApis
+from clients.connection import DelayedReceiver
 from protocol.api import ApiKey, RequestError, decode_request, encode_response_into
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
@@ -69,6 +71,9 @@ class BrokerConnection(asyncio.Protocol):
         self.writing_paused = False
         self.pending: dict[asyncio.Future[Any], _Slot] = {}  # requests still waiting
         self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
+        self.client_id: str | None = None  # from the first request
+        self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
+        self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 
@@ -79,6 +84,8 @@ class BrokerConnection(asyncio.Protocol):
         self.server.connections.add(self)
         self.metrics.connections += 1
         self.metrics.connections_created += 1
+        if self.server.faults.active:
+            self.fault_check()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -101,6 +108,15 @@ class BrokerConnection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
+        faults = self.server.faults
+        if faults.active:
+            self.receiver.receive(data, faults.receive_delay(self.peer_broker_id, self.client_id))
+        elif self.receiver.held:
+            self.receiver.receive(data, 0.0)
+        else:
+            self._receive(data)
+
+    def _receive(self, data: bytes) -> None:
         if self.closing:
             return
         self.metrics.network_in += len(data)
@@ -135,7 +151,7 @@ class BrokerConnection(asyncio.Protocol):
     def _handle(self, frame: bytes) -> None:
         start = _perf()
         try:
-            api_key, api_version, correlation_id, _, body = decode_request(frame)
+            api_key, api_version, correlation_id, client_id, body = decode_request(frame)
         except msgspec.DecodeError as exc:
             self._bad_input("unreadable_header", f"request header does not decode: {exc}")
             return
@@ -144,6 +160,11 @@ class BrokerConnection(asyncio.Protocol):
             h = exc.header
             self.metrics.for_request(h.api_key, h.api_version).count += 1
             self._refuse(h.correlation_id, h.api_key, h.api_version, exc, start)
+            return
+        if self.client_id is None:
+            self.client_id = client_id
+            self.peer_broker_id = peer_broker(client_id)
+        if self.server.faults.active and self._inject(api_key, correlation_id):
             return
         if api_key == _FETCH:
             stats = self.metrics.for_request(api_key, api_version, body.replica_id >= 0)
@@ -183,6 +204,28 @@ class BrokerConnection(asyncio.Protocol):
         future = asyncio.ensure_future(result)
         self.pending[future] = slot
         future.add_done_callback(self._complete)
+
+    def _inject(self, api_key: int, correlation_id: int) -> bool:
+        """Apply error and disconnect faults to a request; True if it was answered (or its
+        connection closed) by a fault."""
+        if self.fault_check():
+            return True
+        injected = self.server.faults.error_for(api_key)
+        if injected is None:
+            return False
+        code, message = injected
+        self.metrics.record_error(ApiKey(api_key).api_name, code)
+        self._respond(correlation_id, None, code, message)
+        return True
+
+    def fault_check(self) -> bool:
+        """Close this connection if a disconnect fault covers its peer; re-check pausing."""
+        if self.server.faults.disconnects(self.peer_broker_id, self.client_id):
+            self.server.log.info("fault_disconnect", peer=self.peer, client_id=self.client_id)
+            self._close()
+            return True
+        self._update_reading()
+        return False
 
     def _refuse(
         self, correlation_id: int, api_key: int, api_version: int, exc: RequestError, start: float
@@ -254,7 +297,8 @@ class BrokerConnection(asyncio.Protocol):
         if self.transport is None or self.closing:
             return
         should_pause = (
-            self.writing_paused
+            self.server.faults.paused
+            or self.writing_paused
             or bool(self.backlog)
             or len(self.slots) >= self.server.max_queued_requests
         )
@@ -288,15 +332,22 @@ class SocketServer:
         max_request_bytes: int,
         max_queued_requests: int,
         broker_id: int,
+        faults: FaultInjector,
     ) -> None:
         self.apis = apis
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self.max_queued_requests = max_queued_requests
         self.connections: set[BrokerConnection] = set()
+        self.faults = faults
+        faults.listeners.append(self._faults_changed)
         self.server: asyncio.Server | None = None
         self.log = structlog.get_logger("network").bind(broker_id=broker_id)
         self._logged_bad: set[tuple[str, str]] = set()
+
+    def _faults_changed(self) -> None:
+        for conn in list(self.connections):
+            conn.fault_check()
 
     async def start(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()

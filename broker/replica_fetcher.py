@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 
@@ -38,7 +39,9 @@ class ReplicaFetcher:
         address: tuple[str, int],
         config: BrokerConfig,
         stats: FetcherStats,
+        receive_delay: Callable[[], float] | None = None,
     ) -> None:
+        self.receive_delay = receive_delay
         self.broker_id = broker_id
         self.source_broker = source_broker
         self.address = address
@@ -104,6 +107,7 @@ class ReplicaFetcher:
                 host,
                 port,
                 client_id=f"replica-fetcher-{self.broker_id}",
+                receive_delay=self.receive_delay,
                 connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000,
             )
         return self._conn
@@ -203,11 +207,13 @@ class ReplicaFetcherManager:
         members: dict[int, tuple[str, int]],
         config: BrokerConfig,
         stats_for: Callable[[int], FetcherStats],
+        receive_delay: Callable[[int], float] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.members = members
         self.config = config
         self.stats_for = stats_for
+        self.receive_delay = receive_delay  # seconds to hold bytes from a leader (faults)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._following: dict[TopicPartition, int] = {}  # partition -> leader it is fetched from
 
@@ -222,7 +228,14 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
             fetcher = ReplicaFetcher(
-                self.broker_id, leader, self.members[leader], self.config, self.stats_for(leader)
+                self.broker_id,
+                leader,
+                self.members[leader],
+                self.config,
+                self.stats_for(leader),
+                None
+                if self.receive_delay is None
+                else functools.partial(self.receive_delay, leader),
             )
             self.fetchers[leader] = fetcher
             fetcher.start()

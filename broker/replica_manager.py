@@ -49,6 +49,7 @@ class ReplicaManager:
         metrics: BrokerMetrics,
         scheduler: Scheduler,
         alter_isr: AlterIsr,
+        receive_delay: Callable[[int], float] | None = None,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
@@ -69,7 +70,7 @@ class ReplicaManager:
         self.remote_log_manager = RemoteLogManager(config, self.partitions.values)
         metrics.remote_log_manager = self.remote_log_manager
         self.fetchers = ReplicaFetcherManager(
-            self.broker_id, metadata.members, config, metrics.fetcher_stats
+            self.broker_id, metadata.members, config, metrics.fetcher_stats, receive_delay
         )
         self._tasks: set[asyncio.Future[None]] = set()
         self._shrink_task: asyncio.Future[None] | None = None

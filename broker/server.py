@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import functools
 import socket
 import uuid
 from collections.abc import Awaitable, Coroutine
@@ -17,6 +18,7 @@ import structlog
 from broker.admin import AdminServer
 from broker.config import BY_NAME, BrokerConfig, check_consistency, parse_host_port
 from broker.controller import Controller, topic_name_problem
+from broker.faults import FaultInjector
 from broker.kafka_apis import KafkaApis
 from broker.logs import configure_logging
 from broker.metadata import MetadataCache
@@ -48,8 +50,15 @@ class Broker:
             self.members, min(self.members) if self.members else self.broker_id
         )
         self.scheduler = LoopScheduler()
+        self.faults = FaultInjector(self.scheduler)
+        self.metrics.faults = self.faults
         self.replica_manager = ReplicaManager(
-            config, self.metadata, self.metrics, self.scheduler, self.alter_partition
+            config,
+            self.metadata,
+            self.metrics,
+            self.scheduler,
+            self.alter_partition,
+            receive_delay=self.faults.delay_from_broker,
         )
         self.metrics.add_partition_source(self._partition_rows)
         self.apis = KafkaApis(self)
@@ -59,6 +68,7 @@ class Broker:
             max_request_bytes=config["socket.request.max.bytes"],
             max_queued_requests=config["queued.max.requests"],
             broker_id=self.broker_id,
+            faults=self.faults,
         )
         self.admin = AdminServer(self)
         self.controller: Controller | None = None
@@ -255,6 +265,7 @@ class Broker:
                 host,
                 port,
                 client_id=f"broker-{self.broker_id}",
+                receive_delay=functools.partial(self.faults.delay_from_broker, broker_id),
                 connect_timeout_s=timeout_s or self.config["metadata.push.timeout.ms"] / 1000,
             )
             self._connections[broker_id] = conn
@@ -446,6 +457,7 @@ class Broker:
             ],
             "connections": len(self.socket_server.connections),
             "config_changes": list(self.config.changes),
+            "faults": self.faults.describe(),
         }
 
 

@@ -63,3 +63,52 @@ def config_command(args: argparse.Namespace) -> int:
         )
     Console().print(table)
     return 0
+
+
+def fault_spec(args: argparse.Namespace) -> dict[str, Any]:
+    """The JSON fault spec of `purgatory admin fault add` (the broker validates it)."""
+    spec: dict[str, Any] = {"name": args.name, "kind": args.kind}
+    for field in ("delay_ms", "jitter_ms", "api", "times", "probability", "duration_ms"):
+        value = getattr(args, field)
+        if value is not None:
+            spec[field] = value
+    if args.error_code is not None:
+        spec["error_code"] = (
+            int(args.error_code) if args.error_code.lstrip("-").isdigit() else args.error_code
+        )
+    if args.peers:
+        spec["peers"] = [int(p) if p.isdigit() else p for p in args.peers]
+    return spec
+
+
+def fault_command(args: argparse.Namespace) -> int:
+    base = args.admin.rstrip("/")
+    action = args.fault_command
+    try:
+        if action == "add":
+            status, payload = _call("POST", f"{base}/v1/faults", fault_spec(args))
+        elif action == "rm":
+            status, payload = _call("DELETE", f"{base}/v1/faults/{args.name}")
+        elif action == "reset":
+            status, payload = _call("POST", f"{base}/v1/faults/reset", {})
+        else:
+            status, payload = _call("GET", f"{base}/v1/faults")
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"purgatory admin: cannot reach {base}: {exc}", file=sys.stderr)
+        return 1
+    if status >= 400:
+        print(f"purgatory admin fault {action}: {payload.get('error', payload)}", file=sys.stderr)
+        return 1
+    if args.json or action != "list":
+        print(json.dumps(payload, indent=2))
+        return 0
+    table = Table(title=f"broker {payload['broker_id']} faults")
+    for column in ("name", "kind", "settings", "applied"):
+        table.add_column(column)
+    for f in payload["faults"]:
+        settings = {
+            k: v for k, v in f.items() if k not in ("name", "kind", "applied", "created_ms")
+        }
+        table.add_row(f["name"], f["kind"], json.dumps(settings), str(f["applied"]))
+    Console().print(table)
+    return 0

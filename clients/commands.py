@@ -115,7 +115,7 @@ def add_commands(sub: Any) -> None:
 
 
 def add_admin_commands(sub: Any) -> None:
-    admin = sub.add_parser("admin", help="a broker's admin API: configs")
+    admin = sub.add_parser("admin", help="a broker's admin API: configs and faults")
     asub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)
     config = asub.add_parser("config", help="list configs, or change a dynamic one at run time")
     csub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
@@ -132,6 +132,42 @@ def add_admin_commands(sub: Any) -> None:
             help="the broker's admin URL (default http://127.0.0.1:9644)",
         )
     config.set_defaults(func=lazy("clients.admin_cli", "config_command"))
+    fault = asub.add_parser("fault", help="inject faults into a broker (latency, errors, ...)")
+    fsub = fault.add_subparsers(dest="fault_command", metavar="ACTION", required=True)
+    add = fsub.add_parser(
+        "add",
+        help="add a named fault",
+        description="Examples: `fault add slow --kind latency --delay-ms 50 --jitter-ms 10`; "
+        "`fault add flaky --kind error --api Produce --error-code NOT_LEADER_OR_FOLLOWER "
+        "--probability 0.1`; `fault add freeze --kind pause --duration-ms 2000`; "
+        "`fault add cut --kind disconnect --peers 1`.",
+    )
+    add.add_argument("name")
+    add.add_argument("--kind", required=True, choices=("latency", "error", "pause", "disconnect"))
+    add.add_argument("--delay-ms", type=float, help="latency: delay of received bytes")
+    add.add_argument("--jitter-ms", type=float, help="latency: +/- uniform jitter")
+    add.add_argument(
+        "--peers",
+        nargs="+",
+        help="latency/disconnect: only these brokers (ids) or client ids; default all",
+    )
+    add.add_argument("--api", help="error: the API to fail (Produce, Fetch, Metadata, ...)")
+    add.add_argument("--error-code", help="error: Kafka error name or number")
+    add.add_argument("--times", type=int, help="error: fail this many requests, then stop")
+    add.add_argument("--probability", type=float, help="error: fail each request with this")
+    add.add_argument("--duration-ms", type=int, help="remove the fault after this long")
+    fsub.add_parser("list", help="the faults in force")
+    rm = fsub.add_parser("rm", help="remove a fault by name")
+    rm.add_argument("name")
+    fsub.add_parser("reset", help="remove every fault")
+    for parser in fsub.choices.values():
+        parser.add_argument(
+            "--admin",
+            default="http://127.0.0.1:9644",
+            help="the broker's admin URL (default http://127.0.0.1:9644)",
+        )
+        parser.add_argument("--json", action="store_true")
+    fault.set_defaults(func=lazy("clients.admin_cli", "fault_command"))
 
 
 def add_perf_commands(sub: Any) -> None:

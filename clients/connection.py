@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -41,6 +42,31 @@ class _Pending:
         self.timer = timer
 
 
+class DelayedReceiver:
+    """Hands received bytes on after a delay, in arrival order (fault injection: a latency
+    fault on bytes received). Bytes with no delay still wait behind held ones."""
+
+    __slots__ = ("_deliver", "_loop", "_release_at", "held")
+
+    def __init__(self, deliver: Callable[[bytes], None]) -> None:
+        self._deliver = deliver
+        self._loop = asyncio.get_running_loop()
+        self._release_at = 0.0
+        self.held = 0  # chunks waiting to be delivered
+
+    def receive(self, data: bytes, delay_s: float) -> None:
+        if delay_s <= 0 and not self.held:
+            self._deliver(data)
+            return
+        self._release_at = max(self._loop.time() + delay_s, self._release_at)
+        self.held += 1
+        self._loop.call_at(self._release_at, self._release, data)
+
+    def _release(self, data: bytes) -> None:
+        self.held -= 1
+        self._deliver(data)
+
+
 class _ClientProtocol(asyncio.Protocol):
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -49,7 +75,12 @@ class _ClientProtocol(asyncio.Protocol):
         self.connection._transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self.connection._data_received(data)
+        connection = self.connection
+        if connection._receiver is None:
+            connection._data_received(data)
+        else:
+            assert connection.receive_delay is not None
+            connection._receiver.receive(data, connection.receive_delay())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connection._lost(exc)
@@ -67,6 +98,7 @@ class Connection:
         client_id: str = "purgatory-client",
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        receive_delay: Callable[[], float] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -80,6 +112,9 @@ class Connection:
         self._flush_scheduled = False
         self._closed: Exception | None = None
         self._loop = asyncio.get_running_loop()
+        # Seconds to hold each chunk of received bytes (a broker's latency faults).
+        self.receive_delay = receive_delay
+        self._receiver = None if receive_delay is None else DelayedReceiver(self._data_received)
 
     @classmethod
     async def open(
