@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean
+.PHONY: run test lint format venv clean check-java
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -20,9 +20,19 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/purgatory cluster --brokers $(BROKERS) --log-format console
 
-## make test: the whole suite (unit, integration, real processes)
-test: $(STAMP)
+## make test: the whole suite (unit, integration, real processes, the Spark job)
+test: $(STAMP) check-java
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## make check-java: PySpark needs Java 17+; CI must have it, elsewhere Spark tests skip
+check-java: $(STAMP)
+	@$(BIN)/python -c 'import os, sys; from experiments.analyze import java_problem; p = java_problem(); \
+	  p is None and sys.exit(0); \
+	  print(f"Java 17+ is needed for the Spark tests and purgatory experiment analyze: {p}.\n" \
+	        "Install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; " \
+	        "macOS: brew install openjdk@17) or set JAVA_HOME.", file=sys.stderr); \
+	  sys.exit(1 if os.environ.get("CI") else 0)'
+	@echo "Java for Spark: ok"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -82,12 +82,28 @@ def make_app(broker: Broker) -> web.Application:
         broker.log.warning("faults_reset", removed=len(removed))
         return web.json_response({"removed": removed})
 
+    async def replica_fetch_samples(request: web.Request) -> web.Response:
+        try:
+            since = float(request.query.get("since", "0"))
+        except ValueError:
+            return web.json_response(
+                {"error": "since must be a number (epoch seconds)"}, status=400
+            )
+        samples = [
+            {"ts": ts, "source_broker": source, "total_ms": total * 1000, "wait_ms": wait * 1000}
+            for source, stats in sorted(broker.metrics.fetchers.items())
+            for ts, total, wait in list(stats.samples)
+            if ts > since
+        ]
+        return web.json_response({"broker_id": broker.broker_id, "samples": samples})
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/v1/state", state)
     app.router.add_get("/v1/config", get_config)
     app.router.add_put("/v1/config/{name}", put_config)
+    app.router.add_get("/v1/samples/replica-fetch", replica_fetch_samples)
     app.router.add_get("/v1/faults", list_faults)
     app.router.add_post("/v1/faults", add_fault)
     app.router.add_post("/v1/faults/reset", reset_faults)

@@ -175,12 +175,13 @@ def run_cluster(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _stop_all(procs)
+        stop_all(procs)
         for handle in logs:
             handle.close()
 
 
-def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every broker, wait up to 10 s for all, then SIGKILL the rest."""
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()

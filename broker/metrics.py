@@ -8,6 +8,7 @@ docs/metrics.md maps each to the Kafka JMX name it mirrors.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from protocol.errors import error_name
 if TYPE_CHECKING:
     from broker.faults import FaultInjector
     from broker.remote_log_manager import RemoteLogManager
+
+SAMPLES_KEPT = 20000  # per source broker
 
 # topic, partition, size, log start, log end, high watermark, leads it here,
 # under-replicated, under min ISR
@@ -105,9 +108,12 @@ class RequestStats:
 class FetcherStats:
     """A follower's fetching from one leader broker (Kafka's FetcherStats and lag)."""
 
-    __slots__ = ("bytes", "errors", "lag", "latency", "requests")
+    __slots__ = ("bytes", "errors", "lag", "latency", "requests", "samples")
 
     def __init__(self) -> None:
+        # The latest fetch round trips, (wall-clock end, total s, wait s), for experiments
+        # that need request-level samples (GET /v1/samples/replica-fetch).
+        self.samples: deque[tuple[float, float, float]] = deque(maxlen=SAMPLES_KEPT)
         self.requests = 0
         self.bytes = 0
         self.errors = 0

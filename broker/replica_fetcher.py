@@ -142,6 +142,7 @@ class ReplicaFetcher:
         stats = self.stats
         stats.requests += 1
         stats.latency.observe(total, response.wait_time_ms / 1000)
+        stats.samples.append((time.time(), total, response.wait_time_ms / 1000))
         ok = True
         for topic in response.responses:
             for data in topic.partitions:

@@ -22,7 +22,7 @@ import contextlib
 import socket
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgspec
 import structlog
@@ -76,6 +76,7 @@ class Consumer:
         auto_commit_interval_ms: int = 5000,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
+        on_fetch: Callable[[int, float, float], None] | None = None,
         client_id: str = "purgatory-consumer",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
@@ -97,6 +98,8 @@ class Consumer:
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.fetch_errors: dict[int, int] = {}  # retried partition errors, by code
+        # Called with (broker id, round trip s, wait_time_ms / 1000) after every fetch.
+        self.on_fetch = on_fetch
         self.cluster = ClientCluster(
             bootstrap,
             client_id=client_id,
@@ -390,7 +393,10 @@ class Consumer:
         latency = self.fetch_latency.get(broker_id)
         if latency is None:
             latency = self.fetch_latency[broker_id] = FetchLatency()
-        latency.observe(time.perf_counter() - started, response.wait_time_ms / 1000)
+        total = time.perf_counter() - started
+        latency.observe(total, response.wait_time_ms / 1000)
+        if self.on_fetch is not None:
+            self.on_fetch(broker_id, total, response.wait_time_ms / 1000)
         return response
 
     async def _process(

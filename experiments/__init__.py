@@ -1,6 +1,3 @@
-"""Latency experiments: scenario runner, sample writers, the PySpark analysis job, plots.
-
-Empty for now: the scenario runner and the Spark pipeline arrive with their own issue.
-Experiments drive real broker processes through clients/ and protocol/, never broker
-internals.
-"""
+"""Latency experiments: scenarios that run brokers, inject faults and drive load
+(`purgatory experiment run`), the Spark analysis of what they record (`... analyze`) and
+their figures (`... plot`). docs/experiments.md describes each scenario."""

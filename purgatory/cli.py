@@ -16,6 +16,7 @@ from purgatory import __version__
 def build_parser() -> argparse.ArgumentParser:
     from broker import commands as broker_commands
     from clients import commands as client_commands
+    from experiments import commands as experiment_commands
 
     parser = argparse.ArgumentParser(
         prog="purgatory",
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker_commands.add_commands(sub)
     client_commands.add_commands(sub)
     client_commands.add_admin_commands(sub)
+    experiment_commands.add_commands(sub)
     perf = sub.add_parser("perf", help="benchmarks, printing JSON with --json")
     perf_sub = perf.add_subparsers(dest="perf_command", metavar="BENCHMARK", required=True)
     broker_commands.add_perf_commands(perf_sub)

@@ -21,3 +21,20 @@ async def broker() -> AsyncIterator[Broker]:
 async def cluster3() -> AsyncIterator[list[Broker]]:
     async with running_cluster(3) as brokers:
         yield brokers
+
+
+@pytest.fixture(scope="session")
+def spark_ready() -> None:
+    """Spark tests need Java 17+. Without it they skip on a developer machine (make test
+    says how to install it) and fail under CI, which must run them."""
+    import os
+
+    from experiments.analyze import java_problem
+
+    problem = java_problem()
+    if problem is None:
+        return
+    message = f"Spark needs a Java 17+ runtime: {problem}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (CI must run the Spark tests)")
+    pytest.skip(message)

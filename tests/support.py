@@ -11,20 +11,7 @@ from typing import Any
 
 from broker.config import load_config
 from broker.server import Broker, start_broker
-
-
-def free_ports(n: int) -> list[int]:
-    """Ports the OS considers free right now (bound and released together, so distinct)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+from experiments.processes import free_ports
 
 
 def free_port_range(n: int) -> int:

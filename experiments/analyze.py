@@ -1,0 +1,261 @@
+"""`purgatory experiment analyze DIR [--master URL]`: the Spark job over an experiment's
+samples (PySpark; ``local[*]`` by default, any Spark master with ``--master``).
+
+Writes, under ``DIR/analysis/``:
+
+- ``windows/`` (Parquet): per time window and (source, destination, kind): count and
+  p50/p90/p99/p99.9 of the latency and of the true latency (latency minus purgatory wait);
+- ``pairs/`` (Parquet): the same per phase of the scenario;
+- ``metrics/``, and the scenario's own tables (``lag``, ``backfill``, ``purgatory``) as
+  Parquet when the run wrote them;
+- ``report.md``: the findings, including the culprit broker: the one broker common to
+  every pair whose true latency rose against the first phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+QUANTILES = (0.5, 0.9, 0.99, 0.999)
+QUANTILE_NAMES = ("p50", "p90", "p99", "p999")
+# A pair's true latency "rose" when its p50 is at least RISE_FACTOR x and RISE_MS above the
+# first phase's.
+RISE_FACTOR = 2.0
+RISE_MS = 10.0
+TABLES = ("metrics", "lag", "backfill", "purgatory")
+
+
+class JavaMissing(RuntimeError):
+    pass
+
+
+def java_problem() -> str | None:
+    """Why Spark cannot start here (no Java 17+), or None."""
+    java = shutil.which("java")
+    if java is None:
+        return "no `java` on PATH"
+    try:
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        ).stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`java -version` failed: {exc}"
+    import re
+
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not match:
+        return f"cannot read the Java version from: {out.strip()[:200]}"
+    major = int(match.group(1))
+    if major == 1 and match.group(2):
+        major = int(match.group(2))
+    return None if major >= 17 else f"Java {major} found; PySpark 4 needs Java 17 or newer"
+
+
+def spark_session(master: str) -> Any:
+    problem = java_problem()
+    if problem:
+        raise JavaMissing(
+            f"Spark needs a Java 17+ runtime: {problem}. Install one (Debian/Ubuntu: "
+            "`apt-get install openjdk-17-jre-headless`; macOS: `brew install openjdk@17`) "
+            "or set JAVA_HOME."
+        )
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("purgatory-experiment-analysis")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def sample_schema() -> Any:
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    return StructType(
+        [
+            StructField("ts", DoubleType()),
+            StructField("phase", StringType()),
+            StructField("source", StringType()),
+            StructField("destination", StringType()),
+            StructField("kind", StringType()),
+            StructField("latency_ms", DoubleType()),
+            StructField("wait_ms", DoubleType()),
+            StructField("true_ms", DoubleType()),
+        ]
+    )
+
+
+def _stats(grouped: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    columns = [F.count("*").alias("count"), F.avg("wait_ms").alias("wait_avg_ms")]
+    for metric in ("latency_ms", "true_ms"):
+        quantiles = F.percentile_approx(metric, list(QUANTILES), 10000)
+        for i, name in enumerate(QUANTILE_NAMES):
+            columns.append(quantiles[i].alias(f"{metric.removesuffix('_ms')}_{name}_ms"))
+    return grouped.agg(*columns)
+
+
+def find_culprit(pairs: list[dict[str, Any]], phases: list[str]) -> dict[str, Any]:
+    """The broker common to every (source, destination) pair whose p50 true latency rose
+    against the first phase (a grey failure's signature, KIP-736), per later phase."""
+    if not phases:
+        return {"culprit": None, "slow_pairs": [], "reason": "no phases"}
+    baseline = {
+        (p["source"], p["destination"], p["kind"]): p["true_p50_ms"]
+        for p in pairs
+        if p["phase"] == phases[0]
+    }
+    slow: list[dict[str, Any]] = []
+    for p in pairs:
+        before = baseline.get((p["source"], p["destination"], p["kind"]))
+        if p["phase"] == phases[0] or before is None:
+            continue
+        after = p["true_p50_ms"]
+        if after >= RISE_FACTOR * before and after >= before + RISE_MS:
+            slow.append(
+                {
+                    **{k: p[k] for k in ("phase", "source", "destination", "kind")},
+                    "before_ms": before,
+                    "after_ms": after,
+                }
+            )
+    if not slow:
+        return {"culprit": None, "slow_pairs": [], "reason": "no pair's true latency rose"}
+    common = set.intersection(*({s["source"], s["destination"]} for s in slow))
+    common.discard("client")
+    common.discard("consumer")
+    if len(common) == 1:
+        return {"culprit": common.pop(), "slow_pairs": slow, "reason": "common to every slow pair"}
+    return {
+        "culprit": None,
+        "slow_pairs": slow,
+        "reason": f"no single broker common to the slow pairs ({sorted(common) or 'none'})",
+    }
+
+
+def analyze(directory: Path, master: str = "local[*]", window_s: float = 5.0) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    manifest = json.loads((directory / "manifest.json").read_text())
+    phases = [p["name"] for p in manifest.get("phases", [])]
+    out = directory / "analysis"
+    spark = spark_session(master)
+    summary: dict[str, Any] = {"scenario": manifest["scenario"], "out": str(out)}
+    try:
+        sample_files = sorted(str(p) for p in (directory / "samples").glob("*.jsonl"))
+        if sample_files:
+            samples = spark.read.schema(sample_schema()).json(sample_files)
+            start = samples.agg(F.min("ts")).first()[0]
+            windowed = samples.withColumn(
+                "window_s", F.floor((F.col("ts") - F.lit(start)) / window_s) * window_s
+            )
+            windows = _stats(windowed.groupBy("window_s", "source", "destination", "kind"))
+            windows.orderBy("kind", "source", "destination", "window_s").write.mode(
+                "overwrite"
+            ).parquet(str(out / "windows"))
+            pairs = _stats(samples.groupBy("phase", "source", "destination", "kind"))
+            pairs.write.mode("overwrite").parquet(str(out / "pairs"))
+            pair_rows = [r.asDict() for r in pairs.collect()]
+            order = {name: i for i, name in enumerate(phases)}
+            pair_rows.sort(
+                key=lambda r: (r["kind"], order.get(r["phase"], 99), r["source"], r["destination"])
+            )
+            summary["samples"] = sum(r["count"] for r in pair_rows)
+            summary["pairs"] = pair_rows
+            fetch_pairs = [r for r in pair_rows if r["kind"] == "follower_fetch"]
+            summary["culprit"] = find_culprit(fetch_pairs or pair_rows, phases)
+        for table in TABLES:
+            path = directory / f"{table}.jsonl"
+            if path.exists() and path.stat().st_size:
+                frame = spark.read.json(str(path))
+                frame.write.mode("overwrite").parquet(str(out / table))
+                summary.setdefault("tables", {})[table] = frame.count()
+    finally:
+        spark.stop()
+    results_path = directory / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    (out / "report.md").write_text(report(manifest, summary, results, window_s))
+    return summary
+
+
+def report(
+    manifest: dict[str, Any], summary: dict[str, Any], results: dict[str, Any], window_s: float
+) -> str:
+    lines = [
+        f"# {manifest['scenario']}: analysis",
+        "",
+        f"Run {'completed' if manifest.get('completed') else 'stopped early'}; "
+        f"phases: {', '.join(p['name'] for p in manifest.get('phases', [])) or 'none'}; "
+        f"{summary.get('samples', 0)} samples; windows of {window_s:g} s in `windows/`.",
+        "",
+    ]
+    culprit = summary.get("culprit")
+    if culprit is not None:
+        verdict = culprit["culprit"] or "none found"
+        lines += [f"**Culprit: {verdict}** ({culprit['reason']}).", ""]
+        for s in culprit["slow_pairs"]:
+            lines.append(
+                f"- {s['source']} -> {s['destination']} ({s['kind']}, {s['phase']}): true p50 "
+                f"{s['before_ms']:.1f} -> {s['after_ms']:.1f} ms"
+            )
+        lines.append("")
+    if summary.get("pairs"):
+        lines += [
+            "| kind | phase | source | destination | count | p50 ms | p99 ms | true p50 ms | true p99 ms |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in summary["pairs"]:
+            lines.append(
+                f"| {r['kind']} | {r['phase']} | {r['source']} | {r['destination']} | "
+                f"{r['count']} | {r['latency_p50_ms']:.1f} | {r['latency_p99_ms']:.1f} | "
+                f"{r['true_p50_ms']:.1f} | {r['true_p99_ms']:.1f} |"
+            )
+        lines.append("")
+    if results:
+        lines += [
+            "## The scenario's figures",
+            "",
+            "```json",
+            json.dumps(results, indent=2),
+            "```",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    if not (directory / "manifest.json").exists():
+        print(f"purgatory experiment analyze: no manifest.json in {directory}", file=sys.stderr)
+        return 2
+    try:
+        summary = analyze(directory, args.master, args.window)
+    except JavaMissing as exc:
+        print(f"purgatory experiment analyze: {exc}", file=sys.stderr)
+        return 2
+    culprit = summary.get("culprit") or {}
+    print(
+        json.dumps(
+            {
+                "scenario": summary["scenario"],
+                "out": summary["out"],
+                "samples": summary.get("samples", 0),
+                "culprit": culprit.get("culprit"),
+                "report": str(Path(summary["out"]) / "report.md"),
+            }
+        )
+    )
+    return 0

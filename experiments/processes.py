@@ -1,0 +1,158 @@
+"""Brokers for an experiment: started as real processes on free local ports (or existing
+ones named with --bootstrap/--admin), and stopped with the experiment."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+
+from broker.cluster import stop_all
+
+
+@dataclass
+class Brokers:
+    bootstrap: str
+    admins: dict[int, str]  # broker id -> admin base URL
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)
+
+    def admin(self, broker_id: int) -> str:
+        return self.admins[broker_id]
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+async def healthy(session: aiohttp.ClientSession, base: str) -> bool:
+    try:
+        async with session.get(f"{base}/healthz") as response:
+            return response.status == 200
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        return False
+
+
+@contextlib.asynccontextmanager
+async def local_brokers(
+    n: int, settings: dict[str, Any], log_dir: Path, startup_timeout: float = 30.0
+) -> AsyncIterator[Brokers]:
+    """``n`` broker processes, each with ``settings`` (--set), logging to ``log_dir``."""
+    ports = free_ports(2 * n)
+    members = ",".join(f"{i}@127.0.0.1:{ports[i]}" for i in range(n))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    logs: list[IO[Any]] = []
+    try:
+        for i in range(n):
+            cmd = [
+                sys.executable,
+                "-m",
+                "purgatory",
+                "broker",
+                "--id",
+                str(i),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(ports[i]),
+                "--admin-port",
+                str(ports[n + i]),
+                "--cluster",
+                members,
+            ]
+            for name, value in settings.items():
+                cmd += ["--set", f"{name}={value}"]
+            log: IO[Any] = open(log_dir / f"broker-{i}.log", "ab")  # noqa: SIM115
+            logs.append(log)
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True))
+        admins = {i: f"http://127.0.0.1:{ports[n + i]}" for i in range(n)}
+        deadline = time.monotonic() + startup_timeout
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            waiting = set(admins)
+            while waiting:
+                for i in list(waiting):
+                    if procs[i].poll() is not None:
+                        raise RuntimeError(
+                            f"broker {i} exited with code {procs[i].returncode}; see {log_dir}"
+                        )
+                    if await healthy(session, admins[i]):
+                        waiting.discard(i)
+                if waiting and time.monotonic() > deadline:
+                    raise RuntimeError(f"brokers {sorted(waiting)} not healthy; see {log_dir}")
+                await asyncio.sleep(0.05)
+        yield Brokers(
+            ",".join(f"127.0.0.1:{ports[i]}" for i in range(n)),
+            admins,
+            procs,
+            {k: str(v) for k, v in settings.items()},
+        )
+    finally:
+        stop_all(procs)
+        for log in logs:
+            log.close()
+
+
+@contextlib.asynccontextmanager
+async def existing_brokers(bootstrap: str, admins: list[str]) -> AsyncIterator[Brokers]:
+    """Brokers someone else runs (the docker-compose cluster, say): admin URLs in broker id
+    order are matched to ids through /healthz."""
+    by_id: dict[int, str] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        for base in admins:
+            async with session.get(f"{base.rstrip('/')}/healthz") as response:
+                payload = await response.json()
+            if response.status != 200:
+                raise RuntimeError(f"{base} is not healthy: {payload}")
+            by_id[int(payload["broker_id"])] = base.rstrip("/")
+    yield Brokers(bootstrap, by_id)
+
+
+async def admin_call(base: str, method: str, path: str, body: Any = None) -> Any:
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+        session.request(method, f"{base}{path}", json=body) as response,
+    ):
+        payload = await response.json()
+        if response.status >= 400:
+            raise RuntimeError(f"{method} {base}{path}: {payload.get('error', payload)}")
+        return payload
+
+
+async def set_config(base: str, name: str, value: Any) -> None:
+    await admin_call(base, "PUT", f"/v1/config/{name}", {"value": value})
+
+
+async def metric(base: str, name: str, labels: dict[str, str] | None = None) -> float:
+    """The sum of a metric's samples (optionally those with ``labels``) on one broker."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
+        session.get(f"{base}/metrics") as response,
+    ):
+        text = await response.text()
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in (labels or {}).items()):
+                total += s.value
+    return total
