@@ -153,6 +153,8 @@ class FaultInjector:
                 functools.partial(self._expire, spec.name),
             )
         self.faults[spec.name] = fault
+        if spec.kind == "pause":
+            self._count(fault)  # a pause acts once: when it begins
         self._changed()
         return fault
 
@@ -174,10 +176,6 @@ class FaultInjector:
     def _changed(self) -> None:
         self.active = bool(self.faults)
         self.paused = any(f.spec.kind == "pause" for f in self.faults.values())
-        if self.paused:
-            for f in self.faults.values():
-                if f.spec.kind == "pause":
-                    self._count(f)
         for listener in self.listeners:
             listener()
 

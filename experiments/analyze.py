@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -46,8 +47,6 @@ def java_problem() -> str | None:
         ).stderr
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"`java -version` failed: {exc}"
-    import re
-
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
     if not match:
         return f"cannot read the Java version from: {out.strip()[:200]}"

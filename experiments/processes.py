@@ -3,11 +3,11 @@ ones named with --bootstrap/--admin), and stopped with the experiment."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import aiohttp
 
-from broker.cluster import stop_all
+from broker.cluster import broker_commands, stop_all
 
 
 @dataclass
@@ -43,6 +43,27 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def free_port_range(n: int) -> int:
+    """A base port such that base .. base+n-1 are all free right now."""
+    for _ in range(100):
+        base = free_ports(1)[0]
+        if base + n > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {n} consecutive free ports found")
+
+
 async def healthy(session: aiohttp.ClientSession, base: str) -> bool:
     try:
         async with session.get(f"{base}/healthz") as response:
@@ -55,36 +76,31 @@ async def healthy(session: aiohttp.ClientSession, base: str) -> bool:
 async def local_brokers(
     n: int, settings: dict[str, Any], log_dir: Path, startup_timeout: float = 30.0
 ) -> AsyncIterator[Brokers]:
-    """``n`` broker processes, each with ``settings`` (--set), logging to ``log_dir``."""
-    ports = free_ports(2 * n)
-    members = ",".join(f"{i}@127.0.0.1:{ports[i]}" for i in range(n))
+    """``n`` broker processes, each with ``settings`` (--set), logging to ``log_dir``;
+    the command lines are `purgatory cluster`'s."""
+    base_port = free_port_range(2 * n)
+    admin_base = base_port + n
+    commands = broker_commands(
+        argparse.Namespace(
+            brokers=n,
+            host="127.0.0.1",
+            base_port=base_port,
+            admin_base_port=admin_base,
+            set=[f"{name}={value}" for name, value in settings.items()],
+            config=None,
+            log_format=None,
+            log_level=None,
+        )
+    )
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[IO[Any]] = []
     try:
-        for i in range(n):
-            cmd = [
-                sys.executable,
-                "-m",
-                "purgatory",
-                "broker",
-                "--id",
-                str(i),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(ports[i]),
-                "--admin-port",
-                str(ports[n + i]),
-                "--cluster",
-                members,
-            ]
-            for name, value in settings.items():
-                cmd += ["--set", f"{name}={value}"]
+        for i, cmd in enumerate(commands):
             log: IO[Any] = open(log_dir / f"broker-{i}.log", "ab")  # noqa: SIM115
             logs.append(log)
             procs.append(subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True))
-        admins = {i: f"http://127.0.0.1:{ports[n + i]}" for i in range(n)}
+        admins = {i: f"http://127.0.0.1:{admin_base + i}" for i in range(n)}
         deadline = time.monotonic() + startup_timeout
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
             waiting = set(admins)
@@ -100,7 +116,7 @@ async def local_brokers(
                     raise RuntimeError(f"brokers {sorted(waiting)} not healthy; see {log_dir}")
                 await asyncio.sleep(0.05)
         yield Brokers(
-            ",".join(f"127.0.0.1:{ports[i]}" for i in range(n)),
+            ",".join(f"127.0.0.1:{base_port + i}" for i in range(n)),
             admins,
             procs,
             {k: str(v) for k, v in settings.items()},

@@ -187,11 +187,7 @@ class Scraper:
                 text = await response.text()
             for family in text_string_to_metric_families(text):
                 for s in family.samples:
-                    if (
-                        s.name in SCRAPED
-                        or family.name in SCRAPED
-                        or s.name.startswith(tuple(SCRAPED))
-                    ):
+                    if s.name.startswith(SCRAPED):  # histogram samples add suffixes
                         self.recorder.write(
                             "metrics.jsonl",
                             {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -12,27 +11,6 @@ from typing import Any
 from broker.config import load_config
 from broker.server import Broker, start_broker
 from experiments.processes import free_ports
-
-
-def free_port_range(n: int) -> int:
-    """A base port such that base .. base+n-1 are all free right now."""
-    for _ in range(100):
-        base = free_ports(1)[0]
-        if base + n > 65535:
-            continue
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {n} consecutive free ports found")
 
 
 async def wait_until(
