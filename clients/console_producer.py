@@ -1,0 +1,200 @@
+"""`purgatory produce`: one record per line of standard input (Kafka's ConsoleProducer).
+
+Every line read ends as acknowledged or reported on stderr with its line number; a summary
+follows, and the exit status tells whether all were delivered:
+
+- 0: every line read was acknowledged (also after a Ctrl-C that let pending ones finish);
+- 1: some line was not delivered (failed, too large, no key separator), or the topic or
+  cluster could not be used at all;
+- 130: a second Ctrl-C (or SIGTERM) gave up on pending records; they are reported.
+
+The first Ctrl-C/SIGTERM stops reading and lets pending records finish within their
+delivery timeout (``--timeout-ms``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from collections.abc import Awaitable
+from functools import partial
+
+from rich.console import Console
+
+from clients.producer import BATCH_OVERHEAD, RECORD_OVERHEAD, Producer, RecordMetadata
+from clients.stdin_lines import StdinLines
+from protocol.errors import KafkaError
+
+err = Console(stderr=True, highlight=False)
+
+
+def line_ranges(numbers: list[int]) -> str:
+    """'3, 7, 9-11' for [3, 7, 9, 10, 11]."""
+    out: list[str] = []
+    numbers = sorted(numbers)
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        out.append(str(numbers[i]) if i == j else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+class FailureReport:
+    """Prints failed lines on stderr, grouping lines that failed with the same error in
+    the same loop iteration (a batch fails as a whole) into one message."""
+
+    def __init__(self) -> None:
+        self.failed = 0
+        self.failed_lines: list[int] = []  # the first few, for the summary
+        self._waiting: dict[str, list[int]] = {}
+        self._scheduled = False
+
+    def add(self, number: int, problem: str) -> None:
+        self.failed += 1
+        if len(self.failed_lines) < 20:
+            self.failed_lines.append(number)
+        self._waiting.setdefault(problem, []).append(number)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._scheduled = False
+        for problem, numbers in self._waiting.items():
+            what = "line" if len(numbers) == 1 else f"lines ({len(numbers)})"
+            err.print(f"[red]{what} {line_ranges(numbers)}: {problem}[/red]", soft_wrap=True)
+        self._waiting.clear()
+
+
+class ConsoleProducer:
+    def __init__(self, args: argparse.Namespace, topic: str) -> None:
+        self.args = args
+        self.topic = topic
+        self.read = 0
+        self.delivered = 0
+        self.report = FailureReport()
+        self.interrupts = 0
+        self.interrupted = asyncio.Event()
+        self.given_up = asyncio.Event()
+
+    def _on_signal(self, name: str) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1:
+            self.interrupted.set()
+            err.print(f"[yellow]{name}: stopped reading; waiting for pending records[/yellow]")
+        else:
+            self.given_up.set()
+
+    def _delivered(self, number: int, future: asyncio.Future[RecordMetadata]) -> None:
+        exc = None if future.cancelled() else future.exception()
+        if exc is None and not future.cancelled():
+            self.delivered += 1
+        else:
+            self.report.add(number, f"not delivered: {exc or 'cancelled'}")
+
+    async def run(self) -> int:
+        args = self.args
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal, sig.name)
+        producer = Producer(
+            args.bootstrap,
+            acks=args.acks,
+            linger_ms=args.linger_ms,
+            delivery_timeout_ms=max(args.timeout_ms, args.linger_ms + 1),
+            max_block_ms=args.timeout_ms,
+            max_request_size=args.max_request_size,
+            client_id="purgatory-console-producer",
+        )
+        try:
+            await _until(self.interrupted, self._prepare(producer))
+            if self.interrupts:
+                return 130  # before anything was read
+            lines = StdinLines(
+                max_line_bytes=args.max_request_size - BATCH_OVERHEAD - RECORD_OVERHEAD,
+                crlf=args.crlf,
+            )
+            await _until(self.interrupted, self._send_lines(producer, lines))
+            lines.stop()
+            if producer.pending and self.interrupts:
+                err.print(
+                    f"[yellow]{producer.pending} record(s) pending; waiting up to "
+                    f"{args.timeout_ms} ms for them (Ctrl-C again to give up now)[/yellow]"
+                )
+            await _until(self.given_up, producer.flush())
+            if producer.pending:
+                await producer.abort("interrupted before it was acknowledged")
+        finally:
+            await producer.close(0)
+            self.report.flush()
+        not_delivered = self.read - self.delivered
+        summary = f"produced {self.delivered} of {self.read} record(s) to {self.topic}"
+        if not_delivered:
+            summary += f"; {not_delivered} not delivered"
+            if self.report.failed_lines:
+                more = ", ..." if self.report.failed > len(self.report.failed_lines) else ""
+                what = "line" if self.report.failed == 1 else "lines"
+                summary += f" ({what} {line_ranges(self.report.failed_lines)}{more})"
+        err.print(summary, soft_wrap=True)
+        if self.given_up.is_set() and not_delivered:
+            return 130
+        return 1 if not_delivered else 0
+
+    async def _prepare(self, producer: Producer) -> None:
+        """Connect and check the topic before reading a line: an unknown topic fails in
+        about a second (UnknownTopicError), whatever is waiting on stdin."""
+        await producer.start()
+        await producer.cluster.ensure_topics(
+            [self.topic], auto_create=True, timeout_ms=self.args.timeout_ms
+        )
+
+    async def _send_lines(self, producer: Producer, lines: StdinLines) -> None:
+        args = self.args
+        sep = None if args.key_separator is None else args.key_separator.encode()
+        async for chunk in lines:
+            for number, data, length in chunk:
+                self.read += 1
+                await self._send_line(producer, sep, number, data, length)
+
+    async def _send_line(
+        self, producer: Producer, sep: bytes | None, number: int, data: bytes | None, length: int
+    ) -> None:
+        if data is None:
+            self.report.add(
+                number,
+                f"not sent: MESSAGE_TOO_LARGE: a line of {length} bytes exceeds "
+                f"max.request.size {self.args.max_request_size} (--max-request-size)",
+            )
+            return
+        key = None
+        if sep is not None:
+            if sep not in data:
+                self.report.add(number, f"not sent: no key separator {self.args.key_separator!r}")
+                return
+            key, data = data.split(sep, 1)
+        try:
+            future = await producer.send(self.topic, data, key, partition=self.args.partition)
+        except KafkaError as exc:
+            self.report.add(number, f"not sent: {exc}")
+            return
+        future.add_done_callback(partial(self._delivered, number))
+
+
+async def _until(event: asyncio.Event, work: Awaitable[object]) -> None:
+    """Await ``work`` (a coroutine or future) unless ``event`` is set first; then cancel
+    it. Exceptions of ``work`` propagate."""
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return
+    task.result()
