@@ -17,7 +17,8 @@ class DelayedProduce(DelayedOperation):
     """Appended locally; waits until each partition's high watermark reaches the offset
     after its batch. A partition is done when:
 
-    A. this broker no longer leads it: NOT_LEADER_OR_FOLLOWER;
+    A. this broker no longer leads it: NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION if
+       the partition is gone, its topic deleted);
     B. its HW reached the required offset: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if
        the ISR is now smaller than ``min.insync.replicas``;
     C. the request's timeout passed first: REQUEST_TIMED_OUT.
@@ -46,7 +47,9 @@ class DelayedProduce(DelayedOperation):
         rm = self.replica_manager
         for key, (entry, required) in list(self.pending.items()):
             partition = rm.partitions.get(key)
-            if partition is None or not partition.is_leader:  # case A
+            if partition is None:  # case A: the partition is gone (topic deleted)
+                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not partition.is_leader:  # case A
                 entry.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif partition.high_watermark >= required:  # case B
                 if len(partition.isr) < partition.min_insync_replicas:

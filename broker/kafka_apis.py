@@ -48,6 +48,7 @@ class KafkaApis:
             ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.FETCH_SNAPSHOT: self.handle_fetch_snapshot,
@@ -123,10 +124,12 @@ class KafkaApis:
     async def _metadata_after_create(
         self, request: m.MetadataRequest, missing: list[str]
     ) -> m.MetadataResponse:
-        await self.broker.create_topics(
+        created = await self.broker.create_topics(
             m.CreateTopicsRequest([m.CreatableTopic(name) for name in dict.fromkeys(missing)])
         )
-        return self.broker.metadata_response(request.topics)
+        return self.broker.metadata_response(
+            request.topics, creating={r.name: r.error_code for r in created.topics}
+        )
 
     def handle_create_topics(self, request: m.CreateTopicsRequest, version: int) -> Result:
         if len(request.topics) > MAX_PARTITIONS_PER_REQUEST:
@@ -135,6 +138,14 @@ class KafkaApis:
                 f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request",
             )
         return self.broker.create_topics(request)
+
+    def handle_delete_topics(self, request: m.DeleteTopicsRequest, version: int) -> Result:
+        if len(request.topic_names) > MAX_PARTITIONS_PER_REQUEST:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request",
+            )
+        return self.broker.delete_topics(request)
 
     # -- inter-broker ----------------------------------------------------------------------
 

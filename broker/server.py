@@ -10,7 +10,7 @@ import datetime
 import functools
 import socket
 import uuid
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import structlog
@@ -29,7 +29,7 @@ from broker.replica_manager import ReplicaManager
 from clients.connection import Connection, ConnectionClosed
 from protocol import messages as m
 from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, is_retriable
 
 
 class Broker:
@@ -286,33 +286,70 @@ class Broker:
         )
         return response
 
+    async def _forward_to_controller(self, key: ApiKey, request: Any, timeout_ms: int) -> Any:
+        """Send a request to the controller; None when it cannot be reached."""
+        try:
+            conn = await self._controller_connection()
+            return await conn.send(key, request, timeout_ms=timeout_ms + 1000)
+        except (ConnectionClosed, KafkaError) as exc:
+            self.log.info("controller_unavailable", api=key.api_name, error=str(exc))
+            return None
+
+    def _no_controller(self) -> str:
+        return f"controller (broker {self.controller_id}) unavailable; retry"
+
     async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
         """Create topics on the controller (here, or forwarded to it)."""
         if self.controller is not None:
             return await self.controller.create_topics(request)
-        try:
-            conn = await self._controller_connection()
-            response: m.CreateTopicsResponse = await conn.send(
-                ApiKey.CREATE_TOPICS, request, timeout_ms=request.timeout_ms + 1000
-            )
-        except (ConnectionClosed, KafkaError) as exc:
-            message = f"controller (broker {self.controller_id}) unavailable: {exc}"
+        response: m.CreateTopicsResponse | None = await self._forward_to_controller(
+            ApiKey.CREATE_TOPICS, request, request.timeout_ms
+        )
+        if response is None:
             return m.CreateTopicsResponse(
                 [
-                    m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, message)
+                    m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, self._no_controller())
                     for t in request.topics
                 ]
             )
         # The controller pushed the change before answering; wait for it to land here too.
         await self._wait_for_topics(
-            [r.name for r in response.topics if r.error_code == 0], request.timeout_ms
+            lambda: all(
+                r.name in self.metadata.topics for r in response.topics if r.error_code == 0
+            ),
+            request.timeout_ms,
         )
         return response
 
-    async def _wait_for_topics(self, names: list[str], timeout_ms: int) -> None:
+    async def delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+        """Delete topics on the controller (here, or forwarded to it)."""
+        if self.controller is not None:
+            return await self.controller.delete_topics(request)
+        response: m.DeleteTopicsResponse | None = await self._forward_to_controller(
+            ApiKey.DELETE_TOPICS, request, request.timeout_ms
+        )
+        if response is None:
+            return m.DeleteTopicsResponse(
+                [
+                    m.DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, self._no_controller())
+                    for name in request.topic_names
+                ]
+            )
+        await self._wait_for_topics(
+            lambda: (
+                not any(
+                    r.name in self.metadata.topics for r in response.responses if r.error_code == 0
+                )
+            ),
+            request.timeout_ms,
+        )
+        return response
+
+    async def _wait_for_topics(self, done: Callable[[], bool], timeout_ms: int) -> None:
+        """Wait until this broker's metadata satisfies ``done`` (at most ``timeout_ms``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
-        while any(n not in self.metadata.topics for n in names):
+        while not done():
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return
@@ -334,7 +371,15 @@ class Broker:
         task = self._spawn(self.create_topics(m.CreateTopicsRequest([m.CreatableTopic(topic)])))
         task.add_done_callback(lambda _: self._auto_creating.discard(topic))
 
-    def metadata_response(self, topics: list[str] | None) -> m.MetadataResponse:
+    def metadata_response(
+        self, topics: list[str] | None, creating: Mapping[str, int] | None = None
+    ) -> m.MetadataResponse:
+        """The Metadata answer for ``topics`` (None: all). ``creating``: the outcome of
+        auto-creating missing topics. As in Kafka, a topic whose creation is under way, or
+        failed for now (a controller handover), answers LEADER_NOT_AVAILABLE so the client
+        asks again; one that cannot be created answers that error; and
+        UNKNOWN_TOPIC_OR_PARTITION means nobody is creating it."""
+        creating = creating or {}
         brokers = [m.MetadataBroker(i, h, p) for i, (h, p) in sorted(self.members.items())]
         cache = self.metadata.topics
         names = sorted(cache) if topics is None else topics
@@ -342,11 +387,13 @@ class Broker:
         for name in names:
             state = cache.get(name)
             if state is None:
-                code = (
-                    ErrorCode.INVALID_TOPIC_EXCEPTION
-                    if topic_name_problem(name)
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
+                code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if topic_name_problem(name):
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                elif name in creating:
+                    code = creating[name]
+                    if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS) or is_retriable(code):
+                        code = ErrorCode.LEADER_NOT_AVAILABLE
                 out.append(m.MetadataTopic(code, name, "", []))
                 continue
             live = self.metadata.live_brokers

@@ -1,4 +1,4 @@
-"""AdminClient: create and describe topics."""
+"""AdminClient: create, delete and describe topics; committed offsets and log ends."""
 
 from __future__ import annotations
 
@@ -75,17 +75,54 @@ class AdminClient:
             raise KafkaError(result.error_code, result.error_message)
         return result
 
-    async def group_offsets(
-        self, group: str, tps: list[tuple[str, int]]
-    ) -> dict[tuple[str, int], tuple[int, str | None]]:
-        """Committed (offset, metadata) of ``group`` for the partitions that have one."""
-        await self.cluster.ensure_topics(sorted({t for t, _ in tps}), auto_create=False)
-        return await self.cluster.committed(group, tps)
+    async def delete_topics(
+        self, names: list[str], *, timeout_ms: int = 30000
+    ) -> list[m.DeletableTopicResult]:
+        """Delete topics; one result per topic (check ``error_code``). NOT_CONTROLLER
+        answers are asked again with fresh metadata until ``timeout_ms``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        results: dict[str, m.DeletableTopicResult] = {}
+        pending = list(dict.fromkeys(names))
+        while True:
+            response: m.DeleteTopicsResponse = await self.cluster.send_to_controller(
+                ApiKey.DELETE_TOPICS,
+                m.DeleteTopicsRequest(pending, timeout_ms),
+                timeout_ms=timeout_ms + 5000,
+            )
+            results.update((r.name, r) for r in response.responses)
+            pending = [n for n in pending if results[n].error_code == ErrorCode.NOT_CONTROLLER]
+            if not pending or loop.time() + self.retry_backoff_ms / 1000 > deadline:
+                return [results[n] for n in dict.fromkeys(names)]
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+            await self.cluster.refresh([])
 
-    async def log_end_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The offset consumers can read up to (the high watermark) of each partition."""
+    async def delete_topic(self, name: str) -> None:
+        """Delete one topic or raise KafkaError with the broker's reason."""
+        [result] = await self.delete_topics([name])
+        if result.error_code != ErrorCode.NONE:
+            raise KafkaError(result.error_code, result.error_message)
+
+    async def group_offsets(
+        self,
+        group: str,
+        tps: list[tuple[str, int]],
+        errors: dict[tuple[str, int], KafkaError] | None = None,
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Committed (offset, metadata) of ``group`` for the partitions that have one. With
+        ``errors``, partitions whose leader cannot answer are listed there, not raised."""
         await self.cluster.ensure_topics(sorted({t for t, _ in tps}), auto_create=False)
-        return await self.cluster.list_offsets(tps, m.LATEST_TIMESTAMP)
+        return await self.cluster.committed(group, tps, errors)
+
+    async def log_end_offsets(
+        self,
+        tps: list[tuple[str, int]],
+        errors: dict[tuple[str, int], KafkaError] | None = None,
+    ) -> dict[tuple[str, int], int]:
+        """The offset consumers can read up to (the high watermark) of each partition. With
+        ``errors``, partitions whose leader cannot answer are listed there, not raised."""
+        await self.cluster.ensure_topics(sorted({t for t, _ in tps}), auto_create=False)
+        return await self.cluster.list_offsets(tps, m.LATEST_TIMESTAMP, errors)
 
     async def list_topics(self) -> list[str]:
         response = await self.cluster.refresh(None)

@@ -4,8 +4,9 @@ connections, refreshed from Metadata when a broker says the view is stale."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from clients.connection import DEFAULT_REQUEST_TIMEOUT_MS, Connection, ConnectionClosed
@@ -14,6 +15,22 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 
 TopicPartition = tuple[str, int]
+
+
+class UnknownTopicError(KafkaError):
+    """The brokers say the topic does not exist (and will not create it on use)."""
+
+    def __init__(self, topic: str, auto_create_asked: bool) -> None:
+        self.topic = topic
+        super().__init__(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"topic {topic!r} does not exist"
+            + (
+                " and the brokers do not create topics on use (auto.create.topics.enable=false)"
+                if auto_create_asked
+                else ""
+            ),
+        )
 
 
 def by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -153,65 +170,103 @@ class ClientCluster:
         return parts[partition].leader_id
 
     async def ensure_topics(
-        self, topics: list[str], *, auto_create: bool, timeout_ms: int = 30000
+        self,
+        topics: list[str],
+        *,
+        auto_create: bool,
+        timeout_ms: int = 30000,
+        unknown_timeout_ms: int = 1000,
     ) -> None:
-        """Refresh until every topic has leaders, or raise UNKNOWN_TOPIC_OR_PARTITION."""
+        """Refresh until every topic exists. Partitions without a leader are fine: callers
+        use the partitions that have one and retry the others.
+
+        A topic being created (LEADER_NOT_AVAILABLE at topic level) is waited for up to
+        ``timeout_ms``; one the brokers say does not exist (UNKNOWN_TOPIC_OR_PARTITION:
+        auto-creation is off or not asked for) only ``unknown_timeout_ms``, long enough
+        for a topic just created elsewhere to reach this broker. Then KafkaError."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
+        start = loop.time()
         delay = 0.01
         while True:
             response = await self.refresh(topics, auto_create=auto_create)
-            bad = [
-                t
-                for t in response.topics
-                if t.error_code != 0 or any(p.leader_id < 0 for p in t.partitions)
-            ]
+            bad = [t for t in response.topics if t.error_code != ErrorCode.NONE]
             if not bad:
                 return
-            fatal = [
-                t
-                for t in bad
-                if t.error_code
-                not in (0, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            ]
-            if fatal or loop.time() + delay > deadline:
-                t = (fatal or bad)[0]
-                raise KafkaError(
-                    t.error_code or ErrorCode.LEADER_NOT_AVAILABLE,
-                    f"topic {t.name!r} is not available",
-                )
-            if not auto_create and all(
-                t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t in bad
-            ):
-                raise KafkaError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {bad[0].name!r} does not exist"
-                )
+            elapsed_ms = (loop.time() + delay - start) * 1000
+            for t in bad:
+                if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    if elapsed_ms > unknown_timeout_ms:
+                        raise UnknownTopicError(t.name, auto_create)
+                elif t.error_code != ErrorCode.LEADER_NOT_AVAILABLE:
+                    raise KafkaError(t.error_code, f"topic {t.name!r}")
+                elif elapsed_ms > timeout_ms:
+                    raise KafkaError(
+                        t.error_code,
+                        f"topic {t.name!r} was still being created after {timeout_ms} ms",
+                    )
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            delay = min(delay * 2, 0.25)
 
-    async def by_leader(self, tps: list[TopicPartition]) -> dict[int, list[TopicPartition]]:
-        """Group partitions by their leader (refreshing metadata for unknown ones)."""
-        missing = [tp for tp in tps if self.leader_for(*tp) < 0]
-        if missing:
-            await self.refresh(sorted({t for t, _ in missing}))
+    async def by_leader(
+        self, tps: list[TopicPartition]
+    ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition]]:
+        """Group partitions by their leader (refreshing metadata once for unknown ones);
+        also returns the partitions that have no leader now."""
+        if any(self.leader_for(*tp) < 0 for tp in tps):
+            missing = sorted({t for t, p in tps if self.leader_for(t, p) < 0})
+            with contextlib.suppress(ConnectionClosed, KafkaError):
+                await self.refresh(missing)
         groups: dict[int, list[TopicPartition]] = {}
+        leaderless: list[TopicPartition] = []
         for tp in tps:
             leader = self.leader_for(*tp)
             if leader < 0:
-                raise KafkaError(
-                    ErrorCode.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no leader now"
+                leaderless.append(tp)
+            else:
+                groups.setdefault(leader, []).append(tp)
+        return groups, leaderless
+
+    async def per_leader(
+        self,
+        tps: list[TopicPartition],
+        errors: dict[TopicPartition, KafkaError] | None,
+        ask: Callable[[Connection, list[TopicPartition]], Awaitable[None]],
+    ) -> None:
+        """Run ``ask`` at each partition's leader. Without ``errors`` the first problem
+        raises; with it, each partition that is unavailable now (no leader, leader
+        unreachable, a retriable error) is recorded there and the others are still asked.
+        Errors that retrying cannot cure always raise."""
+        groups, leaderless = await self.by_leader(tps)
+        for tp in leaderless:
+            error = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp[0]}-{tp[1]} has no leader now")
+            if errors is None:
+                raise error
+            errors[tp] = error
+        for leader, group in groups.items():
+            try:
+                await ask(await self.connection(leader), group)
+            except (ConnectionClosed, KafkaError) as exc:
+                if errors is None or (isinstance(exc, KafkaError) and not exc.retriable):
+                    raise
+                error = (
+                    exc
+                    if isinstance(exc, KafkaError)
+                    else KafkaError(ErrorCode.NETWORK_EXCEPTION, f"broker {leader}: {exc}")
                 )
-            groups.setdefault(leader, []).append(tp)
-        return groups
+                for tp in group:
+                    errors.setdefault(tp, error)
 
     async def list_offsets(
-        self, tps: list[TopicPartition], timestamp: int
+        self,
+        tps: list[TopicPartition],
+        timestamp: int,
+        errors: dict[TopicPartition, KafkaError] | None = None,
     ) -> dict[TopicPartition, int]:
         """ListOffsets at each leader: -1 latest (the high watermark), -2 earliest, else the
-        first offset at or after ``timestamp``."""
+        first offset at or after ``timestamp``. See ``per_leader`` for ``errors``."""
         out: dict[TopicPartition, int] = {}
-        for leader, group in (await self.by_leader(tps)).items():
-            conn = await self.connection(leader)
+
+        async def ask(conn: Connection, group: list[TopicPartition]) -> None:
             request = m.ListOffsetsRequest(
                 -1,
                 [
@@ -222,35 +277,45 @@ class ClientCluster:
             response: m.ListOffsetsResponse = await conn.send(ApiKey.LIST_OFFSETS, request)
             for topic in response.topics:
                 for part in topic.partitions:
+                    tp = (topic.name, part.partition_index)
                     if part.error_code:
-                        raise KafkaError(
-                            part.error_code, f"ListOffsets for {topic.name}-{part.partition_index}"
-                        )
-                    out[(topic.name, part.partition_index)] = part.offset
+                        error = KafkaError(part.error_code, f"ListOffsets for {tp[0]}-{tp[1]}")
+                        if errors is None or not error.retriable:
+                            raise error
+                        errors[tp] = error
+                    else:
+                        out[tp] = part.offset
+
+        await self.per_leader(tps, errors, ask)
         return out
 
     async def committed(
-        self, group: str, tps: list[TopicPartition]
+        self,
+        group: str,
+        tps: list[TopicPartition],
+        errors: dict[TopicPartition, KafkaError] | None = None,
     ) -> dict[TopicPartition, tuple[int, str | None]]:
-        """OffsetFetch at each leader: (offset, metadata) of ``group`` where it committed."""
+        """OffsetFetch at each leader: (offset, metadata) of ``group`` where it committed.
+        See ``per_leader`` for ``errors``."""
         out: dict[TopicPartition, tuple[int, str | None]] = {}
-        for leader, group_tps in (await self.by_leader(tps)).items():
-            conn = await self.connection(leader)
+
+        async def ask(conn: Connection, group_tps: list[TopicPartition]) -> None:
             request = m.OffsetFetchRequest(
                 group, [m.OffsetFetchTopic(t, ps) for t, ps in by_topic(group_tps).items()]
             )
             response: m.OffsetFetchResponse = await conn.send(ApiKey.OFFSET_FETCH, request)
             for topic in response.topics:
                 for part in topic.partitions:
+                    tp = (topic.name, part.partition_index)
                     if part.error_code:
-                        raise KafkaError(
-                            part.error_code, f"group {group!r}, {topic.name}-{part.partition_index}"
-                        )
-                    if part.committed_offset >= 0:
-                        out[(topic.name, part.partition_index)] = (
-                            part.committed_offset,
-                            part.metadata,
-                        )
+                        error = KafkaError(part.error_code, f"group {group!r}, {tp[0]}-{tp[1]}")
+                        if errors is None or not error.retriable:
+                            raise error
+                        errors[tp] = error
+                    elif part.committed_offset >= 0:
+                        out[tp] = (part.committed_offset, part.metadata)
+
+        await self.per_leader(tps, errors, ask)
         return out
 
     async def send_to_controller(

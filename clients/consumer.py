@@ -114,6 +114,7 @@ class Consumer:
         self._highwater: dict[TopicPartition, int] = {}
         self._current: deque[ConsumerMessage] = deque()  # the chunk being handed out
         self._errors: list[KafkaError] = []  # raised by the next poll
+        self._trouble: dict[TopicPartition, KafkaError] = {}  # why a partition is not fetched
         self._fetchers: dict[int, asyncio.Task[None]] = {}
         self._fetch_conns: dict[int, Connection] = {}
         self._wakeup = asyncio.Event()
@@ -144,7 +145,8 @@ class Consumer:
         self._wakeup.set()
 
     def _forget(self, tp: TopicPartition) -> None:
-        for table in (self._positions, self._fetch_positions, self._epochs, self._highwater):
+        tables = (self._positions, self._fetch_positions, self._epochs, self._highwater)
+        for table in (*tables, self._trouble):
             table.pop(tp, None)
         if self._current and (self._current[0].topic, self._current[0].partition) == tp:
             self._current.clear()
@@ -215,8 +217,12 @@ class Consumer:
         return self.queue.qsize()
 
     async def _reset(self, tps: list[TopicPartition], timestamp: int) -> None:
-        for tp, offset in (await self.list_offsets(tps, timestamp)).items():
+        """Move ``tps`` to the offset of ``timestamp``; partitions whose leader cannot
+        answer now keep no position and are tried again by the next poll."""
+        errors: dict[TopicPartition, KafkaError] = {}
+        for tp, offset in (await self.cluster.list_offsets(tps, timestamp, errors)).items():
             self._set_position(tp, offset)
+        self._note_trouble(errors)
 
     async def list_offsets(
         self, tps: list[TopicPartition], timestamp: int
@@ -228,11 +234,13 @@ class Consumer:
         if not missing:
             return
         if self.group_id is not None:
-            committed = await self.committed_offsets(missing)
-            for tp, offset in committed.items():
-                if offset is not None:
-                    self._set_position(tp, offset)
-            missing = [tp for tp in missing if tp not in self._positions]
+            errors: dict[TopicPartition, KafkaError] = {}
+            committed = await self.cluster.committed(self.group_id, missing, errors)
+            self._note_trouble(errors)
+            for tp, (offset, _) in committed.items():
+                self._set_position(tp, offset)
+            # No committed offset: reset. Unreadable now: try again at the next poll.
+            missing = [tp for tp in missing if tp not in self._positions and tp not in errors]
         if missing:
             if self.auto_offset_reset == "none":
                 raise KafkaError(
@@ -250,12 +258,10 @@ class Consumer:
         """Positions for every assigned partition, a fetcher for each broker leading one of
         them, and the auto-commit task."""
         await self._initialize_positions()
-        try:
-            leaders = await self.cluster.by_leader(self._assignment)
-        except KafkaError as exc:
-            if exc.code not in METADATA_STALE:
-                raise
-            leaders = {}
+        leaders, leaderless = await self.cluster.by_leader(self._assignment)
+        self._note_trouble(
+            {tp: KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, "no leader now") for tp in leaderless}
+        )
         for broker_id in leaders:
             task = self._fetchers.get(broker_id)
             if task is None or task.done():
@@ -310,6 +316,25 @@ class Consumer:
     def _usable(self, chunk: Chunk) -> bool:
         return self._epochs.get(chunk.tp) == chunk.epoch and chunk.tp in self._positions
 
+    def unavailable(self) -> dict[TopicPartition, str]:
+        """Assigned partitions that cannot be fetched now, with the last reason; they are
+        retried with backoff while the others are fetched."""
+        return {tp: str(e) for tp, e in self._trouble.items() if tp in self._assignment}
+
+    def _note_trouble(self, errors: dict[TopicPartition, KafkaError]) -> None:
+        """Record why partitions cannot be fetched; log a partition once per change of its
+        error, not at every retry."""
+        for tp, error in errors.items():
+            previous = self._trouble.get(tp)
+            self._trouble[tp] = error
+            if previous is None or previous.code != error.code:
+                self.log.warning(
+                    "partition_unavailable",
+                    partition=f"{tp[0]}-{tp[1]}",
+                    error=error_name(error.code),
+                    detail=str(error),
+                )
+
     def _raise_errors(self) -> None:
         if self._errors:
             error, self._errors = self._errors[0], []
@@ -336,7 +361,12 @@ class Consumer:
             try:
                 response = await self._fetch(broker_id, offsets)
             except (ConnectionClosed, KafkaError) as exc:
-                self.log.info("fetch_failed", broker=broker_id, error=str(exc))
+                error = (
+                    exc
+                    if isinstance(exc, KafkaError)
+                    else KafkaError(ErrorCode.NETWORK_EXCEPTION, f"broker {broker_id}: {exc}")
+                )
+                self._note_trouble(dict.fromkeys(tps, error))
                 await asyncio.sleep(backoff)
                 with contextlib.suppress(ConnectionClosed, KafkaError):
                     await self.cluster.refresh(sorted({t for t, _ in tps}))
@@ -416,20 +446,19 @@ class Consumer:
             return False
         if part.error_code:
             if part.error_code in METADATA_STALE:
+                self._note_trouble({tp: KafkaError(part.error_code, f"fetch at {offset}")})
                 return True
             if part.error_code in RETRIED_FETCH_ERRORS:
                 # A failed or refused remote read, a broker-side storage error: Kafka's
                 # consumer logs these and fetches the partition again (after a backoff here).
                 self.fetch_errors[part.error_code] = self.fetch_errors.get(part.error_code, 0) + 1
-                self.log.info(
-                    "fetch_partition_error",
-                    partition=f"{tp[0]}-{tp[1]}",
-                    offset=offset,
-                    error=error_name(part.error_code),
-                )
+                self._note_trouble({tp: KafkaError(part.error_code, f"fetch at {offset}")})
                 return True
             self._errors.append(KafkaError(part.error_code, f"fetch {tp[0]}-{tp[1]}"))
             return False
+        if tp in self._trouble:
+            del self._trouble[tp]
+            self.log.warning("partition_available", partition=f"{tp[0]}-{tp[1]}")
         self._highwater[tp] = part.high_watermark
         if not part.records:
             return False
@@ -458,13 +487,16 @@ class Consumer:
 
     async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: what the application has consumed) for the group.
-        The commit's metadata names this consumer (the offset checker's owner)."""
+        The commit's metadata names this consumer (the offset checker's owner). Partitions
+        whose leader is unavailable are not committed: KafkaError names the first of them
+        (retriable), after the others were committed."""
         group = self._require_group()
         offsets = dict(self._positions) if offsets is None else offsets
         if not offsets:
             return
-        for leader, tps in (await self.cluster.by_leader(list(offsets))).items():
-            conn = await self.cluster.connection(leader)
+        errors: dict[TopicPartition, KafkaError] = {}
+
+        async def ask(conn: Connection, tps: list[TopicPartition]) -> None:
             request = m.OffsetCommitRequest(
                 group,
                 [
@@ -477,13 +509,23 @@ class Consumer:
             response: m.OffsetCommitResponse = await conn.send(ApiKey.OFFSET_COMMIT, request)
             for topic in response.topics:
                 for part in topic.partitions:
+                    tp = (topic.name, part.partition_index)
                     if part.error_code:
-                        raise KafkaError(
+                        errors[tp] = KafkaError(
                             part.error_code,
-                            f"commit {topic.name}-{part.partition_index} "
-                            f"at {offsets[(topic.name, part.partition_index)]} for group {group!r}",
+                            f"commit {tp[0]}-{tp[1]} at {offsets[tp]} for group {group!r}",
                         )
-        self._committed_positions.update(offsets)
+                    else:
+                        self._committed_positions[tp] = offsets[tp]
+
+        await self.cluster.per_leader(list(offsets), errors, ask)
+        if errors:
+            tp, error = next(iter(errors.items()))
+            raise KafkaError(
+                error.code,
+                f"{len(errors)} of {len(offsets)} partition(s) not committed; "
+                f"{tp[0]}-{tp[1]}: {error}",
+            )
 
     async def committed_offsets(
         self, tps: list[TopicPartition]

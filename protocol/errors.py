@@ -86,6 +86,12 @@ METADATA_STALE = frozenset(
 )
 
 
+def is_retriable(code: int) -> bool:
+    """Whether an error code (known or not) means the same request may be retried."""
+    member = ErrorCode._value2member_map_.get(code)
+    return member is not None and member in _RETRIABLE
+
+
 def error_name(code: int) -> str:
     """The Kafka name of an error code, or UNKNOWN(<code>) for a code we do not know."""
     try:
