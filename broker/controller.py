@@ -33,6 +33,9 @@ from protocol.messages import (
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     PartitionState,
     TopicState,
     UpdateMetadataRequest,
@@ -314,6 +317,29 @@ class Controller:
                 "topic_created", topic=topic.name, partitions=partitions, replication_factor=rf
             )
         return CreatableTopicResult(topic.name, ErrorCode.NONE, None, partitions, rf)
+
+    async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        """Remove topics from the picture and push it: every broker drops their partitions
+        (and records, and committed offsets) when it applies the change."""
+        results: list[DeletableTopicResult] = []
+        deleted = False
+        for name in request.topic_names:
+            if self.topics.pop(name, None) is None:
+                results.append(
+                    DeletableTopicResult(
+                        name,
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"topic {name!r} does not exist",
+                    )
+                )
+                continue
+            deleted = True
+            results.append(DeletableTopicResult(name, ErrorCode.NONE))
+            self.log.info("topic_deleted", topic=name)
+        if deleted:
+            self.epoch += 1
+            await self._publish(request.timeout_ms)
+        return DeleteTopicsResponse(results)
 
     # -- ISR changes ------------------------------------------------------------------------
 

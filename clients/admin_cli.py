@@ -87,7 +87,7 @@ def fault_command(args: argparse.Namespace) -> int:
     try:
         if action == "add":
             status, payload = _call("POST", f"{base}/v1/faults", fault_spec(args))
-        elif action == "rm":
+        elif action in ("rm", "remove"):
             status, payload = _call("DELETE", f"{base}/v1/faults/{args.name}")
         elif action == "reset":
             status, payload = _call("POST", f"{base}/v1/faults/reset", {})

@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 
+import structlog
 import uvloop
 from rich.console import Console
 from rich.table import Table
 
 from clients.admin import AdminClient
+from clients.cluster import UnknownTopicError
 from clients.connection import ConnectionClosed
 from clients.consumer import Consumer
-from clients.producer import Producer
 from protocol.errors import ErrorCode, KafkaError, error_name
 
 err = Console(stderr=True)
@@ -23,12 +25,31 @@ err = Console(stderr=True)
 def _run(coro: object, what: str) -> int:
     try:
         return int(uvloop.run(coro) or 0)  # type: ignore[arg-type]
-    except (KafkaError, ConnectionClosed, ValueError) as exc:
-        err.print(f"[red]purgatory {what}: {exc}[/red]")
+    except UnknownTopicError as exc:
+        err.print(f"[red]purgatory {what}: {exc}[/red]", soft_wrap=True)
+        err.print(f"create it first: purgatory topics create {exc.topic}", soft_wrap=True)
+        return 1
+    except (KafkaError, ConnectionClosed, ValueError, OSError) as exc:
+        err.print(f"[red]purgatory {what}: {exc}[/red]", soft_wrap=True)
         return 1
 
 
+def topic_of(args: argparse.Namespace) -> str:
+    """The topic, given as the positional argument or as ``--topic`` (Kafka's habit)."""
+    positional, option = args.topic, args.topic_option
+    if positional and option and positional != option:
+        args.command_parser.error(f"two topics given: {positional!r} and --topic {option!r}")
+    topic = positional or option
+    if not topic:
+        args.command_parser.error("a topic is needed: TOPIC or --topic TOPIC")
+    return str(topic)
+
+
 def topics_command(args: argparse.Namespace) -> int:
+    if args.topics_command in ("create", "delete"):
+        args.topic = topic_of(args)
+    elif args.topics_command == "describe":
+        args.topics = [*args.topics, *args.topic_option]
     return _run(_topics(args), f"topics {args.topics_command}")
 
 
@@ -53,6 +74,14 @@ async def _topics(args: argparse.Namespace) -> int:
                 f"created topic {result.name} with {result.num_partitions} partition(s), "
                 f"replication factor {result.replication_factor}"
             )
+        elif args.topics_command == "delete":
+            try:
+                await admin.delete_topic(args.topic)
+            except KafkaError as exc:
+                if args.if_exists and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    return 0
+                raise
+            print(f"deleted topic {args.topic}")
         elif args.topics_command == "list":
             for name in await admin.list_topics():
                 print(name)
@@ -106,53 +135,36 @@ async def _topics(args: argparse.Namespace) -> int:
 
 
 def produce_command(args: argparse.Namespace) -> int:
-    return _run(_produce(args), "produce")
+    from clients.console_producer import ConsoleProducer
 
-
-async def _produce(args: argparse.Namespace) -> int:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    sent = 0
-    skipped = 0
-    failed = 0
-    async with Producer(args.bootstrap, acks=args.acks, linger_ms=args.linger_ms) as producer:
-        futures = []
-        while line := await reader.readline():
-            text = line.rstrip(b"\r\n")
-            key = None
-            if args.key_separator is not None:
-                sep = args.key_separator.encode()
-                if sep not in text:
-                    skipped += 1
-                    err.print(
-                        f"[yellow]a line has no key separator {args.key_separator!r}; skipped[/yellow]"
-                    )
-                    continue
-                key, text = text.split(sep, 1)
-            futures.append(await producer.send(args.topic, text, key, partition=args.partition))
-            sent += 1
-        await producer.flush()
-        for future in futures:
-            if future.exception() is not None:
-                failed += 1
-                if failed <= 5:
-                    err.print(f"[red]{future.exception()}[/red]")
-    err.print(
-        f"produced {sent - failed} of {sent} record(s)"
-        + (f", skipped {skipped} line(s)" if skipped else "")
-    )
-    return 1 if failed or skipped else 0
+    topic = topic_of(args)
+    if args.timeout_ms < 1:
+        args.command_parser.error("--timeout-ms must be at least 1")
+    return _run(ConsoleProducer(args, topic).run(), "produce")
 
 
 def consume_command(args: argparse.Namespace) -> int:
+    args.topic = topic_of(args)
     if args.offset is not None and args.partition is None:
-        err.print("[red]purgatory consume: --offset needs --partition[/red]")
-        return 2
+        args.command_parser.error("--offset needs --partition")
     return _run(_consume(args), "consume")
 
 
+def client_logging() -> None:
+    """Library warnings (a partition without a leader, ...) go to stderr, once per change,
+    never into the records printed on stdout."""
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
 async def _consume(args: argparse.Namespace) -> int:
+    client_logging()
     reset = "earliest" if args.from_beginning else "latest"
     async with Consumer(
         args.bootstrap,
@@ -169,6 +181,12 @@ async def _consume(args: argparse.Namespace) -> int:
             err.print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics")
         if args.partition is not None:
             await consumer.cluster.ensure_topics([args.topic], auto_create=False)
+            count = len(consumer.cluster.partitions_for(args.topic) or [])
+            if not 0 <= args.partition < count:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"{args.topic} has {count} partition(s); there is no partition {args.partition}",
+                )
             consumer.assign([(args.topic, args.partition)])
             if args.offset is not None:
                 consumer.seek((args.topic, args.partition), args.offset)
@@ -193,7 +211,12 @@ async def _consume(args: argparse.Namespace) -> int:
             if records:
                 last = loop.time()
                 if args.group is not None:
-                    await consumer.commit()
+                    try:
+                        await consumer.commit()
+                    except KafkaError as exc:
+                        if not exc.retriable:
+                            raise
+                        # A partition without a leader now: committed when it has one again.
             elif args.timeout_ms is not None and (loop.time() - last) * 1000 >= args.timeout_ms:
                 break
         if metrics is not None:
@@ -207,28 +230,40 @@ def consumer_groups_command(args: argparse.Namespace) -> int:
 
 
 async def _describe_group(args: argparse.Namespace) -> int:
+    errors: dict[tuple[str, int], KafkaError] = {}
     async with AdminClient(args.bootstrap) as admin:
         topics = args.topic or await admin.list_topics()
         await admin.cluster.ensure_topics(topics, auto_create=False)
         tps = [
             (t, p.partition_index) for t in topics for p in admin.cluster.partitions_for(t) or []
         ]
-        committed = await admin.group_offsets(args.group, tps) if tps else {}
-        shown = tps if args.topic else [tp for tp in tps if tp in committed]
-        ends = await admin.log_end_offsets(shown) if shown else {}
+        committed = await admin.group_offsets(args.group, tps, errors) if tps else {}
+        # Partitions whose leader cannot say whether the group committed are shown too.
+        shown = tps if args.topic else [tp for tp in tps if tp in committed or tp in errors]
+        readable = [tp for tp in shown if tp not in errors]
+        ends = await admin.log_end_offsets(readable, errors) if readable else {}
     rows = []
     for tp in shown:
         offset, owner = committed.get(tp, (None, None))
+        end = ends.get(tp)
         rows.append(
             {
                 "group": args.group,
                 "topic": tp[0],
                 "partition": tp[1],
                 "offset": offset,
-                "log_end_offset": ends[tp],
-                "lag": None if offset is None else max(ends[tp] - offset, 0),
+                "log_end_offset": end,
+                "lag": None if offset is None or end is None else max(end - offset, 0),
                 "owner": owner,
+                "error": error_name(errors[tp].code) if tp in errors else None,
             }
+        )
+    if errors:
+        err.print(
+            f"[yellow]{len(errors)} partition(s) unavailable now: "
+            + ", ".join(f"{t}-{p}" for t, p in sorted(errors))
+            + f" ({next(iter(errors.values()))})[/yellow]",
+            soft_wrap=True,
         )
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -240,17 +275,16 @@ async def _describe_group(args: argparse.Namespace) -> int:
         )
         return 0
     table = Table(title=f"consumer group {args.group}")
-    for column in ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner"):
+    for column in ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner", "Error"):
         table.add_column(column)
     for r in rows:
         table.add_row(
-            r["group"],
-            r["topic"],
-            str(r["partition"]),
-            "-" if r["offset"] is None else str(r["offset"]),
-            str(r["log_end_offset"]),
-            "-" if r["lag"] is None else str(r["lag"]),
+            *(
+                "-" if r[k] is None else str(r[k])
+                for k in ("group", "topic", "partition", "offset", "log_end_offset", "lag")
+            ),
             r["owner"] or "-",
+            r["error"] or "",
         )
     Console().print(table)
     return 0

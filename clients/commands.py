@@ -17,11 +17,17 @@ def _bootstrap(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _topic(p: argparse.ArgumentParser) -> None:
+    """The topic as a positional argument or, as Kafka's console tools take it, --topic."""
+    p.add_argument("topic", nargs="?", help="the topic (or --topic NAME)")
+    p.add_argument("--topic", dest="topic_option", metavar="NAME", help=argparse.SUPPRESS)
+
+
 def add_commands(sub: Any) -> None:
     topics = sub.add_parser("topics", help="create, list and describe topics")
     tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
     create = tsub.add_parser("create", help="create a topic")
-    create.add_argument("topic")
+    _topic(create)
     create.add_argument(
         "--partitions", type=int, default=-1, help="default: the broker's num.partitions"
     )
@@ -42,25 +48,64 @@ def add_commands(sub: Any) -> None:
     _bootstrap(create)
     lst = tsub.add_parser("list", help="list topic names")
     _bootstrap(lst)
+    delete = tsub.add_parser(
+        "delete",
+        help="delete a topic and its records on every broker",
+        description="Delete a topic (DeleteTopics): every broker drops its partitions and "
+        "records; waiting produce and fetch requests are answered "
+        "UNKNOWN_TOPIC_OR_PARTITION.",
+    )
+    _topic(delete)
+    delete.add_argument("--if-exists", action="store_true", help="no error if it does not exist")
+    _bootstrap(delete)
     describe = tsub.add_parser("describe", help="partitions, leaders, replicas of topics")
     describe.add_argument("topics", nargs="*", help="default: all topics")
+    describe.add_argument(
+        "--topic", dest="topic_option", action="append", default=[], help=argparse.SUPPRESS
+    )
     describe.add_argument("--json", action="store_true")
     _bootstrap(describe)
     topics.set_defaults(func=lazy("clients.cli", "topics_command"))
 
-    produce = sub.add_parser("produce", help="produce one record per line of standard input")
-    produce.add_argument("topic")
+    produce = sub.add_parser(
+        "produce",
+        help="produce one record per line of standard input",
+        description="One record per line of standard input (a file, a pipe or a terminal). "
+        "Every line is acknowledged or reported on stderr with its line number. Exit "
+        "status: 0 all delivered, 1 some not, 130 pending records given up by a second "
+        "Ctrl-C. The first Ctrl-C stops reading and waits for pending records.",
+    )
+    _topic(produce)
     produce.add_argument(
         "--key-separator", help="split each line into key and value at this string"
     )
     produce.add_argument("--acks", default="1", choices=("all", "-1", "0", "1"))
     produce.add_argument("--partition", type=int, help="send every record to this partition")
-    produce.add_argument("--linger-ms", type=int, default=5)
+    produce.add_argument("--linger-ms", type=int, default=5, help="linger.ms (default 5)")
+    produce.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=30000,
+        help="delivery.timeout.ms: how long a record may take to be acknowledged, retries "
+        "included, before it is reported as not delivered (default 30000)",
+    )
+    produce.add_argument(
+        "--max-request-size",
+        type=int,
+        default=1048576,
+        help="max.request.size: the largest record sent, in bytes (default 1048576); the "
+        "broker's message.max.bytes may refuse smaller ones",
+    )
+    produce.add_argument(
+        "--crlf",
+        action="store_true",
+        help="lines end with \\r\\n: drop the \\r (by default it is part of the value)",
+    )
     _bootstrap(produce)
     produce.set_defaults(func=lazy("clients.cli", "produce_command"))
 
     consume = sub.add_parser("consume", help="print record values, one per line")
-    consume.add_argument("topic")
+    _topic(consume)
     consume.add_argument("--from-beginning", action="store_true")
     consume.add_argument("--partition", type=int, help="read only this partition")
     consume.add_argument("--offset", type=int, help="start at this offset (needs --partition)")
@@ -157,10 +202,10 @@ def add_admin_commands(sub: Any) -> None:
     add.add_argument("--probability", type=float, help="error: fail each request with this")
     add.add_argument("--duration-ms", type=int, help="remove the fault after this long")
     fsub.add_parser("list", help="the faults in force")
-    rm = fsub.add_parser("rm", help="remove a fault by name")
+    rm = fsub.add_parser("rm", aliases=["remove"], help="remove a fault by name")
     rm.add_argument("name")
     fsub.add_parser("reset", help="remove every fault")
-    for parser in fsub.choices.values():
+    for parser in dict.fromkeys(fsub.choices.values()):
         parser.add_argument(
             "--admin",
             default="http://127.0.0.1:9644",
@@ -171,8 +216,17 @@ def add_admin_commands(sub: Any) -> None:
 
 
 def add_perf_commands(sub: Any) -> None:
-    produce = sub.add_parser("produce", help="produce load, like kafka-producer-perf-test")
-    produce.add_argument("--topic", default="perf")
+    produce = sub.add_parser(
+        "produce",
+        help="produce load into a running cluster, like kafka-producer-perf-test",
+        description="Pipelined produce requests into a running cluster (--bootstrap, "
+        "default 127.0.0.1:9092, e.g. `make run`), to the topic --topic (default `perf`, "
+        "created with --partitions if missing). --echo also runs a framed echo server "
+        "in this process as the ceiling to compare with.",
+    )
+    produce.add_argument(
+        "--topic", default="perf", help="topic to write to; created if missing (default perf)"
+    )
     produce.add_argument("--num-records", type=int, default=100000)
     produce.add_argument("--record-size", type=int, default=100)
     produce.add_argument("--batch-size", type=int, default=1, help="records per produce request")
@@ -228,12 +282,30 @@ def add_perf_commands(sub: Any) -> None:
     echo.set_defaults(func=lazy("clients.perf.echo", "main"))
 
 
+# Optional dependencies, by the extra that brings them (pyproject.toml).
+EXTRAS = {"rich": "cli", "matplotlib": "plots", "pyspark": "spark"}
+
+
 def lazy(module: str, name: str) -> Any:
-    """A command function that imports ``module`` only when the command runs."""
+    """A command function that imports ``module`` only when the command runs. A command
+    whose optional dependency is not installed says which extra brings it."""
 
     def run(args: argparse.Namespace) -> int:
         import importlib
+        import sys
 
-        return int(getattr(importlib.import_module(module), name)(args) or 0)
+        try:
+            return int(getattr(importlib.import_module(module), name)(args) or 0)
+        except ModuleNotFoundError as exc:
+            missing = (exc.name or "").split(".")[0]
+            if missing not in EXTRAS:
+                raise
+            extra = EXTRAS[missing]
+            print(
+                f"purgatory: this command needs {missing}, which the {extra!r} extra "
+                f"installs: pip install 'purgatory[{extra}]'",
+                file=sys.stderr,
+            )
+            return 1
 
     return run

@@ -29,6 +29,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FETCH = 9
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
     ALTER_PARTITION = 56
     FETCH_SNAPSHOT = 59
     BROKER_REGISTRATION = 62
@@ -49,6 +50,7 @@ _NAMES = {
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.API_VERSIONS: "ApiVersions",
     ApiKey.CREATE_TOPICS: "CreateTopics",
+    ApiKey.DELETE_TOPICS: "DeleteTopics",
     ApiKey.ALTER_PARTITION: "AlterPartition",
     ApiKey.FETCH_SNAPSHOT: "FetchSnapshot",
     ApiKey.BROKER_REGISTRATION: "BrokerRegistration",
@@ -66,6 +68,7 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.OFFSET_FETCH, 0): (m.OffsetFetchRequest, m.OffsetFetchResponse),
     (ApiKey.API_VERSIONS, 0): (m.ApiVersionsRequest, m.ApiVersionsResponse),
     (ApiKey.CREATE_TOPICS, 0): (m.CreateTopicsRequest, m.CreateTopicsResponse),
+    (ApiKey.DELETE_TOPICS, 0): (m.DeleteTopicsRequest, m.DeleteTopicsResponse),
     (ApiKey.BROKER_REGISTRATION, 0): (m.BrokerRegistrationRequest, m.BrokerRegistrationResponse),
     (ApiKey.ALTER_PARTITION, 0): (m.AlterPartitionRequest, m.AlterPartitionResponse),
     (ApiKey.FETCH_SNAPSHOT, 0): (m.FetchSnapshotRequest, m.FetchSnapshotResponse),

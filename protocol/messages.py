@@ -92,6 +92,24 @@ class CreateTopicsResponse(Struct, array_like=True):
     topics: list[CreatableTopicResult]
 
 
+# -- DeleteTopics (20) --------------------------------------------------------------------
+
+
+class DeleteTopicsRequest(Struct, array_like=True):
+    topic_names: list[str]
+    timeout_ms: int = 30000
+
+
+class DeletableTopicResult(Struct, array_like=True):
+    name: str
+    error_code: int
+    error_message: str | None = None
+
+
+class DeleteTopicsResponse(Struct, array_like=True):
+    responses: list[DeletableTopicResult]
+
+
 # -- Produce (0) --------------------------------------------------------------------------
 
 

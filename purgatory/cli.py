@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from purgatory import __version__
 
@@ -16,7 +17,12 @@ from purgatory import __version__
 def build_parser() -> argparse.ArgumentParser:
     from broker import commands as broker_commands
     from clients import commands as client_commands
-    from experiments import commands as experiment_commands
+
+    experiment_commands: ModuleType | None
+    try:
+        from experiments import commands as experiment_commands
+    except ModuleNotFoundError:  # a broker-only install (the container image)
+        experiment_commands = None
 
     parser = argparse.ArgumentParser(
         prog="purgatory",
@@ -27,17 +33,31 @@ def build_parser() -> argparse.ArgumentParser:
     broker_commands.add_commands(sub)
     client_commands.add_commands(sub)
     client_commands.add_admin_commands(sub)
-    experiment_commands.add_commands(sub)
+    if experiment_commands is not None:
+        experiment_commands.add_commands(sub)
     perf = sub.add_parser("perf", help="benchmarks, printing JSON with --json")
     perf_sub = perf.add_subparsers(dest="perf_command", metavar="BENCHMARK", required=True)
     broker_commands.add_perf_commands(perf_sub)
     client_commands.add_perf_commands(perf_sub)
+    _remember_parsers(parser)
     return parser
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Give every (sub)command's namespace its own parser as ``command_parser``, so errors
+    found after parsing show that command's usage, not the top-level one."""
+    parser.set_defaults(command_parser=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _remember_parsers(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -284,6 +284,58 @@ def test_admin_config_get_and_set_change_a_running_broker(cluster: dict) -> None
     assert refused.returncode == 1 and "read at start only" in refused.stderr
 
 
+def test_topics_delete_removes_a_topic_and_its_records_everywhere(cluster: dict) -> None:
+    bootstrap = cluster["bootstrap"]
+    one = bootstrap.split(",")[1]
+    assert cli("topics", "create", "--topic", "doomed", "--bootstrap", bootstrap).returncode == 0
+    assert (
+        cli("produce", "--topic", "doomed", "--bootstrap", bootstrap, stdin="old\n").returncode == 0
+    )
+    deleted = cli("topics", "delete", "--topic", "doomed", "--bootstrap", one)
+    assert deleted.returncode == 0 and "deleted topic doomed" in deleted.stdout, deleted.stderr
+    for admin in cluster["admin"]:
+        with urllib.request.urlopen(f"{admin}/v1/state", timeout=5) as r:
+            state = json.load(r)
+        assert not any(p["topic"] == "doomed" for p in state["partitions"]), admin
+    assert "doomed" not in cli("topics", "list", "--bootstrap", bootstrap).stdout.split()
+    again = cli("topics", "delete", "doomed", "--bootstrap", bootstrap)
+    assert again.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in again.stderr
+    assert (
+        cli("topics", "delete", "doomed", "--if-exists", "--bootstrap", bootstrap).returncode == 0
+    )
+    # Created again, it starts empty.
+    assert cli("topics", "create", "doomed", "--bootstrap", bootstrap).returncode == 0
+    assert cli("produce", "doomed", "--bootstrap", bootstrap, stdin="new\n").returncode == 0
+    read = cli("consume", "--topic", "doomed", "--from-beginning", "--timeout-ms", "1500",
+               "--bootstrap", bootstrap)  # fmt: skip
+    assert read.stdout.split() == ["new"], read.stderr
+
+
+def test_argument_errors_show_the_subcommand_usage() -> None:
+    bad = cli("consume", "t", "--no-such-flag")
+    assert bad.returncode == 2
+    assert "usage: purgatory consume" in bad.stderr and "--no-such-flag" in bad.stderr
+    both = cli("produce", "a", "--topic", "b")
+    assert both.returncode == 2 and "usage: purgatory produce" in both.stderr
+    offset = cli("consume", "t", "--offset", "3")
+    assert offset.returncode == 2 and "--offset needs --partition" in offset.stderr
+    assert "usage: purgatory consume" in offset.stderr
+
+
+def test_kafka_habits_fault_remove_and_perf_produce_help(cluster: dict) -> None:
+    admin = cluster["admin"][0]
+    added = cli("admin", "fault", "add", "x", "--kind", "pause", "--duration-ms", "60000",
+                "--admin", admin)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    removed = cli("admin", "fault", "remove", "x", "--admin", admin)
+    assert removed.returncode == 0, removed.stderr
+    assert (
+        json.loads(cli("admin", "fault", "list", "--json", "--admin", admin).stdout)["faults"] == []
+    )
+    help_text = " ".join(cli("perf", "produce", "--help").stdout.split())
+    assert "running cluster" in help_text and "default perf" in help_text
+
+
 # Stops the module's cluster: keep it last.
 def test_sigterm_stops_every_broker(cluster: dict) -> None:
     proc = cluster["proc"]
