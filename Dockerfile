@@ -7,14 +7,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# Only what a broker needs: no extras (the command-line tools' `cli`, `plots`, `spark`)
+# and no experiments package. Build with `--build-arg EXTRAS=cli` to add the tools.
+ARG EXTRAS=""
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY protocol/ protocol/
 COPY broker/ broker/
 COPY clients/ clients/
-COPY experiments/ experiments/
 COPY purgatory/ purgatory/
-RUN pip install . \
+RUN pip install ".${EXTRAS:+[$EXTRAS]}" \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin purgatory
 
 USER purgatory

