@@ -38,7 +38,8 @@ def add_commands(sub: Any) -> None:
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(func=lazy("experiments.runner", "main"))
     analyze = esub.add_parser(
-        "analyze", help="the Spark job: percentiles per window and pair, the culprit, a report"
+        "analyze",
+        help="the Spark job: percentiles per window and pair, a report (grey-failure: the slow broker)",
     )
     analyze.add_argument("dir")
     analyze.add_argument("--master", default="local[*]", help="Spark master (default local[*])")

@@ -74,11 +74,9 @@ def plot_pairs(directory: Path, manifest: dict[str, Any], kind: str, name: str) 
         _phase_lines(ax, manifest, start)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, ncol=2)
+    fig.suptitle(f"{manifest.get('scenario', '')}: {kind} latency per broker pair")
     fig.tight_layout()
-    path = directory / "plots" / name
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, directory / "plots" / name)
 
 
 def plot_purgatory(directory: Path) -> Path | None:
@@ -92,52 +90,75 @@ def plot_purgatory(directory: Path) -> Path | None:
     return path
 
 
+def backfill_figure(runs: list[dict[str, Any]]) -> Any:
+    """Expirations and completion time per remote.fetch.max.wait.ms, bars labelled."""
+    labels = [str(r["remote_fetch_max_wait_ms"]) for r in runs]
+    fig, (exp_ax, time_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    bars = exp_ax.bar(labels, [r["expirations"] for r in runs], color="tab:red")
+    exp_ax.bar_label(bars)
+    exp_ax.set(title="remote fetch expirations", xlabel="remote.fetch.max.wait.ms", ylabel="count")
+    bars = time_ax.bar(labels, [r["seconds"] for r in runs], color="tab:blue")
+    time_ax.bar_label(bars, fmt="%.2f s")
+    time_ax.set(title="backfill completion time", xlabel="remote.fetch.max.wait.ms", ylabel="s")
+    for ax in (exp_ax, time_ax):
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(y=0.15)  # room for the labels
+    fig.suptitle("Backfill of a tiered topic from a slow remote store (KIP-1018)")
+    fig.tight_layout()
+    return fig
+
+
 def plot_backfill(directory: Path) -> Path | None:
     runs = read_jsonl(directory / "backfill.jsonl")
     if not runs:
         return None
-    labels = [str(r["remote_fetch_max_wait_ms"]) for r in runs]
-    fig, (exp_ax, time_ax) = plt.subplots(1, 2, figsize=(11, 4))
-    exp_ax.bar(labels, [r["expirations"] for r in runs], color="tab:red")
-    exp_ax.set(title="remote fetch expirations", xlabel="remote.fetch.max.wait.ms", ylabel="count")
-    time_ax.bar(labels, [r["seconds"] for r in runs], color="tab:blue")
-    time_ax.set(title="backfill completion time", xlabel="remote.fetch.max.wait.ms", ylabel="s")
-    for ax in (exp_ax, time_ax):
-        ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle("Backfill of a tiered topic from a slow remote store (KIP-1018)")
-    fig.tight_layout()
-    path = directory / "plots" / "remote-backfill.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(backfill_figure(runs), directory / "plots" / "remote-backfill.png")
 
 
-def plot_lag(directory: Path) -> Path | None:
-    rows = read_jsonl(directory / "lag.jsonl")
-    if not rows:
-        return None
+def lag_figure(rows: list[dict[str, Any]]) -> Any:
+    """One panel per queue shape, from the smallest queue to the largest, on one y scale."""
     by_phase: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_phase[r["phase"]].append(r)
-    fig, axes = plt.subplots(len(by_phase), 1, figsize=(10, 3.2 * len(by_phase)), squeeze=False)
-    for ax, (_, points) in zip(axes[:, 0], sorted(by_phase.items()), strict=True):
+
+    def shape(points: list[dict[str, Any]]) -> tuple[int, int]:
+        return points[0]["queued_max_message_chunks"], points[0]["fetch_message_max_bytes"]
+
+    panels = sorted(by_phase.values(), key=shape)
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(10, 3.2 * len(panels) + 0.6), squeeze=False, sharey=True
+    )
+    for ax, points in zip(axes[:, 0], panels, strict=True):
         t0 = points[0]["ts"]
         xs = [p["ts"] - t0 for p in points]
         ax.plot(
             xs, [p["checker_lag"] for p in points], label="offset checker lag (log end - committed)"
         )
         ax.plot(xs, [p["max_lag"] for p in points], label="MaxLag (fetcher)")
-        first = points[0]
+        chunks, size = shape(points)
         ax.set(
-            title=f"queued.max.message.chunks={first['queued_max_message_chunks']}, "
-            f"fetch.message.max.bytes={first['fetch_message_max_bytes']}",
+            title=f"queued.max.message.chunks={chunks}, fetch.message.max.bytes={size}",
             xlabel="seconds",
             ylabel="messages",
         )
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
+    fig.suptitle(
+        "MaxLag (the fetcher's lag) against the application's lag, per chunk queue size "
+        "(same y scale)"
+    )
     fig.tight_layout()
-    path = directory / "plots" / "consumer-lag.png"
+    return fig
+
+
+def plot_lag(directory: Path) -> Path | None:
+    rows = read_jsonl(directory / "lag.jsonl")
+    if not rows:
+        return None
+    return _save(lag_figure(rows), directory / "plots" / "consumer-lag.png")
+
+
+def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -58,7 +58,7 @@ def test_grey_failure_shows_the_culprit_in_true_latency_only(
     assert len(list((out / "logs").glob("broker-*.log"))) == 3
     analysis = run("experiment", "analyze", str(out), "--master", "local[2]", "--window", "2")
     assert analysis["culprit"] == "broker-0"
-    assert "**Culprit: broker-0**" in (out / "analysis" / "report.md").read_text()
+    assert "**The slow broker: broker-0**" in (out / "analysis" / "report.md").read_text()
     assert plots(out) == ["fetch-latency-pairs.png"]
 
 

@@ -49,11 +49,11 @@ def test_no_culprit_when_nothing_rose_or_everything_did() -> None:
     assert found["culprit"] is None and len(found["slow_pairs"]) == 2
 
 
-def generated_run(directory: Path, culprit: int) -> None:
+def generated_run(directory: Path, culprit: int, scenario: str = "grey-failure") -> None:
     """A grey-failure run on paper: 3 brokers, then 40 ms more on every pair with ``culprit``;
     every fetch waits in purgatory (so total latency rises nowhere in particular)."""
     rng = random.Random(1)
-    recorder = Recorder(directory, "grey-failure", {"generated": True})
+    recorder = Recorder(directory, scenario, {"generated": True})
     start = 1_700_000_000.0
     recorder.manifest["phases"] = [
         {"name": "baseline", "started_at": start},
@@ -102,7 +102,7 @@ def test_the_spark_job_finds_a_known_culprit_and_writes_parquet_and_a_report(
     for table in ("windows", "pairs", "metrics"):
         assert list((analysis / table).glob("*.parquet")), f"no Parquet in {table}"
     report = (analysis / "report.md").read_text()
-    assert "**Culprit: broker-2**" in report
+    assert "**The slow broker: broker-2**" in report
     assert json.loads((tmp_path / "manifest.json").read_text())["completed"] is True
 
 
@@ -118,3 +118,11 @@ def test_the_spark_job_reads_its_own_parquet_back(tmp_path: Path, spark_ready: N
         assert set(windows.columns) >= {"latency_p999_ms", "true_p99_ms", "count", "window_s"}
     finally:
         spark.stop()
+
+
+def test_only_a_slow_broker_scenario_names_a_culprit(tmp_path: Path, spark_ready: None) -> None:
+    generated_run(tmp_path, culprit=1, scenario="remote-backfill")
+    summary = analyze(tmp_path, "local[1]", window_s=30)
+    assert "culprit" not in summary
+    report = (tmp_path / "analysis" / "report.md").read_text().lower()
+    assert "culprit" not in report and "slow broker" not in report
