@@ -15,6 +15,7 @@ from rich.table import Table
 
 from clients.admin import AdminClient
 from clients.cluster import UnknownTopicError
+from clients.commands import DEFAULT_BOOTSTRAP
 from clients.connection import ConnectionClosed
 from clients.consumer import Consumer
 from protocol.errors import ErrorCode, KafkaError, error_name
@@ -22,13 +23,16 @@ from protocol.errors import ErrorCode, KafkaError, error_name
 err = Console(stderr=True)
 
 
-def _run(coro: object, what: str) -> int:
+def _run(coro: object, what: str, bootstrap: str = DEFAULT_BOOTSTRAP) -> int:
     try:
         return int(uvloop.run(coro) or 0)  # type: ignore[arg-type]
     except UnknownTopicError as exc:
         err.print(f"[red]purgatory {what}: {exc}[/red]", soft_wrap=True)
-        err.print(f"create it first: purgatory topics create {exc.topic}", soft_wrap=True)
+        where = "" if bootstrap == DEFAULT_BOOTSTRAP else f" --bootstrap {bootstrap}"
+        err.print(f"create it first: purgatory topics create {exc.topic}{where}", soft_wrap=True)
         return 1
+    except BrokenPipeError:
+        raise  # the reader of stdout is gone (`| head`): the shell's habit is a quiet exit
     except (KafkaError, ConnectionClosed, ValueError, OSError) as exc:
         err.print(f"[red]purgatory {what}: {exc}[/red]", soft_wrap=True)
         return 1
@@ -140,14 +144,14 @@ def produce_command(args: argparse.Namespace) -> int:
     topic = topic_of(args)
     if args.timeout_ms < 1:
         args.command_parser.error("--timeout-ms must be at least 1")
-    return _run(ConsoleProducer(args, topic).run(), "produce")
+    return _run(ConsoleProducer(args, topic).run(), "produce", args.bootstrap)
 
 
 def consume_command(args: argparse.Namespace) -> int:
     args.topic = topic_of(args)
     if args.offset is not None and args.partition is None:
         args.command_parser.error("--offset needs --partition")
-    return _run(_consume(args), "consume")
+    return _run(_consume(args), "consume", args.bootstrap)
 
 
 def client_logging() -> None:

@@ -7,6 +7,7 @@ imported when that command runs, so `purgatory --help` stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -63,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # `purgatory consume ... | head`: the reader left. Point stdout at /dev/null so the
+        # interpreter's final flush does not fail again, and end quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
