@@ -103,11 +103,8 @@ class KafkaApis:
         return m.ApiVersionsResponse(ErrorCode.NONE, supported_versions())
 
     def handle_metadata(self, request: m.MetadataRequest, version: int) -> Result:
-        if request.topics is not None and len(request.topics) > MAX_PARTITIONS_PER_REQUEST:
-            raise RequestError(
-                ErrorCode.INVALID_REQUEST,
-                f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request",
-            )
+        if request.topics is not None:
+            _check_topic_count(len(request.topics))
         missing = [
             t
             for t in (request.topics or ())
@@ -132,19 +129,11 @@ class KafkaApis:
         )
 
     def handle_create_topics(self, request: m.CreateTopicsRequest, version: int) -> Result:
-        if len(request.topics) > MAX_PARTITIONS_PER_REQUEST:
-            raise RequestError(
-                ErrorCode.INVALID_REQUEST,
-                f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request",
-            )
+        _check_topic_count(len(request.topics))
         return self.broker.create_topics(request)
 
     def handle_delete_topics(self, request: m.DeleteTopicsRequest, version: int) -> Result:
-        if len(request.topic_names) > MAX_PARTITIONS_PER_REQUEST:
-            raise RequestError(
-                ErrorCode.INVALID_REQUEST,
-                f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request",
-            )
+        _check_topic_count(len(request.topic_names))
         return self.broker.delete_topics(request)
 
     # -- inter-broker ----------------------------------------------------------------------
@@ -182,6 +171,13 @@ class KafkaApis:
         except asyncio.CancelledError:
             raise
         return m.BrokerRegistrationResponse(ErrorCode.NONE)
+
+
+def _check_topic_count(count: int) -> None:
+    if count > MAX_PARTITIONS_PER_REQUEST:
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST, f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request"
+        )
 
 
 def _partitions_of(topic: Any) -> list[Any]:
