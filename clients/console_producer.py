@@ -44,26 +44,39 @@ def line_ranges(numbers: list[int]) -> str:
 
 
 class FailureReport:
-    """Prints failed lines on stderr, grouping lines that failed with the same error in
-    the same loop iteration (a batch fails as a whole) into one message."""
+    """Prints failed lines on stderr, grouping the lines that failed with the same error
+    into one message: a batch fails as a whole, and during an outage batch after batch
+    fails the same way. Waiting reports are printed once no failure came for ``QUIET_S``,
+    and at least every ``MAX_WAIT_S``."""
+
+    QUIET_S = 0.25
+    MAX_WAIT_S = 2.0
 
     def __init__(self) -> None:
         self.failed = 0
         self.failed_lines: list[int] = []  # the first few, for the summary
         self._waiting: dict[str, list[int]] = {}
-        self._scheduled = False
+        self._handle: asyncio.TimerHandle | None = None
+        self._first_at = 0.0
 
     def add(self, number: int, problem: str) -> None:
         self.failed += 1
         if len(self.failed_lines) < 20:
             self.failed_lines.append(number)
         self._waiting.setdefault(problem, []).append(number)
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+        loop = asyncio.get_running_loop()
+        if self._handle is None:
+            self._first_at = loop.time()
+        else:
+            self._handle.cancel()
+        at = min(loop.time() + self.QUIET_S, self._first_at + self.MAX_WAIT_S)
+        self._handle = loop.call_at(at, self.flush)
 
     def flush(self) -> None:
-        self._scheduled = False
+        """Print what is waiting (also called at the end, before the summary)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
         for problem, numbers in self._waiting.items():
             what = "line" if len(numbers) == 1 else f"lines ({len(numbers)})"
             err.print(f"[red]{what} {line_ranges(numbers)}: {problem}[/red]", soft_wrap=True)

@@ -342,13 +342,10 @@ class Producer:
                     if out_of_time
                     else f"retries ({self.retries}) used up"
                 )
+                # The same words for every batch that fails the same way (no attempt
+                # count), so reports of many batches can be grouped.
                 self._finish(
-                    batch,
-                    KafkaError(
-                        code,
-                        f"{batch.topic}-{batch.partition}: {detail} "
-                        f"(after {batch.attempts} attempt(s); {why})",
-                    ),
+                    batch, KafkaError(code, f"{batch.topic}-{batch.partition}: {detail} ({why})")
                 )
                 return
             await asyncio.sleep(self.retry_backoff_ms / 1000)
