@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from clients.commands import lazy
+from clients.cli.commands import lazy
 
 
 def _common_config_args(p: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def add_commands(sub: Any) -> None:
     )
     c.add_argument("--startup-timeout", type=float, default=30.0, help="seconds to wait for health")
     _common_config_args(c)
-    c.set_defaults(func=lazy("broker.cluster", "run_cluster"))
+    c.set_defaults(func=lazy("broker.local_cluster", "run_cluster"))
 
 
 def add_perf_commands(sub: Any) -> None:

@@ -9,8 +9,9 @@ import sys
 
 import uvloop
 
-from broker.config import BrokerConfig, ConfigError, load_config, parse_assignments, parse_host_port
-from broker.logs import configure_logging
+from broker.config.broker_config import BrokerConfig, load_config, parse_assignments
+from broker.config.definitions import ConfigError, parse_host_port
+from broker.ops.structured_logging import configure_logging
 
 
 def config_from_args(args: argparse.Namespace) -> dict[str, str]:

@@ -15,17 +15,18 @@ from typing import Any
 
 import structlog
 
-from broker.admin import AdminServer
-from broker.config import BY_NAME, BrokerConfig, check_consistency, parse_host_port
-from broker.controller import Controller, topic_name_problem
-from broker.faults import FaultInjector
-from broker.kafka_apis import KafkaApis
-from broker.logs import configure_logging
-from broker.metadata import MetadataCache
-from broker.metrics import BrokerMetrics, PartitionRow
-from broker.network import SocketServer
+from broker.api.kafka_apis import KafkaApis
+from broker.config.broker_config import BrokerConfig, check_consistency
+from broker.config.definitions import BY_NAME, parse_host_port
+from broker.controller.controller import Controller, topic_name_problem
+from broker.controller.metadata_cache import MetadataCache
+from broker.network.socket_server import SocketServer
+from broker.ops.admin_http import AdminServer
+from broker.ops.faults import FaultInjector
+from broker.ops.metrics import BrokerMetrics, PartitionRow
+from broker.ops.structured_logging import configure_logging
 from broker.purgatory import LoopScheduler
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 from clients.connection import Connection, ConnectionClosed
 from protocol import messages as m
 from protocol.api import ApiKey

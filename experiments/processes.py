@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import aiohttp
 
-from broker.cluster import broker_commands, stop_all
+from broker.local_cluster import broker_commands, stop_all
 
 
 @dataclass

@@ -17,7 +17,7 @@ from purgatory import __version__
 
 def build_parser() -> argparse.ArgumentParser:
     from broker import commands as broker_commands
-    from clients import commands as client_commands
+    from clients.cli import commands as client_commands
 
     experiment_commands: ModuleType | None
     try:

@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.logs import configure_logging
+from broker.ops.structured_logging import configure_logging
 from broker.server import Broker
 from tests.support import running_cluster
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from broker.config import load_config
+from broker.config.broker_config import load_config
 from broker.server import Broker, start_broker
 from experiments.processes import free_ports
 

@@ -239,8 +239,13 @@ async def test_a_killed_controller_is_replaced_and_topics_can_still_be_created(
     )
     async with AdminClient(",".join(f"127.0.0.1:{p}" for p in processes.ports[1:])) as admin:
         await admin.create_topic("after", 1, 2)
-        names = await admin.list_topics()
-    assert {"before", "after"} <= set(names)
+
+        async def both_listed() -> bool:
+            # Broker 2 may still follow the dead controller for a moment (its session with
+            # broker 0 has not run out), so it may not know "after" yet: ask until it does.
+            return {"before", "after"} <= set(await admin.list_topics())
+
+        await wait_until(both_listed, timeout=20, message="both topics listed")
     # Broker 2 follows once its own session with broker 0 has run out.
     await wait_until(
         lambda: processes.state(2)["controller_id"] == 1, timeout=20, message="2 follows 1"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.faults import parse_spec
+from broker.ops.faults import parse_spec
 from broker.server import Broker
 from clients import AdminClient, Consumer
 from tests.support import bootstrap, running_cluster, wait_until

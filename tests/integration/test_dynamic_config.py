@@ -6,7 +6,7 @@ from typing import Any
 
 import aiohttp
 
-from broker.config import DEFINITIONS
+from broker.config.definitions import DEFINITIONS
 from broker.server import Broker
 from clients import Connection
 from protocol import messages as m

@@ -5,14 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import (
+from broker.config.broker_config import load_config, validate_topic_configs
+from broker.config.definitions import (
     DEFINITIONS,
     TOPIC_CONFIGS,
     TOPIC_ONLY_CONFIGS,
     ConfigError,
-    load_config,
     parse_members,
-    validate_topic_configs,
 )
 
 DOC = (Path(__file__).parents[2] / "docs" / "configs.md").read_text()

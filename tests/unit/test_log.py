@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log import Log, LogConfig, OffsetOutOfRange
+from broker.log.log import Log, LogConfig, OffsetOutOfRange
 from protocol.records import decode_records, encode_batch, validate_batch
 
 
@@ -108,7 +108,7 @@ def test_available_bytes_stays_right_after_retention_deletes_and_compacts() -> N
 
 
 def test_a_repeated_picture_is_acknowledged_and_an_older_one_refused() -> None:
-    from broker.metadata import MetadataCache
+    from broker.controller.metadata_cache import MetadataCache
     from protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
 
     cache = MetadataCache({0: ("h", 1)}, 0)

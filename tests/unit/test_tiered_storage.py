@@ -8,17 +8,17 @@ import statistics
 
 import pytest
 
-from broker.config import load_config
-from broker.log import Log, LogConfig, OffsetOutOfRange
-from broker.partition import Partition
-from broker.remote_log_manager import RemoteLogManager
-from broker.remote_log_reader import ReaderQueueFull, RemoteLogReaderPool
-from broker.remote_storage import (
+from broker.config.broker_config import load_config
+from broker.log.log import Log, LogConfig, OffsetOutOfRange
+from broker.log.tiered.remote_log_manager import RemoteLogManager
+from broker.log.tiered.remote_log_reader import ReaderQueueFull, RemoteLogReaderPool
+from broker.log.tiered.remote_storage import (
     LatencyModel,
     RemoteFetchInfo,
     RemoteStorage,
     RemoteStorageError,
 )
+from broker.replication.partition import Partition
 from protocol.records import decode_records, encode_batch, validate_batch
 
 RECORD = 100  # value bytes per record; one record per batch below

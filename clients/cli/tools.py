@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from clients.admin import AdminClient
+from clients.cli.commands import DEFAULT_BOOTSTRAP
 from clients.cluster import UnknownTopicError
-from clients.commands import DEFAULT_BOOTSTRAP
 from clients.connection import ConnectionClosed
 from clients.consumer import Consumer
 from protocol.errors import ErrorCode, KafkaError, error_name
@@ -139,7 +139,7 @@ async def _topics(args: argparse.Namespace) -> int:
 
 
 def produce_command(args: argparse.Namespace) -> int:
-    from clients.console_producer import ConsoleProducer
+    from clients.cli.console_producer import ConsoleProducer
 
     topic = topic_of(args)
     if args.timeout_ms < 1:

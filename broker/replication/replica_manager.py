@@ -10,19 +10,19 @@ from typing import Any
 
 import structlog
 
-from broker.config import BrokerConfig, validate_topic_configs
-from broker.delayed_fetch import DelayedFetch
-from broker.delayed_produce import DelayedProduce
-from broker.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
-from broker.log import Log, LogConfig, OffsetOutOfRange
-from broker.metadata import MetadataCache, PartitionChange
-from broker.metrics import BrokerMetrics
-from broker.partition import Partition
+from broker.config.broker_config import BrokerConfig, validate_topic_configs
+from broker.controller.metadata_cache import MetadataCache, PartitionChange
+from broker.log.log import Log, LogConfig, OffsetOutOfRange
+from broker.log.tiered.remote_log_manager import RemoteLogManager
+from broker.log.tiered.remote_log_reader import ReaderQueueFull
+from broker.log.tiered.remote_storage import RemoteFetchInfo
+from broker.ops.metrics import BrokerMetrics
 from broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
-from broker.remote_log_manager import RemoteLogManager
-from broker.remote_log_reader import ReaderQueueFull
-from broker.remote_storage import RemoteFetchInfo
-from broker.replica_fetcher import ReplicaFetcherManager
+from broker.replication.delayed_fetch import DelayedFetch
+from broker.replication.delayed_produce import DelayedProduce
+from broker.replication.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
+from broker.replication.partition import Partition
+from broker.replication.replica_fetcher import ReplicaFetcherManager
 from protocol import messages as m
 from protocol.errors import ErrorCode, KafkaError, error_name
 from protocol.records import CorruptRecordError, validate_batch

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
-from broker.config import BrokerConfig
-from broker.partition import Partition
-from broker.remote_log_reader import RemoteLogReaderPool
-from broker.remote_storage import RemoteFetchInfo, RemotePartition, RemoteStorage
+from broker.config.broker_config import BrokerConfig
+from broker.log.tiered.remote_log_reader import RemoteLogReaderPool
+from broker.log.tiered.remote_storage import RemoteFetchInfo, RemotePartition, RemoteStorage
+from broker.replication.partition import Partition
 
 
 def remote_partition(partition: Partition) -> RemotePartition:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from broker.config import BY_NAME, ConfigError, StaticConfigError
-from broker.faults import FaultError, parse_spec
+from broker.config.broker_config import StaticConfigError
+from broker.config.definitions import BY_NAME, ConfigError
+from broker.ops.faults import FaultError, parse_spec
 
 if TYPE_CHECKING:
     from broker.server import Broker

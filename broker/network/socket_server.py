@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import structlog
 
-from broker.faults import FaultInjector, peer_broker
-from broker.kafka_apis import CloseConnection, KafkaApis
+from broker.api.kafka_apis import CloseConnection, KafkaApis
+from broker.ops.faults import FaultInjector, peer_broker
 from clients.connection import DelayedReceiver
 from protocol.api import ApiKey, RequestError, decode_request, encode_response_into
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 
 if TYPE_CHECKING:
-    from broker.metrics import BrokerMetrics, RequestTimes
+    from broker.ops.metrics import BrokerMetrics, RequestTimes
 
 _perf = time.perf_counter
 _FETCH = int(ApiKey.FETCH)

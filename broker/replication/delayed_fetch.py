@@ -11,7 +11,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from broker.replication.replica_manager import ReplicaManager
 
 
 class DelayedFetch(DelayedOperation):

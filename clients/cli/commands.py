@@ -65,7 +65,7 @@ def add_commands(sub: Any) -> None:
     )
     describe.add_argument("--json", action="store_true")
     _bootstrap(describe)
-    topics.set_defaults(func=lazy("clients.cli", "topics_command"))
+    topics.set_defaults(func=lazy("clients.cli.tools", "topics_command"))
 
     produce = sub.add_parser(
         "produce",
@@ -102,7 +102,7 @@ def add_commands(sub: Any) -> None:
         help="lines end with \\r\\n: drop the \\r (by default it is part of the value)",
     )
     _bootstrap(produce)
-    produce.set_defaults(func=lazy("clients.cli", "produce_command"))
+    produce.set_defaults(func=lazy("clients.cli.tools", "produce_command"))
 
     consume = sub.add_parser("consume", help="print record values, one per line")
     _topic(consume)
@@ -136,7 +136,7 @@ def add_commands(sub: Any) -> None:
         help="serve this consumer's lag and fetch metrics at :PORT/metrics",
     )
     _bootstrap(consume)
-    consume.set_defaults(func=lazy("clients.cli", "consume_command"))
+    consume.set_defaults(func=lazy("clients.cli.tools", "consume_command"))
 
     groups = sub.add_parser(
         "consumer-groups",
@@ -156,7 +156,7 @@ def add_commands(sub: Any) -> None:
     )
     groups.add_argument("--json", action="store_true")
     _bootstrap(groups)
-    groups.set_defaults(func=lazy("clients.cli", "consumer_groups_command"))
+    groups.set_defaults(func=lazy("clients.cli.tools", "consumer_groups_command"))
 
 
 def add_admin_commands(sub: Any) -> None:
@@ -176,7 +176,7 @@ def add_admin_commands(sub: Any) -> None:
             default="http://127.0.0.1:9644",
             help="the broker's admin URL (default http://127.0.0.1:9644)",
         )
-    config.set_defaults(func=lazy("clients.admin_cli", "config_command"))
+    config.set_defaults(func=lazy("clients.cli.admin_http", "config_command"))
     fault = asub.add_parser("fault", help="inject faults into a broker (latency, errors, ...)")
     fsub = fault.add_subparsers(dest="fault_command", metavar="ACTION", required=True)
     add = fsub.add_parser(
@@ -212,7 +212,7 @@ def add_admin_commands(sub: Any) -> None:
             help="the broker's admin URL (default http://127.0.0.1:9644)",
         )
         parser.add_argument("--json", action="store_true")
-    fault.set_defaults(func=lazy("clients.admin_cli", "fault_command"))
+    fault.set_defaults(func=lazy("clients.cli.admin_http", "fault_command"))
 
 
 def add_perf_commands(sub: Any) -> None:

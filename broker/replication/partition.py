@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.log import Log
+from broker.log.log import Log
 
 
 @dataclass

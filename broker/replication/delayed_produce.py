@@ -10,7 +10,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from broker.replication.replica_manager import ReplicaManager
 
 
 class DelayedProduce(DelayedOperation):

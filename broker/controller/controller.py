@@ -19,7 +19,8 @@ from typing import Any
 import msgspec
 import structlog
 
-from broker.config import BrokerConfig, ConfigError, validate_topic_configs
+from broker.config.broker_config import BrokerConfig, validate_topic_configs
+from broker.config.definitions import ConfigError
 from clients.connection import Connection, ConnectionClosed
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.log.tiered.remote_storage import RemoteStorageError
 from broker.purgatory import DelayedOperation
-from broker.remote_storage import RemoteStorageError
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from broker.replication.replica_manager import ReplicaManager
 
 TopicPartition = tuple[str, int]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import structlog
 
-from broker.controller import topic_name_problem
+from broker.controller.controller import topic_name_problem
 from protocol import messages as m
 from protocol.api import ApiKey, RequestError, supported_versions
 from protocol.errors import ErrorCode, KafkaError

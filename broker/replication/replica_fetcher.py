@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import structlog
 
-from broker.config import BrokerConfig
-from broker.metrics import FetcherStats
-from broker.partition import Partition
+from broker.config.broker_config import BrokerConfig
+from broker.ops.metrics import FetcherStats
+from broker.replication.partition import Partition
 from clients.connection import Connection, ConnectionClosed
 from protocol import messages as m
 from protocol.api import ApiKey

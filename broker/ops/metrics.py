@@ -27,8 +27,8 @@ from protocol.api import SCHEMAS, ApiKey
 from protocol.errors import error_name
 
 if TYPE_CHECKING:
-    from broker.faults import FaultInjector
-    from broker.remote_log_manager import RemoteLogManager
+    from broker.log.tiered.remote_log_manager import RemoteLogManager
+    from broker.ops.faults import FaultInjector
 
 SAMPLES_KEPT = 20000  # per source broker
 

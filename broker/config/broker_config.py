@@ -1,0 +1,262 @@
+"""BrokerConfig: a broker's resolved configuration, from defaults < TOML file < environment
+(``PURGATORY_<NAME_WITH_UNDERSCORES>``) < ``--set name=value`` (Kafka's KafkaConfig).
+Unknown names and bad values fail at start with a message naming the key."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.config.definitions import (
+    BY_NAME,
+    DEFINITIONS,
+    ENV_PREFIX,
+    TOPIC_CONFIGS,
+    ConfigDef,
+    ConfigError,
+    parse_host_port,
+    parse_members,
+)
+
+
+def coerce(definition: ConfigDef, raw: Any, *, source: str) -> Any:
+    """Turn a raw value (TOML value or string) into the config's type, or raise ConfigError."""
+    name = definition.name
+    kind = definition.type
+    value: Any
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                value = raw
+            elif isinstance(raw, str) and raw.lower() in ("true", "false"):
+                value = raw.lower() == "true"
+            else:
+                raise ValueError(f"expected true or false, got {raw!r}")
+        elif kind is int:
+            if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+                raise ValueError(f"expected an integer, got {raw!r}")
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"expected an integer, got {raw!r}") from None
+        elif kind is float:
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"expected a number, got {raw!r}") from None
+        else:
+            if not isinstance(raw, str):
+                raise ValueError(f"expected a string, got {raw!r}")
+            value = raw
+    except ValueError as exc:
+        raise ConfigError(f"config {name!r} (from {source}): {exc}") from None
+    if definition.choices and value not in definition.choices:
+        raise ConfigError(
+            f"config {name!r} (from {source}): {value!r} is not one of "
+            f"{', '.join(definition.choices)}"
+        )
+    if definition.validate is not None:
+        complaint = definition.validate(value)
+        if complaint:
+            raise ConfigError(f"config {name!r} (from {source}): {value!r} {complaint}")
+    return value
+
+
+class StaticConfigError(ConfigError):
+    """A config that only takes effect at start cannot be changed while running."""
+
+
+def check_consistency(values: Mapping[str, Any]) -> None:
+    """Settings that fight each other; raise ConfigError naming them."""
+    if values["broker.heartbeat.interval.ms"] >= values["broker.session.timeout.ms"]:
+        raise ConfigError(
+            "broker.heartbeat.interval.ms must be below broker.session.timeout.ms, or a "
+            "broker would be declared dead between two of its own heartbeats"
+        )
+    if values["replica.fetch.wait.max.ms"] >= values["replica.lag.time.max.ms"]:
+        raise ConfigError(
+            "replica.fetch.wait.max.ms must be below replica.lag.time.max.ms (as in Kafka): "
+            "an idle follower long-polls that long, and would keep leaving the ISR"
+        )
+    if (
+        values["remote.storage.latency.distribution"] == "lognormal"
+        and values["remote.storage.latency.p99.ms"] < values["remote.storage.latency.ms"]
+    ):
+        raise ConfigError(
+            "remote.storage.latency.p99.ms must be at least remote.storage.latency.ms (the "
+            "median) for a log-normal latency"
+        )
+    check_topic_consistency({d.topic_name: values[d.name] for d in DEFINITIONS if d.topic_name})
+
+
+@dataclass
+class BrokerConfig:
+    """The resolved configuration of one broker: every name in DEFINITIONS has a value.
+    Dynamic configs can change while the broker runs (``set_dynamic``)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    changes: list[dict[str, Any]] = field(default_factory=list)  # the latest dynamic changes
+
+    def set_dynamic(self, name: str, raw: Any, *, at: str) -> tuple[Any, Any]:
+        """Change a dynamic config now; return (old, new). Raises ConfigError (unknown name,
+        bad value, or one that fights another setting) or StaticConfigError."""
+        definition = BY_NAME.get(name)
+        if definition is None:
+            raise ConfigError(f"unknown config {name!r}{_suggest(name)}")
+        if not definition.dynamic:
+            raise StaticConfigError(
+                f"config {definition.name!r} is read at start only; set it with --set, "
+                f"PURGATORY_{definition.name.upper().replace('.', '_')} or the config file and restart"
+            )
+        value = coerce(definition, raw, source="a dynamic change")
+        candidate = {**self.values, definition.name: value}
+        check_consistency(candidate)
+        old = self.values[definition.name]
+        self.values[definition.name] = value
+        self.sources[definition.name] = "dynamic"
+        self.changes.append({"name": definition.name, "old": old, "new": value, "at": at})
+        del self.changes[:-100]
+        return old, value
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[BY_NAME[name].name]
+
+    @property
+    def broker_id(self) -> int:
+        return int(self.values["broker.id"])
+
+    def members(self) -> dict[int, tuple[str, int]]:
+        return parse_members(self.values["cluster.members"])
+
+    def listener(self) -> tuple[str, int]:
+        return parse_host_port(self.values["listeners"])
+
+    def admin_listener(self) -> tuple[str, int]:
+        return parse_host_port(self.values["admin.listener"])
+
+    def topic_defaults(self) -> dict[str, Any]:
+        return {topic: self.values.get(d.name, d.default) for topic, d in TOPIC_CONFIGS.items()}
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": d.name,
+                "value": self.values[d.name],
+                "default": d.default,
+                "source": self.sources.get(d.name, "default"),
+                "dynamic": d.dynamic,
+                "doc": d.doc,
+            }
+            for d in DEFINITIONS
+        ]
+
+
+def load_config(
+    *,
+    file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> BrokerConfig:
+    """Resolve defaults < TOML file < environment < overrides, validating every value.
+
+    The TOML file may use dotted names as keys (``"log.retention.bytes" = 1024``) or nested
+    tables (``[log.retention] bytes = 1024``); both mean the same.
+    """
+    config = BrokerConfig({d.name: d.default for d in DEFINITIONS})
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if file is not None:
+        path = Path(file)
+        try:
+            with path.open("rb") as handle:
+                layers.append((f"file {path}", _flatten(tomllib.load(handle))))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    env = os.environ if environ is None else environ
+    from_env = {}
+    for key, value in env.items():
+        if key.startswith(ENV_PREFIX):
+            from_env[key[len(ENV_PREFIX) :].lower().replace("_", ".")] = (key, value)
+    if from_env:
+        layers.append(("environment", {k: v for k, (_, v) in from_env.items()}))
+    if overrides:
+        layers.append(("--set", dict(overrides)))
+    for source, layer in layers:
+        for name, raw in layer.items():
+            definition = BY_NAME.get(name)
+            if definition is None:
+                where = (
+                    f"environment variable {from_env[name][0]}"
+                    if source == "environment"
+                    else source
+                )
+                raise ConfigError(f"unknown config {name!r} (from {where}){_suggest(name)}")
+            config.values[definition.name] = coerce(definition, raw, source=source)
+            config.sources[definition.name] = source
+    return config
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """Parse repeated ``name=value`` arguments."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set/--config expects name=value, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def validate_topic_configs(
+    configs: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Coerce topic-level configs; raise ConfigError naming a bad or unknown key, or (given
+    the broker's ``defaults``) settings that fight each other."""
+    out: dict[str, Any] = {}
+    for name, raw in configs.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            known = ", ".join(sorted(TOPIC_CONFIGS))
+            raise ConfigError(f"unknown topic config {name!r} (known: {known})")
+        out[name] = coerce(definition, raw, source="topic config")
+    if defaults is not None:
+        check_topic_consistency({**defaults, **out})
+    return out
+
+
+def check_topic_consistency(topic: Mapping[str, Any]) -> None:
+    """Kafka's rule: local retention may not exceed the whole log's."""
+    for kind in ("bytes", "ms"):
+        local, total = topic[f"local.retention.{kind}"], topic[f"retention.{kind}"]
+        if local >= 0 and (total != -1 and local > total):
+            raise ConfigError(
+                f"local.retention.{kind} ({local}) must not exceed retention.{kind} ({total})"
+            )
+        if local == -1 and total != -1:
+            raise ConfigError(
+                f"local.retention.{kind} is -1 (unlimited) but retention.{kind} is {total}"
+            )
+
+
+def _suggest(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(BY_NAME), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out

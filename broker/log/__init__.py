@@ -1,0 +1,1 @@
+"""Partition logs: record batches in segments, retention, and the remote tier (tiered/)."""

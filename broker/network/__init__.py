@@ -1,0 +1,2 @@
+"""The broker's network layer: listeners that accept connections, frame requests and write
+responses in order (Kafka's SocketServer)."""

@@ -1,0 +1,1 @@
+"""Operating a broker: admin HTTP, fault injection, metrics and structured logging."""

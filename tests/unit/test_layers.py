@@ -1,0 +1,79 @@
+"""The layer table of docs/design.md, held by walking every import (ast), lazy ones too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+OURS = ("protocol", "clients", "broker", "experiments", "purgatory")
+
+# package (or module prefix) -> the prefixes of ours it may import
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "protocol": ("protocol",),
+    # A generic delayed-operation engine: nothing about requests, brokers or clients.
+    "broker.purgatory": ("broker.purgatory",),
+    "clients": ("clients", "protocol"),
+    "broker": ("broker", "clients", "protocol"),
+    # Experiments drive brokers as processes: the command lines that start them
+    # (broker.local_cluster), and the purgatory engine's benchmark, which runs in-process.
+    "experiments": (
+        "experiments",
+        "clients",
+        "protocol",
+        "broker.local_cluster",
+        "broker.purgatory",
+    ),
+    "purgatory": OURS,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            # `from broker import commands` imports broker.commands
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return [(line, name) for line, name in found if name.split(".")[0] in OURS]
+
+
+def rule_for(module: str) -> tuple[str, tuple[str, ...]]:
+    matches = [p for p in ALLOWED if module == p or module.startswith(p + ".")]
+    layer = max(matches, key=len)
+    return layer, ALLOWED[layer]
+
+
+def under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+SOURCES = sorted(p for package in OURS for p in (ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[module_name(p) for p in SOURCES])
+def test_imports_follow_the_layer_table(path: Path) -> None:
+    module = module_name(path)
+    layer, allowed = rule_for(module)
+    for line, name in imports_of(path):
+        # `from clients.cli import commands` names a submodule as well as the package.
+        if any(under(name, prefix) or under(prefix, name) for prefix in allowed):
+            continue
+        pytest.fail(f"{module}:{line} imports {name}; {layer} may import only {allowed}")
+
+
+def test_the_layer_table_is_enforced_somewhere() -> None:
+    # Guard the guard: a forbidden import is caught.
+    assert not any(under("broker.server", p) for p in ALLOWED["clients"])
+    assert rule_for("broker.purgatory.timer")[0] == "broker.purgatory"
+    assert rule_for("broker.replication.partition")[0] == "broker"
