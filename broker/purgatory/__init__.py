@@ -4,7 +4,7 @@ Nothing here knows about Kafka requests: DelayedFetch and friends live beside th
 manager and build on DelayedOperation.
 """
 
-from broker.purgatory.clock import LoopScheduler, ManualScheduler, Scheduler
+from broker.purgatory.clock import LoopScheduler, ManualScheduler, Periodic, Scheduler
 from broker.purgatory.delayed_operation import DelayedOperation
 from broker.purgatory.purgatory import DelayedOperationPurgatory, WatcherRemoval
 from broker.purgatory.timer import SystemTimer, TimerTask, TimerTaskList, TimingWheel
@@ -14,6 +14,7 @@ __all__ = [
     "DelayedOperationPurgatory",
     "LoopScheduler",
     "ManualScheduler",
+    "Periodic",
     "Scheduler",
     "SystemTimer",
     "TimerTask",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -17,9 +18,15 @@ class Cancellable(Protocol):
 
 
 class Scheduler(Protocol):
-    """Milliseconds on a monotonic clock, and callbacks at a time or as soon as possible."""
+    """Milliseconds on a monotonic clock, and callbacks at a time or as soon as possible;
+    also a precise monotonic reading for durations, and the wall clock (record timestamps
+    and time-based retention are wall-clock milliseconds, as in Kafka)."""
 
     def now_ms(self) -> int: ...
+
+    def precise_s(self) -> float: ...
+
+    def wall_ms(self) -> int: ...
 
     def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable: ...
 
@@ -35,6 +42,14 @@ class LoopScheduler:
 
     def now_ms(self) -> int:
         return int(self._time() * 1000)
+
+    def precise_s(self) -> float:
+        # The loop's clock may be cached for a loop iteration (uvloop): durations of a
+        # fraction of a millisecond need the process counter.
+        return time.perf_counter()
+
+    def wall_ms(self) -> int:
+        return int(time.time() * 1000)
 
     def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable:
         return self.loop.call_at(when_ms / 1000, callback)
@@ -61,14 +76,21 @@ class ManualScheduler:
     yet run; callbacks due at the same time run in the order they were scheduled.
     """
 
-    def __init__(self, start_ms: int = 0) -> None:
+    def __init__(self, start_ms: int = 0, wall_start_ms: int = 1_700_000_000_000) -> None:
         self._now = start_ms
+        self._wall_offset = wall_start_ms - start_ms
         self._timers: list[tuple[int, int, _ManualHandle]] = []
         self._soon: list[Callable[[], None]] = []
         self._seq = itertools.count()
 
     def now_ms(self) -> int:
         return self._now
+
+    def precise_s(self) -> float:
+        return self._now / 1000
+
+    def wall_ms(self) -> int:
+        return self._now + self._wall_offset
 
     def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable:
         handle = _ManualHandle(callback)
@@ -143,3 +165,40 @@ class Alarm:
         self.when_ms = None
         now = self.scheduler.now_ms()
         self._callback(now if due is None else max(now, due))
+
+
+class Periodic:
+    """Runs ``task`` every ``period_ms()`` milliseconds on a scheduler (Kafka's
+    ``scheduler.schedule(name, task, period)``). The period is read again after each run,
+    so a changed dynamic config applies from the next one; ``restart`` applies it now."""
+
+    __slots__ = ("_handle", "period_ms", "scheduler", "task")
+
+    def __init__(
+        self, scheduler: Scheduler, period_ms: Callable[[], int], task: Callable[[], None]
+    ) -> None:
+        self.scheduler = scheduler
+        self.period_ms = period_ms
+        self.task = task
+        self._handle: Cancellable | None = None
+
+    def start(self) -> None:
+        self.cancel()
+        self._handle = self.scheduler.call_at(
+            self.scheduler.now_ms() + max(1, self.period_ms()), self._run
+        )
+
+    restart = start
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _run(self) -> None:
+        self._handle = None
+        try:
+            self.task()
+        finally:
+            if self._handle is None:  # the task did not restart or cancel it
+                self.start()

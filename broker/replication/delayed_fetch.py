@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from broker.purgatory import DelayedOperation
@@ -50,7 +49,7 @@ class DelayedFetch(DelayedOperation):
         self.request = request
         self.version = version
         self.replica_manager = replica_manager
-        self.created_at = created_at  # loop clock, seconds
+        self.created_at = created_at  # the scheduler's precise clock, seconds
         self.completed_at = 0.0
         self.expired = False
         self.response: asyncio.Future[m.FetchResponseV0] = (
@@ -91,17 +90,18 @@ class DelayedFetch(DelayedOperation):
         rm = self.replica_manager
         # Floor of the real wait: never more than the fetch waited (a client subtracting it
         # from its own round trip must not go negative), at most 1 ms less.
-        wait_ms = int((asyncio.get_running_loop().time() - self.created_at) * 1000)
+        wait_ms = int((rm.scheduler.precise_s() - self.created_at) * 1000)
         self.response.set_result(rm.fetch_response(self.request, self.version, wait_ms))
         # The network layer's callback (which queues the response) was added first, so this
         # one runs right after it: it measures completion -> response queued.
-        self.completed_at = time.perf_counter()
+        self.completed_at = rm.scheduler.precise_s()
         self.response.add_done_callback(self._responded)
 
     def _responded(self, _: asyncio.Future[m.FetchResponseV0]) -> None:
         if not self.expired:  # woken by an event (an append, a HW move), not by its timeout
-            self.replica_manager.metrics.fetch_wake[self.from_follower].observe(
-                time.perf_counter() - self.completed_at
+            rm = self.replica_manager
+            rm.metrics.fetch_wake[self.from_follower].observe(
+                rm.scheduler.precise_s() - self.completed_at
             )
 
     def on_expiration(self) -> None:

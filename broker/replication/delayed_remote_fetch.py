@@ -52,7 +52,7 @@ class DelayedRemoteFetch(DelayedOperation):
         self.reads = reads
         self.version = version
         self.replica_manager = replica_manager
-        self.created_at = created_at  # loop clock, seconds
+        self.created_at = created_at  # the scheduler's precise clock, seconds
         self.response: asyncio.Future[m.FetchResponseV0] = (
             asyncio.get_running_loop().create_future()
         )
@@ -100,7 +100,7 @@ class DelayedRemoteFetch(DelayedOperation):
         responses = replace_partitions(self.responses, filled)
         if self.response.done():  # the client went away meanwhile
             return
-        wait_ms = int((asyncio.get_running_loop().time() - self.created_at) * 1000)
+        wait_ms = int((self.replica_manager.scheduler.precise_s() - self.created_at) * 1000)
         self.response.set_result(rm.build_fetch_response(responses, self.version, wait_ms))
 
     def on_expiration(self) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import time
 from collections.abc import Callable
 
 import structlog
 
 from broker.config.broker_config import BrokerConfig
 from broker.ops.metrics import FetcherStats
+from broker.purgatory import Scheduler
 from broker.replication.partition import Partition
 from clients.connection import Connection, ConnectionClosed
 from protocol import messages as m
@@ -39,9 +39,11 @@ class ReplicaFetcher:
         address: tuple[str, int],
         config: BrokerConfig,
         stats: FetcherStats,
+        scheduler: Scheduler,
         receive_delay: Callable[[], float] | None = None,
     ) -> None:
         self.receive_delay = receive_delay
+        self.scheduler = scheduler
         self.broker_id = broker_id
         self.source_broker = source_broker
         self.address = address
@@ -131,18 +133,18 @@ class ReplicaFetcher:
         """One round; False if a partition had an error (the fetcher backs off)."""
         conn = await self._connection()
         request = self._request()
-        started = time.perf_counter()
+        started = self.scheduler.precise_s()
         response: m.FetchResponseV1 = await conn.send(
             ApiKey.FETCH,
             request,
             version=1,
             timeout_ms=request.max_wait_ms + conn.request_timeout_ms,
         )
-        total = time.perf_counter() - started
+        total = self.scheduler.precise_s() - started
         stats = self.stats
         stats.requests += 1
         stats.latency.observe(total, response.wait_time_ms / 1000)
-        stats.samples.append((time.time(), total, response.wait_time_ms / 1000))
+        stats.samples.append((self.scheduler.wall_ms() / 1000, total, response.wait_time_ms / 1000))
         ok = True
         for topic in response.responses:
             for data in topic.partitions:
@@ -208,8 +210,10 @@ class ReplicaFetcherManager:
         members: dict[int, tuple[str, int]],
         config: BrokerConfig,
         stats_for: Callable[[int], FetcherStats],
+        scheduler: Scheduler,
         receive_delay: Callable[[int], float] | None = None,
     ) -> None:
+        self.scheduler = scheduler
         self.broker_id = broker_id
         self.members = members
         self.config = config
@@ -234,6 +238,7 @@ class ReplicaFetcherManager:
                 self.members[leader],
                 self.config,
                 self.stats_for(leader),
+                self.scheduler,
                 None
                 if self.receive_delay is None
                 else functools.partial(self.receive_delay, leader),

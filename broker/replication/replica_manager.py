@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -17,7 +16,7 @@ from broker.log.tiered.remote_log_manager import RemoteLogManager
 from broker.log.tiered.remote_log_reader import ReaderQueueFull
 from broker.log.tiered.remote_storage import RemoteFetchInfo
 from broker.ops.metrics import BrokerMetrics
-from broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
+from broker.purgatory import DelayedOperationPurgatory, Periodic, Scheduler, SystemTimer
 from broker.replication.delayed_fetch import DelayedFetch
 from broker.replication.delayed_produce import DelayedProduce
 from broker.replication.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
@@ -67,13 +66,26 @@ class ReplicaManager:
         self.remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] = (
             self._purgatory("RemoteFetch", "fetch.purgatory.purge.interval.requests")
         )
-        self.remote_log_manager = RemoteLogManager(config, self.partitions.values)
+        self.remote_log_manager = RemoteLogManager(config, self.partitions.values, scheduler)
         metrics.remote_log_manager = self.remote_log_manager
         self.fetchers = ReplicaFetcherManager(
-            self.broker_id, metadata.members, config, metrics.fetcher_stats, receive_delay
+            self.broker_id,
+            metadata.members,
+            config,
+            metrics.fetcher_stats,
+            scheduler,
+            receive_delay,
         )
         self._tasks: set[asyncio.Future[None]] = set()
-        self._shrink_task: asyncio.Future[None] | None = None
+        # Kafka's "isr-expiration" and "kafka-log-retention" scheduled tasks.
+        self.isr_expiration = Periodic(
+            scheduler, lambda: config["replica.lag.time.max.ms"] // 2, self.maybe_shrink_isr
+        )
+        self.log_retention = Periodic(
+            scheduler,
+            lambda: config["log.retention.check.interval.ms"],
+            lambda: self.delete_old_segments(scheduler.wall_ms()),
+        )
         self.log = structlog.get_logger("replica_manager").bind(broker_id=self.broker_id)
 
     def _purgatory(self, name: str, purge_interval: str) -> DelayedOperationPurgatory[Any]:
@@ -88,22 +100,17 @@ class ReplicaManager:
         return purgatory
 
     def start(self) -> None:
-        self._start_shrink_loop()
-        self._spawn(self._retention_loop())
+        self.isr_expiration.start()
+        self.log_retention.start()
         self.remote_log_manager.start()
-
-    def _start_shrink_loop(self) -> None:
-        self._shrink_task = asyncio.ensure_future(self._isr_shrink_loop())
-        self._tasks.add(self._shrink_task)
 
     def lag_time_changed(self) -> None:
         """replica.lag.time.max.ms changed: check on the new schedule from now on."""
-        if self._shrink_task is not None:
-            self._shrink_task.cancel()
-            self._tasks.discard(self._shrink_task)
-        self._start_shrink_loop()
+        self.isr_expiration.restart()
 
     async def shutdown(self) -> None:
+        self.isr_expiration.cancel()
+        self.log_retention.cancel()
         for task in list(self._tasks):
             task.cancel()
         await self.fetchers.shutdown()
@@ -292,22 +299,12 @@ class ReplicaManager:
                 if joining and not partition.isr_change_pending:
                     self._change_isr(partition, partition.isr + joining)
 
-    async def _retention_loop(self) -> None:
-        """Time-based retention of logs without tiered storage (the RemoteLogManager
-        applies it to tiered ones)."""
-        while True:
-            await asyncio.sleep(self.config["log.retention.check.interval.ms"] / 1000)
-            self.delete_old_segments(int(time.time() * 1000))
-
     def delete_old_segments(self, now_ms: int) -> None:
+        """Time-based retention of logs without tiered storage (the RemoteLogManager
+        applies it to tiered ones); ``now_ms`` is wall-clock time."""
         for partition in list(self.partitions.values()):
             if not partition.log.tiered:
                 partition.log.delete_old_segments(now_ms)
-
-    async def _isr_shrink_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config["replica.lag.time.max.ms"] / 2000)
-            self.maybe_shrink_isr()
 
     def maybe_shrink_isr(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""
@@ -404,7 +401,7 @@ class ReplicaManager:
             or errored
         ):
             return self.build_fetch_response(responses, version, 0)
-        operation = DelayedFetch(request, version, self, asyncio.get_running_loop().time())
+        operation = DelayedFetch(request, version, self, self.scheduler.precise_s())
         keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
         if self.fetch_purgatory.try_complete_else_watch(operation, keys):
             return operation.response.result()
@@ -447,7 +444,7 @@ class ReplicaManager:
             reads,
             version,
             self,
-            asyncio.get_running_loop().time(),
+            self.scheduler.precise_s(),
         )
         if self.remote_fetch_purgatory.try_complete_else_watch(operation, list(reads)):
             return operation.response.result()

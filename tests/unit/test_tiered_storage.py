@@ -18,6 +18,7 @@ from broker.log.tiered.remote_storage import (
     RemoteStorage,
     RemoteStorageError,
 )
+from broker.purgatory import ManualScheduler
 from broker.replication.partition import Partition
 from protocol.records import decode_records, encode_batch, validate_batch
 
@@ -168,7 +169,7 @@ async def test_the_remote_log_manager_copies_serves_and_deletes_segments() -> No
     size = batch_size()
     log = tiered(retention_bytes=7 * size, local_retention_bytes=1)
     partitions = [partition_with(log, 0)]
-    manager = RemoteLogManager(config, lambda: partitions)
+    manager = RemoteLogManager(config, lambda: partitions, ManualScheduler())
     for i in range(9):
         append(log, bytes([i]) * RECORD)
     manager.run_once(now_ms=0)

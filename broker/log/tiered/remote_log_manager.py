@@ -4,8 +4,6 @@ of that name, with its copy and expiration tasks folded into one periodic pass).
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Iterable
 
 import structlog
@@ -13,6 +11,7 @@ import structlog
 from broker.config.broker_config import BrokerConfig
 from broker.log.tiered.remote_log_reader import RemoteLogReaderPool
 from broker.log.tiered.remote_storage import RemoteFetchInfo, RemotePartition, RemoteStorage
+from broker.purgatory import Periodic, Scheduler
 from broker.replication.partition import Partition
 
 
@@ -36,8 +35,8 @@ class RemoteLogManager:
         self,
         config: BrokerConfig,
         partitions: Callable[[], Iterable[Partition]],
+        scheduler: Scheduler,
         storage: RemoteStorage | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.partitions = partitions
@@ -46,26 +45,24 @@ class RemoteLogManager:
             config["remote.log.reader.threads"],
             config["remote.log.reader.max.pending.tasks"],
             self.storage.fetch_log_segment,
-            clock,
+            scheduler.precise_s,
         )
         self.copied_bytes = 0
         self.copied_segments = 0
         self.deleted_segments = 0
-        self._task: asyncio.Task[None] | None = None
+        self.task = Periodic(
+            scheduler,
+            lambda: config["remote.log.manager.task.interval.ms"],
+            lambda: self.run_once(scheduler.wall_ms()),
+        )
         self.log = structlog.get_logger("remote_log_manager").bind(broker_id=config.broker_id)
 
     def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        self.task.start()
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        self.task.cancel()
         await self.readers.shutdown()
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.config["remote.log.manager.task.interval.ms"] / 1000)
-            self.run_once(int(time.time() * 1000))
 
     def run_once(self, now_ms: int) -> None:
         """One pass of copying and retention at wall-clock time ``now_ms``."""
