@@ -134,7 +134,8 @@ class Broker:
 
     async def _bounded(self, step: str, awaitable: Awaitable[Any], timeout_s: float = 5.0) -> None:
         try:
-            await asyncio.wait_for(awaitable, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await awaitable
         except TimeoutError:
             self.log.warning("stop_step_overran", step=step, timeout_s=timeout_s)
 
@@ -357,7 +358,8 @@ class Broker:
             waiter: asyncio.Future[None] = loop.create_future()
             self._metadata_waiters.append(waiter)
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(waiter, remaining)
+                async with asyncio.timeout(remaining):
+                    await waiter
 
     def auto_create_in_background(self, topic: str) -> None:
         """A produce hit an unknown topic: create it (if allowed) so the client's retry works."""

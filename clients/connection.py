@@ -122,10 +122,10 @@ class Connection:
     ) -> Connection:
         self = cls(host, port, **kwargs)
         try:
-            await asyncio.wait_for(
-                self._loop.create_connection(lambda: _ClientProtocol(self), host, port),
-                connect_timeout_s,
-            )
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation
+            # that arrives as the connection attempt fails, and the caller never stops.
+            async with asyncio.timeout(connect_timeout_s):
+                await self._loop.create_connection(lambda: _ClientProtocol(self), host, port)
         except (TimeoutError, OSError) as exc:
             raise ConnectionClosed(
                 f"cannot connect to {host}:{port}: {exc or 'timed out'}"

@@ -292,7 +292,8 @@ class Consumer:
                     if remaining <= 0:
                         break
                     try:
-                        chunk = await asyncio.wait_for(self.queue.get(), min(remaining, 0.5))
+                        async with asyncio.timeout(min(remaining, 0.5)):
+                            chunk = await self.queue.get()
                     except TimeoutError:
                         self._raise_errors()
                         await self._ensure_running()  # leaders may have moved
@@ -354,7 +355,8 @@ class Consumer:
             if not tps:
                 self._wakeup.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), 1.0)
+                    async with asyncio.timeout(1.0):
+                        await self._wakeup.wait()
                 continue
             epochs = {tp: self._epochs[tp] for tp in tps}
             offsets = {tp: self._fetch_positions[tp] for tp in tps}

@@ -265,7 +265,8 @@ class Producer:
                     f"max.block.ms ({self.max_block_ms})",
                 )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._space.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._space.wait()
 
     # -- batches -----------------------------------------------------------------------
 
@@ -429,7 +430,8 @@ class Producer:
         for tp in list(self._open):
             self._close_batch(tp)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._idle.wait()
         return self._pending == 0
 
     async def abort(self, reason: str = "the producer was closed before delivery") -> int:
