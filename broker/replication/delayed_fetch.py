@@ -90,7 +90,7 @@ class DelayedFetch(DelayedOperation):
         rm = self.replica_manager
         # Floor of the real wait: never more than the fetch waited (a client subtracting it
         # from its own round trip must not go negative), at most 1 ms less.
-        wait_ms = int((rm.scheduler.precise_s() - self.created_at) * 1000)
+        wait_ms = rm.waited_ms(self.created_at)
         self.response.set_result(rm.fetch_response(self.request, self.version, wait_ms))
         # The network layer's callback (which queues the response) was added first, so this
         # one runs right after it: it measures completion -> response queued.

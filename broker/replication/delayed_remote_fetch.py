@@ -100,7 +100,7 @@ class DelayedRemoteFetch(DelayedOperation):
         responses = replace_partitions(self.responses, filled)
         if self.response.done():  # the client went away meanwhile
             return
-        wait_ms = int((self.replica_manager.scheduler.precise_s() - self.created_at) * 1000)
+        wait_ms = self.replica_manager.waited_ms(self.created_at)
         self.response.set_result(rm.build_fetch_response(responses, self.version, wait_ms))
 
     def on_expiration(self) -> None:

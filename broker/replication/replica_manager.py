@@ -88,6 +88,12 @@ class ReplicaManager:
         )
         self.log = structlog.get_logger("replica_manager").bind(broker_id=self.broker_id)
 
+    def waited_ms(self, since_s: float) -> int:
+        """Whole milliseconds since ``since_s`` (the scheduler's precise clock), rounded
+        down: a wait reported to a client is never more than the real one (a nanosecond
+        of slack absorbs float rounding)."""
+        return int((self.scheduler.precise_s() - since_s) * 1000 + 1e-6)
+
     def _purgatory(self, name: str, purge_interval: str) -> DelayedOperationPurgatory[Any]:
         """A purgatory with its own timer, in the metrics."""
         purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(

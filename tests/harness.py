@@ -1,0 +1,155 @@
+"""An in-memory broker core: a ReplicaManager on a manual clock with a fake controller
+channel, no sockets. Broker 0 leads every partition; followers are simulated by their
+fetches (``follower_fetch``), so Kafka-layer rules run the way the engine's do: time moves
+only when a test says so."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from broker.controller.metadata_cache import MetadataCache
+from broker.ops.metrics import BrokerMetrics
+from broker.purgatory import ManualScheduler
+from broker.replication.partition import Partition
+from broker.replication.replica_manager import ReplicaManager
+from protocol import messages as m
+from protocol.records import encode_batch
+from tests.support import broker_config
+
+LEADER = 0
+MEMBERS = "0@127.0.0.1:1,1@127.0.0.1:2,2@127.0.0.1:3"
+
+
+class Harness:
+    def __init__(self, **config: Any) -> None:
+        self.clock = ManualScheduler(start_ms=1_000)
+        self.config = broker_config(LEADER, members=MEMBERS, **config)
+        self.metadata = MetadataCache(self.config.members(), LEADER)
+        self.alter_requests: list[m.AlterPartitionRequest] = []
+        self.replica_manager = ReplicaManager(
+            self.config, self.metadata, BrokerMetrics(LEADER), self.clock, self._alter_isr
+        )
+        self.topics: dict[str, m.TopicState] = {}
+        self.epoch = 0
+        self.replica_manager.start()  # its periodic tasks run on the manual clock
+
+    # -- the controller's side ---------------------------------------------------------
+
+    async def _alter_isr(self, request: m.AlterPartitionRequest) -> m.AlterPartitionResponse:
+        """The controller accepts every ISR change and pushes the new picture."""
+        self.alter_requests.append(request)
+        topic = request.topics[0]
+        asked = topic.partitions[0]
+        state = self.topics[topic.name].partitions[asked.partition_index]
+        self.set_partition(topic.name, asked.partition_index, isr=asked.new_isr)
+        new = self.topics[topic.name].partitions[asked.partition_index]
+        assert new.partition_epoch == state.partition_epoch + 1
+        return m.AlterPartitionResponse(
+            0,
+            [
+                m.AlterPartitionTopicResponse(
+                    topic.name,
+                    [
+                        m.AlterPartitionPartitionResponse(
+                            asked.partition_index,
+                            0,
+                            new.leader_id,
+                            new.leader_epoch,
+                            new.isr,
+                            new.partition_epoch,
+                        )
+                    ],
+                )
+            ],
+        )
+
+    def create(self, topic: str, partitions: int = 1, **configs: str) -> None:
+        self.topics[topic] = m.TopicState(
+            topic,
+            uuid.uuid4().hex,
+            dict(configs),
+            [m.PartitionState(p, LEADER, 0, [0, 1, 2], [0, 1, 2]) for p in range(partitions)],
+        )
+        self.publish()
+
+    def delete(self, topic: str) -> None:
+        del self.topics[topic]
+        self.publish()
+
+    def set_partition(self, topic: str, index: int, **changes: Any) -> None:
+        """Change a partition's state as the controller would (a new partition epoch)."""
+        old = self.topics[topic]
+        state = old.partitions[index]
+        fields = {f: getattr(state, f) for f in state.__struct_fields__} | changes
+        fields["partition_epoch"] = state.partition_epoch + 1
+        partitions = list(old.partitions)  # a new picture: the cache keeps the old one
+        partitions[index] = m.PartitionState(**fields)
+        self.topics[topic] = m.TopicState(old.name, old.topic_id, old.configs, partitions)
+        self.publish()
+
+    def publish(self) -> None:
+        self.epoch += 1
+        update = m.UpdateMetadataRequest(
+            LEADER, "harness", self.epoch, list(self.topics.values()), [0, 1, 2]
+        )
+        changes = self.metadata.apply(update)
+        assert changes is not None
+        self.replica_manager.apply(changes)
+
+    # -- clients -------------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int = 0) -> Partition:
+        return self.replica_manager.partitions[(topic, index)]
+
+    def produce(
+        self, topic: str, values: list[bytes], *, acks: int = -1, timeout_ms: int = 30_000
+    ) -> Any:
+        """Append one batch to partition 0; the response, or a future of it."""
+        batch = encode_batch([(None, v) for v in values], timestamp_ms=self.clock.wall_ms())
+        request = m.ProduceRequest(
+            acks, timeout_ms, [m.TopicProduceData(topic, [m.PartitionProduceData(0, batch)])]
+        )
+        response, _, _ = self.replica_manager.append_records(request)
+        return response
+
+    def fetch(
+        self,
+        topic: str,
+        offset: int,
+        *,
+        replica_id: int = -1,
+        min_bytes: int = 1,
+        max_wait_ms: int = 500,
+    ) -> Any:
+        """A fetch of partition 0 (version 1: with wait_time_ms); the response or a future."""
+        request = m.FetchRequest(
+            replica_id,
+            max_wait_ms,
+            min_bytes,
+            1 << 20,
+            [m.FetchTopic(topic, [m.FetchPartition(0, offset, 1 << 20)])],
+        )
+        return self.replica_manager.fetch_messages(request, 1)
+
+    def follower_fetch(self, follower: int, topic: str, offset: int) -> Any:
+        """Follower ``follower`` says it has everything below ``offset`` (its log end)."""
+        return self.fetch(topic, offset, replica_id=follower, max_wait_ms=0)
+
+    async def advance(self, ms: int) -> None:
+        """Move the clock, then let the loop run what that completed (futures' callbacks,
+        AlterPartition round trips)."""
+        self.clock.advance(ms)
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    async def settle(self) -> None:
+        await self.advance(0)
+
+    async def shutdown(self) -> None:
+        await self.replica_manager.shutdown()
+
+
+def error_of(response: Any) -> int:
+    return int(response.responses[0].partitions[0].error_code)
