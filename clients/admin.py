@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from clients.cluster import ClientCluster
@@ -31,6 +32,27 @@ class AdminClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def _on_controller(
+        self,
+        names: list[str],
+        ask: Callable[[list[str]], Awaitable[Iterable[Any]]],
+        timeout_ms: int,
+    ) -> dict[str, Any]:
+        """Results by topic name of ``ask(names)`` sent to the controller. Topics the
+        controller could not take yet (NOT_CONTROLLER: it is being replaced or unreachable)
+        are asked again, with fresh metadata, until ``timeout_ms``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        results: dict[str, Any] = {}
+        pending = list(dict.fromkeys(names))
+        while True:
+            results.update((r.name, r) for r in await ask(pending))
+            pending = [n for n in pending if results[n].error_code == ErrorCode.NOT_CONTROLLER]
+            if not pending or loop.time() + self.retry_backoff_ms / 1000 > deadline:
+                return results
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+            await self.cluster.refresh([])
+
     async def create_topics(
         self,
         topics: list[m.CreatableTopic],
@@ -38,27 +60,21 @@ class AdminClient:
         timeout_ms: int = 30000,
         validate_only: bool = False,
     ) -> list[m.CreatableTopicResult]:
-        """Create topics; returns one result per topic (check ``error_code``).
+        """Create topics; returns one result per topic (check ``error_code``)."""
 
-        Topics the controller could not take yet (NOT_CONTROLLER: it is being replaced or
-        unreachable) are asked again, with fresh metadata, until ``timeout_ms``.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        results: dict[str, m.CreatableTopicResult] = {}
-        pending = list(topics)
-        while True:
+        async def ask(names: list[str]) -> list[m.CreatableTopicResult]:
+            asked = [
+                t for t in topics if t.name in names
+            ]  # duplicates too: the broker refuses them
             response: m.CreateTopicsResponse = await self.cluster.send_to_controller(
                 ApiKey.CREATE_TOPICS,
-                m.CreateTopicsRequest(pending, timeout_ms, validate_only),
+                m.CreateTopicsRequest(asked, timeout_ms, validate_only),
                 timeout_ms=timeout_ms + 5000,
             )
-            results.update((r.name, r) for r in response.topics)
-            pending = [t for t in pending if results[t.name].error_code == ErrorCode.NOT_CONTROLLER]
-            if not pending or loop.time() + self.retry_backoff_ms / 1000 > deadline:
-                return [results[t.name] for t in topics]
-            await asyncio.sleep(self.retry_backoff_ms / 1000)
-            await self.cluster.refresh([])
+            return response.topics
+
+        results = await self._on_controller([t.name for t in topics], ask, timeout_ms)
+        return [results[t.name] for t in topics]
 
     async def create_topic(
         self,
@@ -78,24 +94,18 @@ class AdminClient:
     async def delete_topics(
         self, names: list[str], *, timeout_ms: int = 30000
     ) -> list[m.DeletableTopicResult]:
-        """Delete topics; one result per topic (check ``error_code``). NOT_CONTROLLER
-        answers are asked again with fresh metadata until ``timeout_ms``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        results: dict[str, m.DeletableTopicResult] = {}
-        pending = list(dict.fromkeys(names))
-        while True:
+        """Delete topics; one result per topic (check ``error_code``)."""
+
+        async def ask(pending: list[str]) -> list[m.DeletableTopicResult]:
             response: m.DeleteTopicsResponse = await self.cluster.send_to_controller(
                 ApiKey.DELETE_TOPICS,
                 m.DeleteTopicsRequest(pending, timeout_ms),
                 timeout_ms=timeout_ms + 5000,
             )
-            results.update((r.name, r) for r in response.responses)
-            pending = [n for n in pending if results[n].error_code == ErrorCode.NOT_CONTROLLER]
-            if not pending or loop.time() + self.retry_backoff_ms / 1000 > deadline:
-                return [results[n] for n in dict.fromkeys(names)]
-            await asyncio.sleep(self.retry_backoff_ms / 1000)
-            await self.cluster.refresh([])
+            return response.responses
+
+        results = await self._on_controller(names, ask, timeout_ms)
+        return [results[n] for n in dict.fromkeys(names)]
 
     async def delete_topic(self, name: str) -> None:
         """Delete one topic or raise KafkaError with the broker's reason."""

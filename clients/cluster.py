@@ -55,6 +55,15 @@ def parse_bootstrap(bootstrap: str | Iterable[str]) -> list[tuple[str, int]]:
     return out
 
 
+def _note(
+    errors: dict[TopicPartition, KafkaError] | None, tp: TopicPartition, error: KafkaError
+) -> None:
+    """A partition's error: raised, unless the caller collects retriable ones in ``errors``."""
+    if errors is None or not error.retriable:
+        raise error
+    errors[tp] = error
+
+
 class ClientCluster:
     def __init__(
         self,
@@ -279,10 +288,11 @@ class ClientCluster:
                 for part in topic.partitions:
                     tp = (topic.name, part.partition_index)
                     if part.error_code:
-                        error = KafkaError(part.error_code, f"ListOffsets for {tp[0]}-{tp[1]}")
-                        if errors is None or not error.retriable:
-                            raise error
-                        errors[tp] = error
+                        _note(
+                            errors,
+                            tp,
+                            KafkaError(part.error_code, f"ListOffsets for {tp[0]}-{tp[1]}"),
+                        )
                     else:
                         out[tp] = part.offset
 
@@ -308,10 +318,11 @@ class ClientCluster:
                 for part in topic.partitions:
                     tp = (topic.name, part.partition_index)
                     if part.error_code:
-                        error = KafkaError(part.error_code, f"group {group!r}, {tp[0]}-{tp[1]}")
-                        if errors is None or not error.retriable:
-                            raise error
-                        errors[tp] = error
+                        _note(
+                            errors,
+                            tp,
+                            KafkaError(part.error_code, f"group {group!r}, {tp[0]}-{tp[1]}"),
+                        )
                     elif part.committed_offset >= 0:
                         out[tp] = (part.committed_offset, part.metadata)
 

@@ -411,6 +411,7 @@ class Producer:
         self._release(batch)
 
     def _release(self, batch: _Batch) -> None:
+        """Give back the batch's buffer space and pending count, once (size 0: released)."""
         if batch.size:
             self._buffered -= batch.size
             self._pending -= len(batch.futures)
