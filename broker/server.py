@@ -18,8 +18,10 @@ import structlog
 from broker.api.kafka_apis import KafkaApis
 from broker.config.broker_config import BrokerConfig, check_consistency
 from broker.config.definitions import BY_NAME, parse_host_port
+from broker.controller.alter_partition_manager import AlterPartitionManager
 from broker.controller.controller import Controller, topic_name_problem
 from broker.controller.metadata_cache import MetadataCache
+from broker.coordinator.group_coordinator import GroupCoordinator
 from broker.network.socket_server import SocketServer
 from broker.ops.admin_http import AdminServer
 from broker.ops.faults import FaultInjector
@@ -53,14 +55,21 @@ class Broker:
         self.scheduler = LoopScheduler()
         self.faults = FaultInjector(self.scheduler)
         self.metrics.faults = self.faults
+        self.alter_partition_manager = AlterPartitionManager(
+            self.broker_id,
+            lambda: self.controller,
+            self._controller_connection,
+            lambda: self.config["metadata.push.timeout.ms"],
+        )
         self.replica_manager = ReplicaManager(
             config,
             self.metadata,
             self.metrics,
             self.scheduler,
-            self.alter_partition,
+            self.alter_partition_manager.submit,
             receive_delay=self.faults.delay_from_broker,
         )
+        self.group_coordinator = GroupCoordinator(self.replica_manager.leader_partition)
         self.metrics.add_partition_source(self._partition_rows)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(
@@ -277,16 +286,6 @@ class Broker:
         if self.controller_id == self.broker_id and self.controller is None:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller yet")
         return await self._connection_to(self.controller_id)
-
-    async def alter_partition(self, request: m.AlterPartitionRequest) -> m.AlterPartitionResponse:
-        """Send an ISR change to the controller (here, or over the controller connection)."""
-        if self.controller is not None:
-            return self.controller.alter_partition(request)
-        conn = await self._controller_connection()
-        response: m.AlterPartitionResponse = await conn.send(
-            ApiKey.ALTER_PARTITION, request, timeout_ms=self.config["metadata.push.timeout.ms"]
-        )
-        return response
 
     async def _forward_to_controller(self, key: ApiKey, request: Any, timeout_ms: int) -> Any:
         """Send a request to the controller; None when it cannot be reached."""

@@ -9,9 +9,11 @@ import asyncio
 import uuid
 from typing import Any
 
-from broker.controller.metadata_cache import MetadataCache
+from broker.controller.metadata_cache import LeaderAndIsr, MetadataCache
 from broker.ops.metrics import BrokerMetrics
 from broker.purgatory import ManualScheduler
+from broker.replication.delayed_produce import PartitionResponse
+from broker.replication.fetch_params import FetchParams, FetchResult, PartitionFetchInfo
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
 from protocol import messages as m
@@ -27,7 +29,7 @@ class Harness:
         self.clock = ManualScheduler(start_ms=1_000)
         self.config = broker_config(LEADER, members=MEMBERS, **config)
         self.metadata = MetadataCache(self.config.members(), LEADER)
-        self.alter_requests: list[m.AlterPartitionRequest] = []
+        self.alter_requests: list[LeaderAndIsr] = []
         self.replica_manager = ReplicaManager(
             self.config, self.metadata, BrokerMetrics(LEADER), self.clock, self._alter_isr
         )
@@ -37,33 +39,14 @@ class Harness:
 
     # -- the controller's side ---------------------------------------------------------
 
-    async def _alter_isr(self, request: m.AlterPartitionRequest) -> m.AlterPartitionResponse:
+    async def _alter_isr(self, topic: str, index: int, proposed: LeaderAndIsr) -> LeaderAndIsr:
         """The controller accepts every ISR change and pushes the new picture."""
-        self.alter_requests.append(request)
-        topic = request.topics[0]
-        asked = topic.partitions[0]
-        state = self.topics[topic.name].partitions[asked.partition_index]
-        self.set_partition(topic.name, asked.partition_index, isr=asked.new_isr)
-        new = self.topics[topic.name].partitions[asked.partition_index]
+        self.alter_requests.append(proposed)
+        state = self.topics[topic].partitions[index]
+        self.set_partition(topic, index, isr=proposed.isr)
+        new = self.topics[topic].partitions[index]
         assert new.partition_epoch == state.partition_epoch + 1
-        return m.AlterPartitionResponse(
-            0,
-            [
-                m.AlterPartitionTopicResponse(
-                    topic.name,
-                    [
-                        m.AlterPartitionPartitionResponse(
-                            asked.partition_index,
-                            0,
-                            new.leader_id,
-                            new.leader_epoch,
-                            new.isr,
-                            new.partition_epoch,
-                        )
-                    ],
-                )
-            ],
-        )
+        return LeaderAndIsr(new.leader_id, new.leader_epoch, new.isr, new.partition_epoch)
 
     def create(self, topic: str, partitions: int = 1, **configs: str) -> None:
         self.topics[topic] = m.TopicState(
@@ -105,14 +88,19 @@ class Harness:
 
     def produce(
         self, topic: str, values: list[bytes], *, acks: int = -1, timeout_ms: int = 30_000
-    ) -> Any:
-        """Append one batch to partition 0; the response, or a future of it."""
+    ) -> asyncio.Future[PartitionResponse]:
+        """Append one batch to partition 0; its outcome (a done future unless it waits)."""
         batch = encode_batch([(None, v) for v in values], timestamp_ms=self.clock.wall_ms())
-        request = m.ProduceRequest(
-            acks, timeout_ms, [m.TopicProduceData(topic, [m.PartitionProduceData(0, batch)])]
+        responses, done = self.replica_manager.append_records(
+            timeout_ms, acks, [((topic, 0), batch)]
         )
-        response, _, _ = self.replica_manager.append_records(request)
-        return response
+        response = responses[0][1]
+        outcome: asyncio.Future[PartitionResponse] = asyncio.get_running_loop().create_future()
+        if done is None:
+            outcome.set_result(response)
+        else:
+            done.add_done_callback(lambda _: outcome.set_result(response))
+        return outcome
 
     def fetch(
         self,
@@ -122,16 +110,21 @@ class Harness:
         replica_id: int = -1,
         min_bytes: int = 1,
         max_wait_ms: int = 500,
-    ) -> Any:
-        """A fetch of partition 0 (version 1: with wait_time_ms); the response or a future."""
-        request = m.FetchRequest(
+    ) -> asyncio.Future[FetchResult]:
+        """A fetch of partition 0; its result (a done future unless it waits)."""
+        params = FetchParams(
             replica_id,
             max_wait_ms,
             min_bytes,
             1 << 20,
-            [m.FetchTopic(topic, [m.FetchPartition(0, offset, 1 << 20)])],
+            [((topic, 0), PartitionFetchInfo(offset, 1 << 20))],
         )
-        return self.replica_manager.fetch_messages(request, 1)
+        result = self.replica_manager.fetch_messages(params)
+        if isinstance(result, FetchResult):
+            done: asyncio.Future[FetchResult] = asyncio.get_running_loop().create_future()
+            done.set_result(result)
+            return done
+        return result
 
     def follower_fetch(self, follower: int, topic: str, offset: int) -> Any:
         """Follower ``follower`` says it has everything below ``offset`` (its log end)."""
@@ -151,5 +144,12 @@ class Harness:
         await self.replica_manager.shutdown()
 
 
-def error_of(response: Any) -> int:
-    return int(response.responses[0].partitions[0].error_code)
+def error_of(outcome: PartitionResponse | FetchResult) -> int:
+    """The error of a produce outcome, or of a fetch's first partition."""
+    if isinstance(outcome, FetchResult):
+        return outcome.partitions[0][1].error
+    return outcome.error
+
+
+def records_of(result: FetchResult) -> bytes:
+    return result.partitions[0][1].records

@@ -1,20 +1,35 @@
 """KafkaApis: turns one decoded request into its response (or into a pending one).
 
+This is the one place where wire bodies meet the broker's domain: a handler turns the
+request body into the parameters of the component that serves it (``FetchParams`` for
+the replica manager, offsets for the group coordinator, ...), and that component's
+answer back into the response body of the request's API version.
+
 A handler returns the response body, ``None`` when no response is due (Produce with
-acks=0), or an awaitable when the answer needs another broker (metadata with topic
-auto-creation, CreateTopics forwarded to the controller, registrations).
+acks=0), a ``Deferred`` when the answer waits in a purgatory (its future resolves to a
+domain result, turned into the body when it does), or an awaitable when the answer needs
+another broker (metadata with topic auto-creation, CreateTopics forwarded to the
+controller, registrations).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import msgspec
 import structlog
 
 from broker.controller.controller import topic_name_problem
+from broker.replication.delayed_produce import PartitionResponse
+from broker.replication.fetch_params import (
+    FetchParams,
+    FetchPartitionData,
+    FetchResult,
+    PartitionFetchInfo,
+    TopicPartition,
+)
 from protocol import messages as m
 from protocol.api import ApiKey, RequestError, supported_versions
 from protocol.errors import ErrorCode, KafkaError
@@ -24,7 +39,18 @@ if TYPE_CHECKING:
 
 MAX_PARTITIONS_PER_REQUEST = 10000
 
-Result = msgspec.Struct | None | Awaitable[msgspec.Struct]
+T = TypeVar("T")
+
+
+class Deferred(NamedTuple, Generic[T]):
+    """An answer waiting in a purgatory: ``to_response`` turns what ``future`` resolves
+    to into the response body (called by the network layer when it resolves)."""
+
+    future: asyncio.Future[T]
+    to_response: Callable[[T], msgspec.Struct]
+
+
+Result = msgspec.Struct | None | Awaitable[msgspec.Struct] | Deferred[Any]
 
 
 class CloseConnection(Exception):
@@ -35,6 +61,7 @@ class KafkaApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.replica_manager = broker.replica_manager
+        self.group_coordinator = broker.group_coordinator
         self.metrics = broker.metrics
         self.log = structlog.get_logger("kafka_apis").bind(broker_id=broker.broker_id)
         # api_key -> handler(body, version); the network layer calls these directly.
@@ -60,14 +87,23 @@ class KafkaApis:
         topics = request.topics
         if len(topics) != 1 or len(topics[0].partitions) > MAX_PARTITIONS_PER_REQUEST:
             _check_partition_count(topics)
-        response, failed, unknown = self.replica_manager.append_records(request)
-        for topic in unknown:
-            self.broker.auto_create_in_background(topic)
+        entries = [((t.name, p.index), p.records) for t in topics for p in t.partitions]
+        responses, done = self.replica_manager.append_records(
+            request.timeout_ms, request.acks, entries
+        )
+        failed = 0
+        for (topic, _), response in responses:
+            if response.error:
+                failed += 1
+                if response.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    self.broker.auto_create_in_background(topic)
         if request.acks == 0:
             if failed:
                 raise CloseConnection(f"acks=0 produce failed for {failed} partition(s)")
             return None
-        return response
+        if done is None:
+            return _produce_response(responses)
+        return Deferred(done, lambda _: _produce_response(responses))
 
     def handle_fetch(self, request: m.FetchRequest, version: int) -> Result:
         if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
@@ -76,26 +112,86 @@ class KafkaApis:
                 "max_wait_ms, min_bytes and max_bytes must not be negative",
             )
         _check_partition_count(request.topics)
+        partitions = []
         for topic in request.topics:
+            name = topic.topic
             for p in topic.partitions:
                 if p.partition_max_bytes < 0 or p.fetch_offset < 0:
                     raise RequestError(
                         ErrorCode.INVALID_REQUEST,
                         "fetch_offset and partition_max_bytes must not be negative",
                     )
-        return self.replica_manager.fetch_messages(request, version)
+                partitions.append(
+                    ((name, p.partition), PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes))
+                )
+        params = FetchParams(
+            request.replica_id,
+            request.max_wait_ms,
+            request.min_bytes,
+            request.max_bytes,
+            partitions,
+        )
+        result = self.replica_manager.fetch_messages(params)
+        to_response = _fetch_response_v0 if version == 0 else _fetch_response_v1
+        if isinstance(result, FetchResult):
+            return to_response(result)
+        return Deferred(result, to_response)
 
     def handle_list_offsets(self, request: m.ListOffsetsRequest, version: int) -> Result:
         _check_partition_count(request.topics)
-        return self.replica_manager.list_offsets(request)
+        offset_for = self.replica_manager.fetch_offset_for_timestamp
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                error, timestamp, offset = offset_for((topic.name, p.partition_index), p.timestamp)
+                parts.append(
+                    m.ListOffsetsPartitionResponse(p.partition_index, error, timestamp, offset)
+                )
+            topics.append(m.ListOffsetsTopicResponse(topic.name, parts))
+        return m.ListOffsetsResponse(topics)
 
     def handle_offset_commit(self, request: m.OffsetCommitRequest, version: int) -> Result:
         _check_partition_count(request.topics)
-        return self.replica_manager.commit_offsets(request)
+        errors = iter(
+            self.group_coordinator.commit_offsets(
+                request.group_id,
+                [
+                    ((t.name, p.partition_index), (p.committed_offset, p.committed_metadata))
+                    for t in request.topics
+                    for p in t.partitions
+                ],
+            )
+        )
+        return m.OffsetCommitResponse(
+            [
+                m.OffsetCommitTopicResponse(
+                    t.name,
+                    [
+                        m.OffsetCommitPartitionResponse(p.partition_index, next(errors))
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ]
+        )
 
     def handle_offset_fetch(self, request: m.OffsetFetchRequest, version: int) -> Result:
         _check_partition_count(request.topics, lambda t: t.partition_indexes)
-        return self.replica_manager.fetch_offsets(request)
+        results = iter(
+            self.group_coordinator.fetch_offsets(
+                request.group_id,
+                [(t.name, index) for t in request.topics for index in t.partition_indexes],
+            )
+        )
+        topics = []
+        for t in request.topics:
+            parts = []
+            for index in t.partition_indexes:
+                error, (offset, metadata) = next(results)
+                parts.append(m.OffsetFetchPartitionResponse(index, offset, metadata, error))
+            topics.append(m.OffsetFetchTopicResponse(t.name, parts))
+        return m.OffsetFetchResponse(topics)
 
     # -- metadata and topics ---------------------------------------------------------------
 
@@ -171,6 +267,67 @@ class KafkaApis:
         except asyncio.CancelledError:
             raise
         return m.BrokerRegistrationResponse(ErrorCode.NONE)
+
+
+# -- domain results to response bodies ----------------------------------------------------
+
+
+def _by_topic(
+    entries: list[tuple[TopicPartition, Any]], entry: Callable[[int, Any], Any]
+) -> list[tuple[str, list[Any]]]:
+    """Group per-partition results by topic, keeping request order: consecutive entries of
+    one topic form one topic entry."""
+    out: list[tuple[str, list[Any]]] = []
+    current: str | None = None
+    parts: list[Any] = []
+    for (topic, index), value in entries:
+        if topic != current:
+            parts = []
+            out.append((topic, parts))
+            current = topic
+        parts.append(entry(index, value))
+    return out
+
+
+def _partition_data(index: int, data: FetchPartitionData) -> m.PartitionData:
+    return m.PartitionData(
+        index, data.error, data.high_watermark, data.log_start_offset, data.records
+    )
+
+
+def _fetch_topics(result: FetchResult) -> list[m.FetchableTopicResponse]:
+    return [
+        m.FetchableTopicResponse(topic, parts)
+        for topic, parts in _by_topic(result.partitions, _partition_data)
+    ]
+
+
+def _fetch_response_v0(result: FetchResult) -> m.FetchResponseV0:
+    return m.FetchResponseV0(_fetch_topics(result))
+
+
+def _fetch_response_v1(result: FetchResult) -> m.FetchResponseV1:
+    return m.FetchResponseV1(_fetch_topics(result), wait_time_ms=result.wait_ms)
+
+
+def _produce_partition(index: int, r: PartitionResponse) -> m.PartitionProduceResponse:
+    return m.PartitionProduceResponse(
+        index, r.error, r.base_offset, r.log_append_time_ms, r.log_start_offset, r.error_message
+    )
+
+
+def _produce_response(
+    responses: list[tuple[TopicPartition, PartitionResponse]],
+) -> m.ProduceResponse:
+    return m.ProduceResponse(
+        [
+            m.TopicProduceResponse(topic, parts)
+            for topic, parts in _by_topic(responses, _produce_partition)
+        ]
+    )
+
+
+# -- request limits --------------------------------------------------------------------------
 
 
 def _check_topic_count(count: int) -> None:

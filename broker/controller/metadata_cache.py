@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
+
+
+class LeaderAndIsr(NamedTuple):
+    """A partition's leadership and ISR as the controller holds them (Kafka's LeaderAndIsr)."""
+
+    leader_id: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int  # grows with every change of the ISR (fences stale updates)
 
 
 @dataclass(frozen=True)

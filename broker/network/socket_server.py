@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 import structlog
 
-from broker.api.kafka_apis import CloseConnection, KafkaApis
+from broker.api.kafka_apis import CloseConnection, Deferred, KafkaApis
 from broker.ops.faults import FaultInjector, peer_broker
 from clients.connection import DelayedReceiver
 from protocol.api import ApiKey, RequestError, decode_request, encode_response_into
@@ -39,7 +40,7 @@ class _Slot:
     For a pending request it also keeps what its timing needs: when it arrived and when
     its local handling ended (the wait, Kafka's remote time, starts there)."""
 
-    __slots__ = ("correlation_id", "frame", "local_end", "ready", "start", "times")
+    __slots__ = ("correlation_id", "frame", "local_end", "ready", "start", "times", "to_response")
 
     def __init__(
         self,
@@ -47,6 +48,7 @@ class _Slot:
         times: RequestTimes | None = None,
         start: float = 0.0,
         local_end: float = 0.0,
+        to_response: Callable[[Any], msgspec.Struct] | None = None,
     ) -> None:
         self.correlation_id = correlation_id
         self.frame = bytearray()
@@ -54,6 +56,7 @@ class _Slot:
         self.times = times
         self.start = start
         self.local_end = local_end
+        self.to_response = to_response  # a Deferred's: the body from the domain result
 
 
 class BrokerConnection(asyncio.Protocol):
@@ -199,9 +202,13 @@ class BrokerConnection(asyncio.Protocol):
             times.observe_immediate(_perf() - start)
             return
         # Pending: hold a slot so later responses wait behind this one.
-        slot = _Slot(correlation_id, times, start, _perf())
+        if isinstance(result, Deferred):
+            future: asyncio.Future[Any] = result.future
+            slot = _Slot(correlation_id, times, start, _perf(), result.to_response)
+        else:
+            future = asyncio.ensure_future(result)
+            slot = _Slot(correlation_id, times, start, _perf())
         self.slots.append(slot)
-        future = asyncio.ensure_future(result)
         self.pending[future] = slot
         future.add_done_callback(self._complete)
 
@@ -245,7 +252,10 @@ class BrokerConnection(asyncio.Protocol):
             return
         exc = future.exception()
         if exc is None:
-            encode_response_into(slot.frame, slot.correlation_id, future.result())
+            body = future.result()
+            if slot.to_response is not None:
+                body = slot.to_response(body)
+            encode_response_into(slot.frame, slot.correlation_id, body)
         elif isinstance(exc, RequestError):
             encode_response_into(slot.frame, slot.correlation_id, None, exc.code, exc.message)
         else:

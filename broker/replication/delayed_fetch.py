@@ -6,7 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from broker.purgatory import DelayedOperation
-from protocol import messages as m
+from broker.replication.fetch_params import FetchParams, FetchResult
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -32,55 +32,41 @@ class DelayedFetch(DelayedOperation):
         "completed_at",
         "created_at",
         "expired",
+        "params",
         "replica_manager",
-        "request",
         "response",
-        "version",
     )
 
     def __init__(
-        self,
-        request: m.FetchRequest,
-        version: int,
-        replica_manager: ReplicaManager,
-        created_at: float,
+        self, params: FetchParams, replica_manager: ReplicaManager, created_at: float
     ) -> None:
-        super().__init__(request.max_wait_ms)
-        self.request = request
-        self.version = version
+        super().__init__(params.max_wait_ms)
+        self.params = params
         self.replica_manager = replica_manager
         self.created_at = created_at  # the scheduler's precise clock, seconds
         self.completed_at = 0.0
         self.expired = False
-        self.response: asyncio.Future[m.FetchResponseV0] = (
-            asyncio.get_running_loop().create_future()
-        )
+        self.response: asyncio.Future[FetchResult] = asyncio.get_running_loop().create_future()
 
     @property
     def from_follower(self) -> bool:
-        return self.request.replica_id >= 0
+        return self.params.replica_id >= 0
 
     def try_complete(self) -> bool:
         rm = self.replica_manager
         follower = self.from_follower
         accumulated = 0
-        for topic in self.request.topics:
-            for fp in topic.partitions:
-                partition = rm.leader_partition(topic.topic, fp.partition)
-                if isinstance(partition, ErrorCode):  # cases A and B
-                    return self.force_complete()
-                log = partition.log
-                end = log.log_end_offset if follower else partition.high_watermark
-                if (
-                    fp.fetch_offset > log.log_end_offset
-                    or fp.fetch_offset < log.local_log_start_offset
-                ):
-                    return self.force_complete()  # case C
-                if fp.fetch_offset < end:
-                    accumulated += min(
-                        log.available_bytes(fp.fetch_offset, end), fp.partition_max_bytes
-                    )
-        if accumulated >= self.request.min_bytes:
+        for (topic, index), (offset, max_bytes) in self.params.partitions:
+            partition = rm.leader_partition(topic, index)
+            if isinstance(partition, ErrorCode):  # cases A and B
+                return self.force_complete()
+            log = partition.log
+            end = log.log_end_offset if follower else partition.high_watermark
+            if offset > log.log_end_offset or offset < log.local_log_start_offset:
+                return self.force_complete()  # case C
+            if offset < end:
+                accumulated += min(log.available_bytes(offset, end), max_bytes)
+        if accumulated >= self.params.min_bytes:
             return self.force_complete()  # case D
         return False
 
@@ -91,13 +77,13 @@ class DelayedFetch(DelayedOperation):
         # Floor of the real wait: never more than the fetch waited (a client subtracting it
         # from its own round trip must not go negative), at most 1 ms less.
         wait_ms = rm.waited_ms(self.created_at)
-        self.response.set_result(rm.fetch_response(self.request, self.version, wait_ms))
+        self.response.set_result(rm.fetch_response(self.params, wait_ms))
         # The network layer's callback (which queues the response) was added first, so this
         # one runs right after it: it measures completion -> response queued.
         self.completed_at = rm.scheduler.precise_s()
         self.response.add_done_callback(self._responded)
 
-    def _responded(self, _: asyncio.Future[m.FetchResponseV0]) -> None:
+    def _responded(self, _: asyncio.Future[FetchResult]) -> None:
         if not self.expired:  # woken by an event (an append, a HW move), not by its timeout
             rm = self.replica_manager
             rm.metrics.fetch_wake[self.from_follower].observe(

@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.purgatory import DelayedOperation
-from protocol import messages as m
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.replication.replica_manager import ReplicaManager
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class PartitionResponse:
+    """The outcome of appending to one partition (Kafka's ProduceResponse.PartitionResponse);
+    a waiting produce fills in its error when it completes."""
+
+    error: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+class ProducePartitionStatus(NamedTuple):
+    required_offset: int  # the high watermark that acknowledges the batch
+    response: PartitionResponse
 
 
 class DelayedProduce(DelayedOperation):
@@ -23,37 +42,34 @@ class DelayedProduce(DelayedOperation):
        the ISR is now smaller than ``min.insync.replicas``;
     C. the request's timeout passed first: REQUEST_TIMED_OUT.
 
-    The produce completes when every partition is done (or on timeout).
+    The produce completes when every partition is done (or on timeout); ``done`` then
+    resolves and the responses handed in hold every partition's outcome.
     """
 
-    __slots__ = ("pending", "replica_manager", "response", "result")
+    __slots__ = ("done", "pending", "replica_manager")
 
     def __init__(
         self,
         timeout_ms: int,
-        result: m.ProduceResponse,
-        pending: dict[tuple[str, int], tuple[m.PartitionProduceResponse, int]],
+        pending: dict[TopicPartition, ProducePartitionStatus],
         replica_manager: ReplicaManager,
     ) -> None:
         super().__init__(timeout_ms)
-        self.result = result
-        self.pending = pending  # (topic, partition) -> (its response entry, required offset)
+        self.pending = pending
         self.replica_manager = replica_manager
-        self.response: asyncio.Future[m.ProduceResponse] = (
-            asyncio.get_running_loop().create_future()
-        )
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
         rm = self.replica_manager
-        for key, (entry, required) in list(self.pending.items()):
+        for key, (required, response) in list(self.pending.items()):
             partition = rm.partitions.get(key)
             if partition is None:  # case A: the partition is gone (topic deleted)
-                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                response.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif not partition.is_leader:  # case A
-                entry.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                response.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif partition.high_watermark >= required:  # case B
                 if len(partition.isr) < partition.min_insync_replicas:
-                    entry.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    response.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             else:
                 continue
             del self.pending[key]
@@ -61,14 +77,14 @@ class DelayedProduce(DelayedOperation):
 
     def on_complete(self) -> None:
         # try_complete completes only when nothing is pending: anything left timed out.
-        for entry, _ in self.pending.values():  # case C
-            entry.error_code = ErrorCode.REQUEST_TIMED_OUT
-            entry.error_message = (
+        for _, response in self.pending.values():  # case C
+            response.error = ErrorCode.REQUEST_TIMED_OUT
+            response.error_message = (
                 "the in-sync replicas did not catch up within the request's timeout"
             )
         if self.pending:
             self.replica_manager.metrics.record_error(
                 "Produce", ErrorCode.REQUEST_TIMED_OUT, len(self.pending)
             )
-        if not self.response.done():
-            self.response.set_result(self.result)
+        if not self.done.done():
+            self.done.set_result(None)

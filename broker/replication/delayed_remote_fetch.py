@@ -10,13 +10,17 @@ import structlog
 
 from broker.log.tiered.remote_storage import RemoteStorageError
 from broker.purgatory import DelayedOperation
-from protocol import messages as m
+from broker.replication.fetch_params import (
+    NO_DATA,
+    FetchPartitionData,
+    FetchResult,
+    TopicPartition,
+    error_data,
+)
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.replication.replica_manager import ReplicaManager
-
-TopicPartition = tuple[str, int]
 
 log = structlog.get_logger("delayed_remote_fetch")
 
@@ -36,26 +40,22 @@ class DelayedRemoteFetch(DelayedOperation):
     the fetch arrived, as in Kafka. ``wait_time_ms`` is the time spent here.
     """
 
-    __slots__ = ("created_at", "reads", "replica_manager", "response", "responses", "version")
+    __slots__ = ("created_at", "partitions", "reads", "replica_manager", "response")
 
     def __init__(
         self,
         delay_ms: int,
-        responses: list[m.FetchableTopicResponse],
+        partitions: list[tuple[TopicPartition, FetchPartitionData]],
         reads: dict[TopicPartition, asyncio.Future[bytes]],
-        version: int,
         replica_manager: ReplicaManager,
         created_at: float,
     ) -> None:
         super().__init__(delay_ms)
-        self.responses = responses
+        self.partitions = partitions  # as read when the fetch arrived
         self.reads = reads
-        self.version = version
         self.replica_manager = replica_manager
         self.created_at = created_at  # the scheduler's precise clock, seconds
-        self.response: asyncio.Future[m.FetchResponseV0] = (
-            asyncio.get_running_loop().create_future()
-        )
+        self.response: asyncio.Future[FetchResult] = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
         rm = self.replica_manager
@@ -68,7 +68,7 @@ class DelayedRemoteFetch(DelayedOperation):
 
     def on_complete(self) -> None:
         rm = self.replica_manager
-        filled: dict[TopicPartition, m.PartitionData] = {}
+        filled: dict[TopicPartition, FetchPartitionData] = {}
         sent = 0
         for (topic, index), read in self.reads.items():
             partition = rm.leader_partition(topic, index)
@@ -76,45 +76,40 @@ class DelayedRemoteFetch(DelayedOperation):
                 if read.done() and not read.cancelled():
                     read.exception()  # retrieved: the partition's error answers instead
                 read.cancel()
-                filled[(topic, index)] = m.PartitionData(index, partition, -1, -1, b"")
+                filled[(topic, index)] = error_data(partition)
                 continue
             hw, start = partition.high_watermark, partition.log.log_start_offset
             if not read.done():
                 read.cancel()  # expired: the client fetches again
-                filled[(topic, index)] = m.PartitionData(index, ErrorCode.NONE, hw, start, b"")
+                filled[(topic, index)] = FetchPartitionData(ErrorCode.NONE, hw, start, NO_DATA)
             elif read.cancelled():
-                filled[(topic, index)] = m.PartitionData(index, ErrorCode.NONE, hw, start, b"")
+                filled[(topic, index)] = FetchPartitionData(ErrorCode.NONE, hw, start, NO_DATA)
             elif (error := read.exception()) is not None:
                 # Kafka answers a failed remote read with the error its exception maps to:
                 # UNKNOWN_SERVER_ERROR for a RemoteStorageException.
                 if not isinstance(error, RemoteStorageError):
                     log.error("remote_read_failed", topic=topic, partition=index, error=repr(error))
-                filled[(topic, index)] = m.PartitionData(
-                    index, ErrorCode.UNKNOWN_SERVER_ERROR, hw, start, b""
+                filled[(topic, index)] = FetchPartitionData(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, hw, start, NO_DATA
                 )
             else:
                 records = read.result()
                 sent += len(records)
-                filled[(topic, index)] = m.PartitionData(index, ErrorCode.NONE, hw, start, records)
+                filled[(topic, index)] = FetchPartitionData(ErrorCode.NONE, hw, start, records)
         rm.metrics.bytes_out += sent
-        responses = replace_partitions(self.responses, filled)
+        partitions = replace_partitions(self.partitions, filled)
         if self.response.done():  # the client went away meanwhile
             return
         wait_ms = self.replica_manager.waited_ms(self.created_at)
-        self.response.set_result(rm.build_fetch_response(responses, self.version, wait_ms))
+        self.response.set_result(rm.fetch_result(partitions, wait_ms))
 
     def on_expiration(self) -> None:
         self.replica_manager.metrics.remote_fetch_expirations += 1
 
 
 def replace_partitions(
-    responses: list[m.FetchableTopicResponse],
-    replacements: dict[TopicPartition, m.PartitionData],
-) -> list[m.FetchableTopicResponse]:
-    """``responses`` with the entries of the given partitions replaced, order kept."""
-    return [
-        m.FetchableTopicResponse(
-            t.topic, [replacements.get((t.topic, p.partition_index), p) for p in t.partitions]
-        )
-        for t in responses
-    ]
+    partitions: list[tuple[TopicPartition, FetchPartitionData]],
+    replacements: dict[TopicPartition, FetchPartitionData],
+) -> list[tuple[TopicPartition, FetchPartitionData]]:
+    """``partitions`` with the entries of the given partitions replaced, order kept."""
+    return [(key, replacements.get(key, data)) for key, data in partitions]

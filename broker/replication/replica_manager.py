@@ -10,7 +10,8 @@ from typing import Any
 import structlog
 
 from broker.config.broker_config import BrokerConfig, validate_topic_configs
-from broker.controller.metadata_cache import MetadataCache, PartitionChange
+from broker.controller.alter_partition_manager import AlterPartitionRefused
+from broker.controller.metadata_cache import LeaderAndIsr, MetadataCache, PartitionChange
 from broker.log.log import Log, LogConfig, OffsetOutOfRange
 from broker.log.tiered.remote_log_manager import RemoteLogManager
 from broker.log.tiered.remote_log_reader import ReaderQueueFull
@@ -18,19 +19,29 @@ from broker.log.tiered.remote_storage import RemoteFetchInfo
 from broker.ops.metrics import BrokerMetrics
 from broker.purgatory import DelayedOperationPurgatory, Periodic, Scheduler, SystemTimer
 from broker.replication.delayed_fetch import DelayedFetch
-from broker.replication.delayed_produce import DelayedProduce
+from broker.replication.delayed_produce import (
+    DelayedProduce,
+    PartitionResponse,
+    ProducePartitionStatus,
+)
 from broker.replication.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
+from broker.replication.fetch_params import (
+    NO_DATA,
+    FetchParams,
+    FetchPartitionData,
+    FetchResult,
+    TopicPartition,
+    error_data,
+)
 from broker.replication.partition import Partition
 from broker.replication.replica_fetcher import ReplicaFetcherManager
-from protocol import messages as m
-from protocol.errors import ErrorCode, KafkaError, error_name
+from protocol.errors import ErrorCode, KafkaError
 from protocol.records import CorruptRecordError, validate_batch
 
-TopicPartition = tuple[str, int]
-MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
-
-
-AlterIsr = Callable[[m.AlterPartitionRequest], Awaitable[m.AlterPartitionResponse]]
+# (topic, partition, the proposed ISR) -> the leadership and ISR the controller accepted
+AlterIsr = Callable[[str, int, LeaderAndIsr], Awaitable[LeaderAndIsr]]
+LATEST_TIMESTAMP = -1  # ListOffsets: the latest offset (the high watermark)
+EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 
 
 class ReplicaManager:
@@ -198,112 +209,94 @@ class ReplicaManager:
     # -- produce -------------------------------------------------------------------------
 
     def append_records(
-        self, request: m.ProduceRequest
-    ) -> tuple[m.ProduceResponse | asyncio.Future[m.ProduceResponse], int, list[str]]:
-        """Append every partition's batch; with acks=-1, wait in the Produce purgatory until
-        the ISR has what was appended (unless it already does).
+        self, timeout_ms: int, acks: int, entries: list[tuple[TopicPartition, bytes]]
+    ) -> tuple[list[tuple[TopicPartition, PartitionResponse]], asyncio.Future[None] | None]:
+        """Append every partition's batch, in order; with acks=-1, wait in the Produce
+        purgatory until the ISR has what was appended (unless it already does).
 
-        Returns the response (or its future), the number of partitions that failed before
-        waiting, and the topics that were unknown (candidates for auto-creation)."""
+        Returns one response per entry, and a future that resolves when a waiting produce
+        is done (None when nothing waits): the responses then hold the final outcome."""
         responses = []
-        failed = 0
-        unknown: list[str] = []
-        acks = request.acks
-        waiting: dict[TopicPartition, tuple[m.PartitionProduceResponse, int]] = {}
-        for topic in request.topics:
-            parts = []
-            for data in topic.partitions:
-                if acks in (-1, 0, 1):
-                    result = self._append(topic.name, data, acks, waiting)
-                else:
-                    result = m.PartitionProduceResponse(
-                        data.index,
-                        ErrorCode.INVALID_REQUIRED_ACKS,
-                        error_message=f"acks must be -1, 0 or 1, got {acks}",
-                    )
-                if result.error_code:
-                    failed += 1
-                    self.metrics.record_error("Produce", result.error_code)
-                    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        unknown.append(topic.name)
-                parts.append(result)
-            responses.append(m.TopicProduceResponse(topic.name, parts))
-        response = m.ProduceResponse(responses)
+        waiting: dict[TopicPartition, ProducePartitionStatus] = {}
+        for key, records in entries:
+            if acks in (-1, 0, 1):
+                response = self._append(key, records, acks, waiting)
+            else:
+                response = PartitionResponse(
+                    ErrorCode.INVALID_REQUIRED_ACKS,
+                    error_message=f"acks must be -1, 0 or 1, got {acks}",
+                )
+            if response.error:
+                self.metrics.record_error("Produce", response.error)
+            responses.append((key, response))
         if waiting:
-            operation = DelayedProduce(request.timeout_ms, response, waiting, self)
+            operation = DelayedProduce(timeout_ms, waiting, self)
             if not self.produce_purgatory.try_complete_else_watch(operation, list(waiting)):
-                return operation.response, failed, unknown
-        return response, failed, unknown
+                return responses, operation.done
+        return responses, None
 
     def _append(
         self,
-        topic: str,
-        data: m.PartitionProduceData,
+        key: TopicPartition,
+        records: bytes,
         acks: int,
-        waiting: dict[TopicPartition, tuple[m.PartitionProduceResponse, int]],
-    ) -> m.PartitionProduceResponse:
-        partition = self.leader_partition(topic, data.index)
+        waiting: dict[TopicPartition, ProducePartitionStatus],
+    ) -> PartitionResponse:
+        partition = self.leader_partition(*key)
         if isinstance(partition, ErrorCode):
-            return m.PartitionProduceResponse(data.index, partition)
-        size = len(data.records)
+            return PartitionResponse(partition)
+        size = len(records)
         if size > partition.max_message_bytes:
-            return m.PartitionProduceResponse(
-                data.index,
+            return PartitionResponse(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 error_message=f"batch of {size} bytes exceeds max.message.bytes "
                 f"{partition.max_message_bytes}",
             )
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
-            return m.PartitionProduceResponse(
-                data.index,
+            return PartitionResponse(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 error_message=f"{len(partition.isr)} in-sync replicas {partition.isr}, "
                 f"min.insync.replicas is {partition.min_insync_replicas}",
             )
         try:
-            info = validate_batch(data.records)
+            info = validate_batch(records)
         except CorruptRecordError as exc:
-            return m.PartitionProduceResponse(
-                data.index, ErrorCode.CORRUPT_MESSAGE, error_message=str(exc)
-            )
+            return PartitionResponse(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
         log = partition.log
-        base = log.append(data.records, info, partition.leader_epoch)
+        base = log.append(records, info, partition.leader_epoch)
         metrics = self.metrics
         metrics.bytes_in += size
         metrics.messages_in += info.record_count
-        key = (topic, data.index)
         if partition.maybe_increment_high_watermark():  # the leader alone in the ISR
             self.produce_purgatory.check_and_complete(key)
         # The log end moved: parked follower (and, if the HW moved, consumer) fetches wake.
         self.fetch_purgatory.check_and_complete(key)
-        entry = m.PartitionProduceResponse(
-            data.index, ErrorCode.NONE, base, -1, log.log_start_offset
-        )
+        response = PartitionResponse(ErrorCode.NONE, base, -1, log.log_start_offset)
         if acks == -1 and partition.high_watermark < log.log_end_offset:
-            waiting[key] = (entry, log.log_end_offset)
-        return entry
+            waiting[key] = ProducePartitionStatus(log.log_end_offset, response)
+        return response
 
     # -- replication ----------------------------------------------------------------------
 
-    def _follower_fetched(self, replica_id: int, request: m.FetchRequest) -> None:
+    def _follower_fetched(self, params: FetchParams) -> None:
         """A follower's fetch offsets are its log end offsets: record them, move the HW,
         and let caught-up followers into the ISR."""
         now = self.scheduler.now_ms()
-        for topic in request.topics:
-            for fp in topic.partitions:
-                partition = self.partitions.get((topic.topic, fp.partition))
-                if (
-                    partition is None
-                    or not partition.is_leader
-                    or replica_id not in partition.followers
-                ):
-                    continue
-                partition.record_follower_fetch(replica_id, fp.fetch_offset, now)
-                if partition.maybe_increment_high_watermark():
-                    self._check_waiting(partition.key)
-                joining = partition.caught_up_outside_isr()
-                if joining and not partition.isr_change_pending:
-                    self._change_isr(partition, partition.isr + joining)
+        replica_id = params.replica_id
+        for key, info in params.partitions:
+            partition = self.partitions.get(key)
+            if (
+                partition is None
+                or not partition.is_leader
+                or replica_id not in partition.followers
+            ):
+                continue
+            partition.record_follower_fetch(replica_id, info.fetch_offset, now)
+            if partition.maybe_increment_high_watermark():
+                self._check_waiting(partition.key)
+            joining = partition.caught_up_outside_isr()
+            if joining and not partition.isr_change_pending:
+                self._change_isr(partition, partition.isr + joining)
 
     def delete_old_segments(self, now_ms: int) -> None:
         """Time-based retention of logs without tiered storage (the RemoteLogManager
@@ -334,28 +327,17 @@ class ReplicaManager:
         self._spawn(self._alter_isr(partition, new_isr))
 
     async def _alter_isr(self, partition: Partition, new_isr: list[int]) -> None:
-        request = m.AlterPartitionRequest(
-            self.broker_id,
-            [
-                m.AlterPartitionTopic(
-                    partition.topic,
-                    [
-                        m.AlterPartitionPartition(
-                            partition.index,
-                            partition.leader_epoch,
-                            new_isr,
-                            partition.partition_epoch,
-                        )
-                    ],
-                )
-            ],
+        proposed = LeaderAndIsr(
+            self.broker_id, partition.leader_epoch, new_isr, partition.partition_epoch
         )
         old = list(partition.isr)
         try:
-            response = await self.alter_isr(request)
+            result = await self.alter_isr(partition.topic, partition.index, proposed)
         except (ConnectionError, KafkaError) as exc:
             self.log.warning(
-                "alter_partition_failed",
+                "alter_partition_refused"
+                if isinstance(exc, AlterPartitionRefused)
+                else "alter_partition_failed",
                 topic=partition.topic,
                 partition=partition.index,
                 error=str(exc),
@@ -363,15 +345,6 @@ class ReplicaManager:
             return
         finally:
             partition.isr_change_pending = False
-        result = response.topics[0].partitions[0]
-        if result.error_code:
-            self.log.warning(
-                "alter_partition_refused",
-                topic=partition.topic,
-                partition=partition.index,
-                error=error_name(result.error_code),
-            )
-            return
         if self.partitions.get(partition.key) is not partition or not partition.is_leader:
             return
         if result.partition_epoch >= partition.partition_epoch:
@@ -384,9 +357,7 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------
 
-    def fetch_messages(
-        self, request: m.FetchRequest, version: int
-    ) -> m.FetchResponseV0 | asyncio.Future[m.FetchResponseV0]:
+    def fetch_messages(self, params: FetchParams) -> FetchResult | asyncio.Future[FetchResult]:
         """Answer a fetch now, or park it in a purgatory.
 
         A consumer fetch with partitions below their local log start (in the remote tier)
@@ -395,35 +366,34 @@ class ReplicaManager:
         already has ``min_bytes``, or hit an error; else a DelayedFetch waits for data.
         A follower's fetch first tells the leader how far that follower got.
         """
-        if request.replica_id >= 0:
-            self._follower_fetched(request.replica_id, request)
-        responses, readable, errored, remote = self._read(request)
+        if params.replica_id >= 0:
+            self._follower_fetched(params)
+        partitions, readable, errored, remote = self._read(params)
         if remote:
-            return self._fetch_remote(responses, remote, version)
+            return self._fetch_remote(partitions, remote)
         if (
-            request.max_wait_ms <= 0
-            or not request.topics
-            or readable >= request.min_bytes
+            params.max_wait_ms <= 0
+            or not params.partitions
+            or readable >= params.min_bytes
             or errored
         ):
-            return self.build_fetch_response(responses, version, 0)
-        operation = DelayedFetch(request, version, self, self.scheduler.precise_s())
-        keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+            return self.fetch_result(partitions, 0)
+        operation = DelayedFetch(params, self, self.scheduler.precise_s())
+        keys = [key for key, _ in params.partitions]
         if self.fetch_purgatory.try_complete_else_watch(operation, keys):
             return operation.response.result()
         return operation.response
 
     def _fetch_remote(
         self,
-        responses: list[m.FetchableTopicResponse],
+        partitions: list[tuple[TopicPartition, FetchPartitionData]],
         remote: list[RemoteFetchInfo],
-        version: int,
-    ) -> m.FetchResponseV0 | asyncio.Future[m.FetchResponseV0]:
+    ) -> FetchResult | asyncio.Future[FetchResult]:
         """Submit the remote reads; a partition whose read the pool refuses (queue full) is
         answered with an error at once, as in Kafka. The rest waits in RemoteFetch."""
         readers = self.remote_log_manager.readers
         reads: dict[TopicPartition, asyncio.Future[bytes]] = {}
-        refused: dict[TopicPartition, m.PartitionData] = {}
+        refused: dict[TopicPartition, FetchPartitionData] = {}
         for info in remote:
             key = (info.topic, info.partition)
             try:
@@ -435,20 +405,17 @@ class ReplicaManager:
                     partition=info.partition,
                     reason=str(exc),
                 )
-                refused[key] = m.PartitionData(
-                    info.partition, ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, b""
-                )
+                refused[key] = error_data(ErrorCode.UNKNOWN_SERVER_ERROR)
                 continue
             reads[key] = read
         if refused:
-            responses = replace_partitions(responses, refused)
+            partitions = replace_partitions(partitions, refused)
         if not reads:
-            return self.build_fetch_response(responses, version, 0)
+            return self.fetch_result(partitions, 0)
         operation = DelayedRemoteFetch(
             self.config["remote.fetch.max.wait.ms"],
-            responses,
+            partitions,
             reads,
-            version,
             self,
             self.scheduler.precise_s(),
         )
@@ -461,182 +428,99 @@ class ReplicaManager:
     def _remote_read_done(self, key: TopicPartition, _: asyncio.Future[bytes]) -> None:
         self.remote_fetch_purgatory.check_and_complete(key)
 
-    def fetch_response(
-        self, request: m.FetchRequest, version: int, wait_ms: int
-    ) -> m.FetchResponseV0:
+    def fetch_response(self, params: FetchParams, wait_ms: int) -> FetchResult:
         """Read again for a fetch that waited ``wait_ms`` in the Fetch purgatory (a
         partition whose offset moved to the remote tier meanwhile is answered empty; the
         client's next fetch reads it remotely)."""
-        responses, _, _, _ = self._read(request)
-        return self.build_fetch_response(responses, version, wait_ms)
+        partitions, _, _, _ = self._read(params)
+        return self.fetch_result(partitions, wait_ms)
 
     def fetch_expired(self, from_follower: bool) -> None:
         self.metrics.fetch_expirations["follower" if from_follower else "consumer"] += 1
 
-    def build_fetch_response(
-        self, responses: list[m.FetchableTopicResponse], version: int, wait_ms: int
-    ) -> m.FetchResponseV0:
-        for topic in responses:
-            for part in topic.partitions:
-                if part.error_code:
-                    self.metrics.record_error("Fetch", part.error_code)
-        if version == 0:
-            return m.FetchResponseV0(responses)
-        return m.FetchResponseV1(responses, wait_time_ms=wait_ms)
+    def fetch_result(
+        self, partitions: list[tuple[TopicPartition, FetchPartitionData]], wait_ms: int
+    ) -> FetchResult:
+        for _, data in partitions:
+            if data.error:
+                self.metrics.record_error("Fetch", data.error)
+        return FetchResult(partitions, wait_ms)
 
     def _read(
-        self, request: m.FetchRequest
-    ) -> tuple[list[m.FetchableTopicResponse], int, bool, list[RemoteFetchInfo]]:
-        """Read every requested partition once: (responses, record bytes, any error, remote
+        self, params: FetchParams
+    ) -> tuple[list[tuple[TopicPartition, FetchPartitionData]], int, bool, list[RemoteFetchInfo]]:
+        """Read every requested partition once: (answers, record bytes, any error, remote
         reads to make).
 
-        ``max_bytes`` bounds the whole response, ``partition_max_bytes`` each partition;
-        the first batch of the response is returned even when it alone exceeds them
-        (KIP-74), so a consumer never gets stuck behind a large batch. Consumers read up to
-        the high watermark, followers up to the log end. A consumer's offset in the remote
-        tier yields a remote read (of up to ``partition_max_bytes``) and an empty entry for
-        now; a follower's is out of range, with the *local* log start (it replicates only
-        the local tier and starts over there).
+        ``max_bytes`` bounds the whole response, each partition's own ``max_bytes`` that
+        partition; the first batch of the response is returned even when it alone exceeds
+        them (KIP-74), so a consumer never gets stuck behind a large batch. Consumers read
+        up to the high watermark, followers up to the log end. A consumer's offset in the
+        remote tier yields a remote read (of up to the partition's ``max_bytes``) and an
+        empty entry for now; a follower's is out of range, with the *local* log start (it
+        replicates only the local tier and starts over there).
         """
-        follower = request.replica_id >= 0
-        remaining = request.max_bytes
-        out = []
+        follower = params.replica_id >= 0
+        remaining = params.max_bytes
+        out: list[tuple[TopicPartition, FetchPartitionData]] = []
         remote: list[RemoteFetchInfo] = []
         sent = 0
         errored = False
-        for topic in request.topics:
-            parts = []
-            for fp in topic.partitions:
-                partition = self.leader_partition(topic.topic, fp.partition)
-                if isinstance(partition, ErrorCode):
-                    errored = True
-                    parts.append(m.PartitionData(fp.partition, partition, -1, -1, b""))
-                    continue
-                log = partition.log
-                hw = partition.high_watermark
-                if not follower and log.in_remote_tier(fp.fetch_offset):
-                    info = self.remote_log_manager.remote_fetch_info(
-                        partition, fp.fetch_offset, min(fp.partition_max_bytes, request.max_bytes)
-                    )
-                    if info is not None:
-                        remote.append(info)
-                        parts.append(
-                            m.PartitionData(
-                                fp.partition, ErrorCode.NONE, hw, log.log_start_offset, b""
-                            )
-                        )
-                        continue
-                limit = max(min(fp.partition_max_bytes, remaining), 0)
-                try:
-                    batches = log.read(
-                        fp.fetch_offset,
-                        limit if sent else max(limit, 1),
-                        log.log_end_offset if follower else hw,
-                    )
-                except OffsetOutOfRange:
-                    errored = True
-                    parts.append(
-                        m.PartitionData(
-                            fp.partition,
-                            ErrorCode.OFFSET_OUT_OF_RANGE,
-                            hw,
-                            log.local_log_start_offset if follower else log.log_start_offset,
-                            b"",
-                        )
-                    )
-                    continue
-                if batches and sent and sum(len(b) for b in batches) > limit:
-                    batches = []
-                records = b"".join(batches) if batches else b""
-                sent += len(records)
-                remaining -= len(records)
-                parts.append(
-                    m.PartitionData(fp.partition, ErrorCode.NONE, hw, log.log_start_offset, records)
+        for key, (offset, max_bytes) in params.partitions:
+            partition = self.leader_partition(*key)
+            if isinstance(partition, ErrorCode):
+                errored = True
+                out.append((key, error_data(partition)))
+                continue
+            log = partition.log
+            hw = partition.high_watermark
+            if not follower and log.in_remote_tier(offset):
+                info = self.remote_log_manager.remote_fetch_info(
+                    partition, offset, min(max_bytes, params.max_bytes)
                 )
-            out.append(m.FetchableTopicResponse(topic.topic, parts))
+                if info is not None:
+                    remote.append(info)
+                    out.append((key, FetchPartitionData(0, hw, log.log_start_offset, NO_DATA)))
+                    continue
+            limit = max(min(max_bytes, remaining), 0)
+            try:
+                batches = log.read(
+                    offset, limit if sent else max(limit, 1), log.log_end_offset if follower else hw
+                )
+            except OffsetOutOfRange:
+                errored = True
+                start = log.local_log_start_offset if follower else log.log_start_offset
+                out.append(
+                    (key, FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, NO_DATA))
+                )
+                continue
+            if batches and sent and sum(len(b) for b in batches) > limit:
+                batches = []
+            records = b"".join(batches) if batches else NO_DATA
+            sent += len(records)
+            remaining -= len(records)
+            out.append((key, FetchPartitionData(0, hw, log.log_start_offset, records)))
         self.metrics.bytes_out += sent
         return out, sent, errored, remote
 
     # -- offsets -------------------------------------------------------------------------
 
-    def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
-        topics = []
-        for topic in request.topics:
-            parts = []
-            for p in topic.partitions:
-                partition = self.leader_partition(topic.name, p.partition_index)
-                if isinstance(partition, ErrorCode):
-                    parts.append(m.ListOffsetsPartitionResponse(p.partition_index, partition))
-                    continue
-                log = partition.log
-                if p.timestamp == m.LATEST_TIMESTAMP:
-                    parts.append(
-                        m.ListOffsetsPartitionResponse(
-                            p.partition_index, 0, -1, partition.high_watermark
-                        )
-                    )
-                elif p.timestamp == m.EARLIEST_TIMESTAMP:
-                    parts.append(
-                        m.ListOffsetsPartitionResponse(
-                            p.partition_index, 0, -1, log.log_start_offset
-                        )
-                    )
-                elif p.timestamp < 0:
-                    parts.append(
-                        m.ListOffsetsPartitionResponse(p.partition_index, ErrorCode.INVALID_REQUEST)
-                    )
-                else:
-                    found = log.offset_for_timestamp(p.timestamp)
-                    offset, ts = found if found is not None else (-1, -1)
-                    parts.append(m.ListOffsetsPartitionResponse(p.partition_index, 0, ts, offset))
-            topics.append(m.ListOffsetsTopicResponse(topic.name, parts))
-        return m.ListOffsetsResponse(topics)
-
-    def commit_offsets(self, request: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
-        """Store committed offsets with the partition's leader (in memory)."""
-        group_ok = bool(request.group_id) and len(request.group_id) <= 249
-        topics = []
-        for topic in request.topics:
-            parts = []
-            for p in topic.partitions:
-                if not group_ok:
-                    code: int = ErrorCode.INVALID_GROUP_ID
-                elif (
-                    p.committed_metadata is not None
-                    and len(p.committed_metadata) > MAX_METADATA_BYTES
-                ):
-                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
-                    partition = self.leader_partition(topic.name, p.partition_index)
-                    if isinstance(partition, ErrorCode):
-                        code = partition
-                    elif not 0 <= p.committed_offset <= partition.log.log_end_offset:
-                        code = ErrorCode.OFFSET_OUT_OF_RANGE
-                    else:
-                        partition.committed[request.group_id] = (
-                            p.committed_offset,
-                            p.committed_metadata,
-                        )
-                        code = ErrorCode.NONE
-                parts.append(m.OffsetCommitPartitionResponse(p.partition_index, code))
-            topics.append(m.OffsetCommitTopicResponse(topic.name, parts))
-        return m.OffsetCommitResponse(topics)
-
-    def fetch_offsets(self, request: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
-        group_ok = bool(request.group_id) and len(request.group_id) <= 249
-        topics = []
-        for topic in request.topics:
-            parts = []
-            for index in topic.partition_indexes:
-                offset, meta, code = -1, None, ErrorCode.NONE
-                if not group_ok:
-                    code = ErrorCode.INVALID_GROUP_ID
-                else:
-                    partition = self.leader_partition(topic.name, index)
-                    if isinstance(partition, ErrorCode):
-                        code = partition
-                    elif request.group_id in partition.committed:
-                        offset, meta = partition.committed[request.group_id]
-                parts.append(m.OffsetFetchPartitionResponse(index, offset, meta, code))
-            topics.append(m.OffsetFetchTopicResponse(topic.name, parts))
-        return m.OffsetFetchResponse(topics)
+    def fetch_offset_for_timestamp(
+        self, key: TopicPartition, timestamp: int
+    ) -> tuple[int, int, int]:
+        """ListOffsets for one partition: (error, timestamp, offset). ``timestamp`` -1 asks
+        for the latest offset (the high watermark), -2 for the earliest (the log start),
+        else for the first offset whose record timestamp is at least it."""
+        partition = self.leader_partition(*key)
+        if isinstance(partition, ErrorCode):
+            return partition, -1, -1
+        log = partition.log
+        if timestamp == LATEST_TIMESTAMP:
+            return ErrorCode.NONE, -1, partition.high_watermark
+        if timestamp == EARLIEST_TIMESTAMP:
+            return ErrorCode.NONE, -1, log.log_start_offset
+        if timestamp < 0:
+            return ErrorCode.INVALID_REQUEST, -1, -1
+        found = log.offset_for_timestamp(timestamp)
+        offset, ts = found if found is not None else (-1, -1)
+        return ErrorCode.NONE, ts, offset

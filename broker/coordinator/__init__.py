@@ -1,0 +1,1 @@
+"""Coordinators: committed offsets today (consumer groups will live here too)."""

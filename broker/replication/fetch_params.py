@@ -1,0 +1,51 @@
+"""The domain side of a fetch: what the replica manager is asked and what it answers.
+
+Kafka's names: ``FetchParams`` (who fetches, how long it may wait, how much it wants),
+one ``PartitionFetchInfo`` per partition asked for, and one ``FetchPartitionData`` per
+partition answered. ``FetchResult`` adds what Kafka proposed in KIP-736 and we ship: the
+time the fetch waited in a purgatory. The API layer turns these into whatever its wire
+protocol wants; nothing here knows a wire format or an API version.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+TopicPartition = tuple[str, int]
+
+
+class PartitionFetchInfo(NamedTuple):
+    fetch_offset: int
+    max_bytes: int  # bound for this partition (the first batch may exceed it, KIP-74)
+
+
+class FetchParams(NamedTuple):
+    replica_id: int  # -1 for consumers, the follower's broker id for replication
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partitions: list[tuple[TopicPartition, PartitionFetchInfo]]  # request order
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class FetchPartitionData(NamedTuple):
+    error: int
+    high_watermark: int
+    log_start_offset: int
+    records: bytes  # concatenated record batches, possibly ending in a partial one
+
+
+NO_DATA = b""
+
+
+def error_data(error: int) -> FetchPartitionData:
+    """The answer for a partition this broker cannot serve (no offsets known)."""
+    return FetchPartitionData(error, -1, -1, NO_DATA)
+
+
+class FetchResult(NamedTuple):
+    partitions: list[tuple[TopicPartition, FetchPartitionData]]  # request order
+    wait_ms: int  # time spent in a purgatory (0: answered at once)
