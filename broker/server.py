@@ -22,6 +22,8 @@ from broker.controller.alter_partition_manager import AlterPartitionManager
 from broker.controller.controller import Controller, topic_name_problem
 from broker.controller.metadata_cache import MetadataCache
 from broker.coordinator.group_coordinator import GroupCoordinator
+from broker.network.leader_endpoint import RemoteLeaderEndPoint
+from broker.network.msgpack_codec import MsgpackCodec
 from broker.network.socket_server import SocketServer
 from broker.ops.admin_http import AdminServer
 from broker.ops.faults import FaultInjector
@@ -67,13 +69,14 @@ class Broker:
             self.metrics,
             self.scheduler,
             self.alter_partition_manager.submit,
-            receive_delay=self.faults.delay_from_broker,
+            self._leader_endpoint,
         )
         self.group_coordinator = GroupCoordinator(self.replica_manager.leader_partition)
         self.metrics.add_partition_source(self._partition_rows)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(
             self.apis,
+            MsgpackCodec(),
             self.metrics,
             max_request_bytes=config["socket.request.max.bytes"],
             max_queued_requests=config["queued.max.requests"],
@@ -281,6 +284,15 @@ class Broker:
             )
             self._connections[broker_id] = conn
         return conn
+
+    def _leader_endpoint(self, broker_id: int) -> RemoteLeaderEndPoint:
+        """How this broker's replica fetcher reaches leader ``broker_id``."""
+        return RemoteLeaderEndPoint(
+            self.members[broker_id],
+            f"replica-fetcher-{self.broker_id}",
+            self.config["metadata.push.timeout.ms"] / 1000,
+            functools.partial(self.faults.delay_from_broker, broker_id),
+        )
 
     async def _controller_connection(self) -> Connection:
         if self.controller_id == self.broker_id and self.controller is None:

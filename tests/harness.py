@@ -15,6 +15,7 @@ from broker.purgatory import ManualScheduler
 from broker.replication.delayed_produce import PartitionResponse
 from broker.replication.fetch_params import FetchParams, FetchResult, PartitionFetchInfo
 from broker.replication.partition import Partition
+from broker.replication.replica_fetcher import LeaderEndPoint
 from broker.replication.replica_manager import ReplicaManager
 from protocol import messages as m
 from protocol.records import encode_batch
@@ -24,6 +25,17 @@ LEADER = 0
 MEMBERS = "0@127.0.0.1:1,1@127.0.0.1:2,2@127.0.0.1:3"
 
 
+class SilentLeader:
+    """The leader a partition moved to (tests move leadership away): it never answers."""
+
+    async def fetch(self, params: FetchParams) -> FetchResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        pass
+
+
 class Harness:
     def __init__(self, **config: Any) -> None:
         self.clock = ManualScheduler(start_ms=1_000)
@@ -31,7 +43,12 @@ class Harness:
         self.metadata = MetadataCache(self.config.members(), LEADER)
         self.alter_requests: list[LeaderAndIsr] = []
         self.replica_manager = ReplicaManager(
-            self.config, self.metadata, BrokerMetrics(LEADER), self.clock, self._alter_isr
+            self.config,
+            self.metadata,
+            BrokerMetrics(LEADER),
+            self.clock,
+            self._alter_isr,
+            self._leader_endpoint,
         )
         self.topics: dict[str, m.TopicState] = {}
         self.epoch = 0
@@ -47,6 +64,9 @@ class Harness:
         new = self.topics[topic].partitions[index]
         assert new.partition_epoch == state.partition_epoch + 1
         return LeaderAndIsr(new.leader_id, new.leader_epoch, new.isr, new.partition_epoch)
+
+    def _leader_endpoint(self, broker_id: int) -> LeaderEndPoint:
+        return SilentLeader()
 
     def create(self, topic: str, partitions: int = 1, **configs: str) -> None:
         self.topics[topic] = m.TopicState(

@@ -20,9 +20,10 @@ import msgspec
 import structlog
 
 from broker.api.kafka_apis import CloseConnection, Deferred, KafkaApis
+from broker.network.request_channel import Codec, Request, RequestHeader, UnreadableRequest
 from broker.ops.faults import FaultInjector, peer_broker
 from clients.connection import DelayedReceiver
-from protocol.api import ApiKey, RequestError, decode_request, encode_response_into
+from protocol.api import ApiKey, RequestError
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from broker.ops.metrics import BrokerMetrics, RequestTimes
 
 _perf = time.perf_counter
-_FETCH = int(ApiKey.FETCH)
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
 
 
@@ -40,17 +40,17 @@ class _Slot:
     For a pending request it also keeps what its timing needs: when it arrived and when
     its local handling ended (the wait, Kafka's remote time, starts there)."""
 
-    __slots__ = ("correlation_id", "frame", "local_end", "ready", "start", "times", "to_response")
+    __slots__ = ("frame", "local_end", "ready", "request", "start", "times", "to_response")
 
     def __init__(
         self,
-        correlation_id: int,
+        request: RequestHeader,
         times: RequestTimes | None = None,
         start: float = 0.0,
         local_end: float = 0.0,
         to_response: Callable[[Any], msgspec.Struct] | None = None,
     ) -> None:
-        self.correlation_id = correlation_id
+        self.request = request
         self.frame = bytearray()
         self.ready = False
         self.times = times
@@ -63,6 +63,7 @@ class BrokerConnection(asyncio.Protocol):
     def __init__(self, server: SocketServer) -> None:
         self.server = server
         self.handlers = server.apis.handlers
+        self.codec = server.codec
         self.metrics = server.metrics
         self.decoder = FrameDecoder(server.max_request_bytes)
         self.transport: asyncio.Transport | None = None
@@ -154,31 +155,29 @@ class BrokerConnection(asyncio.Protocol):
     def _handle(self, frame: bytes) -> None:
         start = _perf()
         try:
-            api_key, api_version, correlation_id, client_id, body = decode_request(frame)
-        except msgspec.DecodeError as exc:
-            self._bad_input("unreadable_header", f"request header does not decode: {exc}")
+            request = self.codec.decode(frame, start)
+        except UnreadableRequest as exc:
+            self._bad_input("unreadable_header", str(exc))
             return
         except RequestError as exc:
             assert exc.header is not None
             h = exc.header
             self.metrics.for_request(h.api_key, h.api_version).count += 1
-            self._refuse(h.correlation_id, h.api_key, h.api_version, exc, start)
+            self._refuse(h, exc, start)
             return
         if self.client_id is None:
-            self.client_id = client_id
-            self.peer_broker_id = peer_broker(client_id)
-        if self.server.faults.active and self._inject(api_key, correlation_id):
+            self.client_id = request.client_id
+            self.peer_broker_id = peer_broker(request.client_id)
+        api_key = request.api_key
+        if self.server.faults.active and self._inject(request):
             return
-        if api_key == _FETCH:
-            stats = self.metrics.for_request(api_key, api_version, body.replica_id >= 0)
-        else:
-            stats = self.metrics.for_request(api_key, api_version)
+        stats = self.metrics.for_request(api_key, request.api_version, request.from_follower)
         stats.count += 1
         times = stats.times
         try:
-            result = self.handlers[api_key](body, api_version)
+            result = self.handlers[api_key](request.body, request.api_version)
         except RequestError as exc:
-            self._refuse(correlation_id, api_key, api_version, exc, start)
+            self._refuse(request, exc, start)
             return
         except CloseConnection as exc:
             self.server.log.info("closing_connection", peer=self.peer, reason=str(exc))
@@ -187,9 +186,8 @@ class BrokerConnection(asyncio.Protocol):
         except Exception as exc:  # a bug in a handler must not take the broker down
             self.server.log.exception("request_failed", peer=self.peer, api_key=api_key)
             self.metrics.record_error("Unknown", ErrorCode.UNKNOWN_SERVER_ERROR)
-            self._respond(
-                correlation_id,
-                None,
+            self._respond_error(
+                request,
                 ErrorCode.UNKNOWN_SERVER_ERROR,
                 f"unexpected server error: {type(exc).__name__}",
             )
@@ -198,31 +196,37 @@ class BrokerConnection(asyncio.Protocol):
             times.observe_immediate(_perf() - start)
             return
         if isinstance(result, msgspec.Struct):
-            self._respond(correlation_id, result)
+            if self.slots:
+                slot = _Slot(request)
+                self.codec.encode_response_into(slot.frame, request, result)
+                slot.ready = True
+                self.slots.append(slot)
+            else:
+                self.codec.encode_response_into(self.out, request, result)
             times.observe_immediate(_perf() - start)
             return
         # Pending: hold a slot so later responses wait behind this one.
         if isinstance(result, Deferred):
             future: asyncio.Future[Any] = result.future
-            slot = _Slot(correlation_id, times, start, _perf(), result.to_response)
+            slot = _Slot(request, times, start, _perf(), result.to_response)
         else:
             future = asyncio.ensure_future(result)
-            slot = _Slot(correlation_id, times, start, _perf())
+            slot = _Slot(request, times, start, _perf())
         self.slots.append(slot)
         self.pending[future] = slot
         future.add_done_callback(self._complete)
 
-    def _inject(self, api_key: int, correlation_id: int) -> bool:
+    def _inject(self, request: Request) -> bool:
         """Apply error and disconnect faults to a request; True if it was answered (or its
         connection closed) by a fault."""
         if self.fault_check():
             return True
-        injected = self.server.faults.error_for(api_key)
+        injected = self.server.faults.error_for(request.api_key)
         if injected is None:
             return False
         code, message = injected
-        self.metrics.record_error(ApiKey(api_key).api_name, code)
-        self._respond(correlation_id, None, code, message)
+        self.metrics.record_error(ApiKey(request.api_key).api_name, code)
+        self._respond_error(request, code, message)
         return True
 
     def fault_check(self) -> bool:
@@ -234,36 +238,33 @@ class BrokerConnection(asyncio.Protocol):
         self._update_reading()
         return False
 
-    def _refuse(
-        self, correlation_id: int, api_key: int, api_version: int, exc: RequestError, start: float
-    ) -> None:
+    def _refuse(self, request: RequestHeader, exc: RequestError, start: float) -> None:
         """Answer a request that cannot be served as sent with a request-level error."""
         reason = exc.code.name.lower()
         self.metrics.record_bad_request(reason)
-        self.server.log_bad_input(
-            self.peer, reason, exc.message, api_key=api_key, api_version=api_version
-        )
-        self._respond(correlation_id, None, exc.code, exc.message)
-        self.metrics.for_request(api_key, api_version).times.observe_immediate(_perf() - start)
+        key, version = request.api_key, request.api_version
+        self.server.log_bad_input(self.peer, reason, exc.message, api_key=key, api_version=version)
+        self._respond_error(request, exc.code, exc.message)
+        self.metrics.for_request(key, version).times.observe_immediate(_perf() - start)
 
     def _complete(self, future: asyncio.Future[Any]) -> None:
         slot = self.pending.pop(future)
         if self.closing or future.cancelled():
             return
         exc = future.exception()
+        codec = self.codec
         if exc is None:
             body = future.result()
             if slot.to_response is not None:
                 body = slot.to_response(body)
-            encode_response_into(slot.frame, slot.correlation_id, body)
+            codec.encode_response_into(slot.frame, slot.request, body)
         elif isinstance(exc, RequestError):
-            encode_response_into(slot.frame, slot.correlation_id, None, exc.code, exc.message)
+            codec.encode_error_into(slot.frame, slot.request, exc.code, exc.message)
         else:
             self.server.log.error("request_failed", peer=self.peer, error=repr(exc))
-            encode_response_into(
+            codec.encode_error_into(
                 slot.frame,
-                slot.correlation_id,
-                None,
+                slot.request,
                 ErrorCode.UNKNOWN_SERVER_ERROR,
                 f"unexpected server error: {exc!r}",
             )
@@ -277,20 +278,14 @@ class BrokerConnection(asyncio.Protocol):
         self._flush()
         self._update_reading()
 
-    def _respond(
-        self,
-        correlation_id: int,
-        body: msgspec.Struct | None,
-        error_code: int = 0,
-        error_message: str | None = None,
-    ) -> None:
+    def _respond_error(self, request: RequestHeader, code: int, message: str) -> None:
         if self.slots:
-            slot = _Slot(correlation_id)
-            encode_response_into(slot.frame, correlation_id, body, error_code, error_message)
+            slot = _Slot(request)
+            self.codec.encode_error_into(slot.frame, request, code, message)
             slot.ready = True
             self.slots.append(slot)
         else:
-            encode_response_into(self.out, correlation_id, body, error_code, error_message)
+            self.codec.encode_error_into(self.out, request, code, message)
 
     def _drain_slots(self) -> None:
         slots = self.slots
@@ -337,6 +332,7 @@ class SocketServer:
     def __init__(
         self,
         apis: KafkaApis,
+        codec: Codec,
         metrics: BrokerMetrics,
         *,
         max_request_bytes: int,
@@ -345,6 +341,7 @@ class SocketServer:
         faults: FaultInjector,
     ) -> None:
         self.apis = apis
+        self.codec = codec
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self.max_queued_requests = max_queued_requests

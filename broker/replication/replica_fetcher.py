@@ -5,28 +5,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
 from broker.config.broker_config import BrokerConfig
 from broker.ops.metrics import FetcherStats
 from broker.purgatory import Scheduler
+from broker.replication.fetch_params import (
+    FetchParams,
+    FetchPartitionData,
+    FetchResult,
+    PartitionFetchInfo,
+    TopicPartition,
+)
 from broker.replication.partition import Partition
-from clients.connection import Connection, ConnectionClosed
-from protocol import messages as m
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, error_name
 from protocol.records import CorruptRecordError, batch_base_offset, iter_batches, validate_batch
 
-TopicPartition = tuple[str, int]
+
+class LeaderEndPoint(Protocol):
+    """How a fetcher reaches its leader (the network layer's RemoteLeaderEndPoint)."""
+
+    async def fetch(self, params: FetchParams) -> FetchResult: ...
+
+    async def close(self) -> None: ...
 
 
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker.
 
-    Each round sends one Fetch v1 (``replica_id`` = this broker) asking for each partition
+    Each round sends one fetch (``replica_id`` = this broker) asking for each partition
     from its log end offset; the leader holds it up to ``replica.fetch.wait.max.ms`` for
     ``replica.fetch.min.bytes``. The round's latency is recorded as total and *true*
     (total minus the leader's ``wait_time_ms``), with the wait itself.
@@ -36,23 +46,20 @@ class ReplicaFetcher:
         self,
         broker_id: int,
         source_broker: int,
-        address: tuple[str, int],
+        leader: LeaderEndPoint,
         config: BrokerConfig,
         stats: FetcherStats,
         scheduler: Scheduler,
-        receive_delay: Callable[[], float] | None = None,
     ) -> None:
-        self.receive_delay = receive_delay
         self.scheduler = scheduler
         self.broker_id = broker_id
         self.source_broker = source_broker
-        self.address = address
+        self.leader = leader
         self.config = config
         self.stats = stats
         self.partitions: dict[TopicPartition, Partition] = {}
         self.paused = False  # tests and fault injection hold a fetcher here
         self._wakeup = asyncio.Event()
-        self._conn: Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self.log = structlog.get_logger("replica_fetcher").bind(
             broker_id=broker_id, source_broker=source_broker
@@ -68,9 +75,7 @@ class ReplicaFetcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        await self.leader.close()
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition
@@ -92,70 +97,47 @@ class ReplicaFetcher:
                 continue
             try:
                 ok = await self._fetch_once()
-            except (ConnectionClosed, KafkaError) as exc:
+            except (ConnectionError, KafkaError) as exc:
                 self.stats.errors += 1
                 self.log.warning("replica_fetch_failed", error=str(exc))
-                if self._conn is not None:
-                    await self._conn.close()
-                    self._conn = None
+                await self.leader.close()
                 ok = False
             if not ok:
                 await asyncio.sleep(self.config["replica.fetch.backoff.ms"] / 1000)
 
-    async def _connection(self) -> Connection:
-        if self._conn is None or self._conn.closed:
-            host, port = self.address
-            self._conn = await Connection.open(
-                host,
-                port,
-                client_id=f"replica-fetcher-{self.broker_id}",
-                receive_delay=self.receive_delay,
-                connect_timeout_s=self.config["metadata.push.timeout.ms"] / 1000,
-            )
-        return self._conn
-
-    def _request(self) -> m.FetchRequest:
-        partition_max = self.config["replica.fetch.max.bytes"]
-        by_topic: dict[str, list[m.FetchPartition]] = {}
-        for (topic, index), partition in self.partitions.items():
-            by_topic.setdefault(topic, []).append(
-                m.FetchPartition(index, partition.log.log_end_offset, partition_max)
-            )
-        return m.FetchRequest(
+    def _params(self) -> FetchParams:
+        config = self.config
+        partition_max = config["replica.fetch.max.bytes"]
+        return FetchParams(
             self.broker_id,
-            self.config["replica.fetch.wait.max.ms"],
-            self.config["replica.fetch.min.bytes"],
-            self.config["replica.fetch.response.max.bytes"],
-            [m.FetchTopic(topic, parts) for topic, parts in by_topic.items()],
+            config["replica.fetch.wait.max.ms"],
+            config["replica.fetch.min.bytes"],
+            config["replica.fetch.response.max.bytes"],
+            [
+                (key, PartitionFetchInfo(partition.log.log_end_offset, partition_max))
+                for key, partition in self.partitions.items()
+            ],
         )
 
     async def _fetch_once(self) -> bool:
         """One round; False if a partition had an error (the fetcher backs off)."""
-        conn = await self._connection()
-        request = self._request()
         started = self.scheduler.precise_s()
-        response: m.FetchResponseV1 = await conn.send(
-            ApiKey.FETCH,
-            request,
-            version=1,
-            timeout_ms=request.max_wait_ms + conn.request_timeout_ms,
-        )
+        result = await self.leader.fetch(self._params())
         total = self.scheduler.precise_s() - started
         stats = self.stats
         stats.requests += 1
-        stats.latency.observe(total, response.wait_time_ms / 1000)
-        stats.samples.append((self.scheduler.wall_ms() / 1000, total, response.wait_time_ms / 1000))
+        stats.latency.observe(total, result.wait_ms / 1000)
+        stats.samples.append((self.scheduler.wall_ms() / 1000, total, result.wait_ms / 1000))
         ok = True
-        for topic in response.responses:
-            for data in topic.partitions:
-                partition = self.partitions.get((topic.topic, data.partition_index))
-                if partition is not None:
-                    ok &= self._process(partition, data)
+        for key, data in result.partitions:
+            partition = self.partitions.get(key)
+            if partition is not None:
+                ok &= self._process(partition, data)
         return ok
 
-    def _process(self, partition: Partition, data: m.PartitionData) -> bool:
+    def _process(self, partition: Partition, data: FetchPartitionData) -> bool:
         log = partition.log
-        if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        if data.error == ErrorCode.OFFSET_OUT_OF_RANGE:
             # Behind the leader's log start (restarted empty, or retention moved it), or
             # ahead of a leader that lost its log (in memory): start over from the leader's.
             self.log.warning(
@@ -168,13 +150,13 @@ class ReplicaFetcher:
             log.reset_to(max(data.log_start_offset, 0))
             partition.high_watermark = log.log_end_offset
             return True
-        if data.error_code:
+        if data.error:
             self.stats.errors += 1
             self.log.info(
                 "replica_fetch_partition_error",
                 topic=partition.topic,
                 partition=partition.index,
-                error=error_name(data.error_code),
+                error=error_name(data.error),
             )
             return False
         if data.records:
@@ -211,14 +193,14 @@ class ReplicaFetcherManager:
         config: BrokerConfig,
         stats_for: Callable[[int], FetcherStats],
         scheduler: Scheduler,
-        receive_delay: Callable[[int], float] | None = None,
+        leader_endpoint: Callable[[int], LeaderEndPoint],
     ) -> None:
         self.scheduler = scheduler
         self.broker_id = broker_id
         self.members = members
         self.config = config
         self.stats_for = stats_for
-        self.receive_delay = receive_delay  # seconds to hold bytes from a leader (faults)
+        self.leader_endpoint = leader_endpoint  # broker id -> a way to fetch from it
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._following: dict[TopicPartition, int] = {}  # partition -> leader it is fetched from
 
@@ -235,13 +217,10 @@ class ReplicaFetcherManager:
             fetcher = ReplicaFetcher(
                 self.broker_id,
                 leader,
-                self.members[leader],
+                self.leader_endpoint(leader),
                 self.config,
                 self.stats_for(leader),
                 self.scheduler,
-                None
-                if self.receive_delay is None
-                else functools.partial(self.receive_delay, leader),
             )
             self.fetchers[leader] = fetcher
             fetcher.start()

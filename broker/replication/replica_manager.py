@@ -34,7 +34,7 @@ from broker.replication.fetch_params import (
     error_data,
 )
 from broker.replication.partition import Partition
-from broker.replication.replica_fetcher import ReplicaFetcherManager
+from broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import CorruptRecordError, validate_batch
 
@@ -59,7 +59,7 @@ class ReplicaManager:
         metrics: BrokerMetrics,
         scheduler: Scheduler,
         alter_isr: AlterIsr,
-        receive_delay: Callable[[int], float] | None = None,
+        leader_endpoint: Callable[[int], LeaderEndPoint],
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
@@ -85,7 +85,7 @@ class ReplicaManager:
             config,
             metrics.fetcher_stats,
             scheduler,
-            receive_delay,
+            leader_endpoint,
         )
         self._tasks: set[asyncio.Future[None]] = set()
         # Kafka's "isr-expiration" and "kafka-log-retention" scheduled tasks.

@@ -72,8 +72,29 @@ def test_imports_follow_the_layer_table(path: Path) -> None:
         pytest.fail(f"{module}:{line} imports {name}; {layer} may import only {allowed}")
 
 
+# Below KafkaApis the broker speaks domain types: no wire struct, codec or connection.
+DOMAIN = ("broker.replication", "broker.log", "broker.coordinator", "broker.purgatory")
+WIRE = (
+    "protocol.messages",
+    "protocol.api",
+    "protocol.framing",
+    "clients.connection",
+    "broker.network",
+    "broker.api",
+)
+DOMAIN_SOURCES = [p for p in SOURCES if any(under(module_name(p), d) for d in DOMAIN)]
+
+
+@pytest.mark.parametrize("path", DOMAIN_SOURCES, ids=[module_name(p) for p in DOMAIN_SOURCES])
+def test_the_domain_sees_no_wire_struct(path: Path) -> None:
+    for line, name in imports_of(path):
+        if any(under(name, wire) for wire in WIRE):
+            pytest.fail(f"{module_name(path)}:{line} imports {name}, a wire-level module")
+
+
 def test_the_layer_table_is_enforced_somewhere() -> None:
     # Guard the guard: a forbidden import is caught.
     assert not any(under("broker.server", p) for p in ALLOWED["clients"])
     assert rule_for("broker.purgatory.timer")[0] == "broker.purgatory"
     assert rule_for("broker.replication.partition")[0] == "broker"
+    assert len(DOMAIN_SOURCES) > 10

@@ -1,0 +1,84 @@
+"""RemoteLeaderEndPoint: a follower's connection to one leader, in domain terms.
+
+The replica fetcher asks with ``FetchParams`` and gets a ``FetchResult``; this module
+alone builds the Fetch request (v1, so the leader's ``wait_time_ms`` comes back), sends it
+and reads the answer (Kafka's RemoteLeaderEndPoint)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.replication.fetch_params import FetchParams, FetchPartitionData, FetchResult
+from clients.connection import Connection
+from protocol import messages as m
+from protocol.api import ApiKey
+
+FETCH_VERSION = 1
+
+
+class RemoteLeaderEndPoint:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        client_id: str,
+        connect_timeout_s: float,
+        receive_delay: Callable[[], float] | None = None,
+    ) -> None:
+        self.address = address
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self.receive_delay = receive_delay
+        self._conn: Connection | None = None
+
+    async def fetch(self, params: FetchParams) -> FetchResult:
+        """One Fetch round trip; raises ConnectionClosed or KafkaError when it fails (the
+        caller then closes this endpoint; the next fetch opens a new connection)."""
+        conn = await self._connection()
+        by_topic: dict[str, list[m.FetchPartition]] = {}
+        for (topic, index), info in params.partitions:
+            by_topic.setdefault(topic, []).append(
+                m.FetchPartition(index, info.fetch_offset, info.max_bytes)
+            )
+        request = m.FetchRequest(
+            params.replica_id,
+            params.max_wait_ms,
+            params.min_bytes,
+            params.max_bytes,
+            [m.FetchTopic(topic, parts) for topic, parts in by_topic.items()],
+        )
+        response: m.FetchResponseV1 = await conn.send(
+            ApiKey.FETCH,
+            request,
+            version=FETCH_VERSION,
+            timeout_ms=params.max_wait_ms + conn.request_timeout_ms,
+        )
+        return FetchResult(
+            [
+                (
+                    (topic.topic, p.partition_index),
+                    FetchPartitionData(
+                        p.error_code, p.high_watermark, p.log_start_offset, p.records
+                    ),
+                )
+                for topic in response.responses
+                for p in topic.partitions
+            ],
+            response.wait_time_ms,
+        )
+
+    async def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            host, port = self.address
+            self._conn = await Connection.open(
+                host,
+                port,
+                client_id=self.client_id,
+                receive_delay=self.receive_delay,
+                connect_timeout_s=self.connect_timeout_s,
+            )
+        return self._conn
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()

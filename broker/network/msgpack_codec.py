@@ -1,0 +1,44 @@
+"""The codec of our own protocol: framed MessagePack (docs/protocol.md).
+
+A request-level error travels in the response header (``error_code``, ``error_message``)
+with no body; per-partition errors are in the bodies KafkaApis builds."""
+
+from __future__ import annotations
+
+import msgspec
+
+from broker.network.request_channel import Request, RequestHeader, UnreadableRequest
+from protocol.api import ApiKey, decode_request, encode_response_into
+
+_FETCH = int(ApiKey.FETCH)
+
+
+class MsgpackCodec:
+    def __init__(self, listener: str = "PURGATORY") -> None:
+        self.listener = listener
+
+    def decode(self, frame: bytes, received_s: float) -> Request:
+        try:
+            api_key, api_version, correlation_id, client_id, body = decode_request(frame)
+        except msgspec.DecodeError as exc:
+            raise UnreadableRequest(f"request header does not decode: {exc}") from None
+        return Request(
+            api_key,
+            api_version,
+            correlation_id,
+            client_id,
+            body,
+            self.listener,
+            received_s,
+            api_key == _FETCH and body.replica_id >= 0,
+        )
+
+    def encode_response_into(
+        self, buffer: bytearray, request: RequestHeader, body: msgspec.Struct
+    ) -> None:
+        encode_response_into(buffer, request.correlation_id, body)
+
+    def encode_error_into(
+        self, buffer: bytearray, request: RequestHeader, code: int, message: str
+    ) -> None:
+        encode_response_into(buffer, request.correlation_id, None, code, message)
