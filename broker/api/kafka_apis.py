@@ -15,7 +15,7 @@ controller, registrations).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import msgspec
@@ -32,7 +32,7 @@ from broker.replication.fetch_params import (
 )
 from protocol import messages as m
 from protocol.api import ApiKey, RequestError, supported_versions
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, is_retriable
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -96,7 +96,7 @@ class KafkaApis:
             if response.error:
                 failed += 1
                 if response.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    self.broker.auto_create_in_background(topic)
+                    self.broker.forwarding.auto_create_in_background(topic)
         if request.acks == 0:
             if failed:
                 raise CloseConnection(f"acks=0 produce failed for {failed} partition(s)")
@@ -212,25 +212,85 @@ class KafkaApis:
             and self.broker.config["auto.create.topics.enable"]
         ):
             return self._metadata_after_create(request, missing)
-        return self.broker.metadata_response(request.topics)
+        return self.metadata_response(request.topics)
 
     async def _metadata_after_create(
         self, request: m.MetadataRequest, missing: list[str]
     ) -> m.MetadataResponse:
-        created = await self.broker.create_topics(
+        created = await self.broker.forwarding.create_topics(
             m.CreateTopicsRequest([m.CreatableTopic(name) for name in dict.fromkeys(missing)])
         )
-        return self.broker.metadata_response(
+        return self.metadata_response(
             request.topics, creating={r.name: r.error_code for r in created.topics}
+        )
+
+    def metadata_response(
+        self, topics: list[str] | None, creating: Mapping[str, int] | None = None
+    ) -> m.MetadataResponse:
+        """The Metadata answer for ``topics`` (None: all). ``creating``: the outcome of
+        auto-creating missing topics. As in Kafka, a topic whose creation is under way, or
+        failed for now (a controller handover), answers LEADER_NOT_AVAILABLE so the client
+        asks again; one that cannot be created answers that error; and
+        UNKNOWN_TOPIC_OR_PARTITION means nobody is creating it."""
+        creating = creating or {}
+        brokers = [
+            m.MetadataBroker(i, h, p) for i, (h, p) in sorted(self.broker.metadata.members.items())
+        ]
+        cache = self.broker.metadata.topics
+        names = sorted(cache) if topics is None else topics
+        out = []
+        for name in names:
+            state = cache.get(name)
+            if state is None:
+                code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if topic_name_problem(name):
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+                elif name in creating:
+                    code = creating[name]
+                    if code in (0, ErrorCode.TOPIC_ALREADY_EXISTS) or is_retriable(code):
+                        code = ErrorCode.LEADER_NOT_AVAILABLE
+                out.append(m.MetadataTopic(code, name, "", []))
+                continue
+            live = self.broker.metadata.live_brokers
+            out.append(
+                m.MetadataTopic(
+                    ErrorCode.NONE,
+                    name,
+                    state.topic_id,
+                    [
+                        # A leader that is not live (no failover yet): no leader until it returns.
+                        m.MetadataPartition(
+                            ErrorCode.NONE,
+                            p.partition_index,
+                            p.leader_id,
+                            p.leader_epoch,
+                            p.replicas,
+                            p.isr,
+                        )
+                        if p.leader_id in live
+                        else m.MetadataPartition(
+                            ErrorCode.LEADER_NOT_AVAILABLE,
+                            p.partition_index,
+                            -1,
+                            p.leader_epoch,
+                            p.replicas,
+                            p.isr,
+                        )
+                        for p in state.partitions
+                    ],
+                )
+            )
+        return m.MetadataResponse(
+            self.broker.config["cluster.id"], self.broker.metadata.controller_id, brokers, out
         )
 
     def handle_create_topics(self, request: m.CreateTopicsRequest, version: int) -> Result:
         _check_topic_count(len(request.topics))
-        return self.broker.create_topics(request)
+        return self.broker.forwarding.create_topics(request)
 
     def handle_delete_topics(self, request: m.DeleteTopicsRequest, version: int) -> Result:
         _check_topic_count(len(request.topic_names))
-        return self.broker.delete_topics(request)
+        return self.broker.forwarding.delete_topics(request)
 
     # -- inter-broker ----------------------------------------------------------------------
 

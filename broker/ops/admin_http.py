@@ -4,20 +4,34 @@ and /v1/faults (GET, POST a spec, DELETE /v1/faults/<name>, POST /v1/faults/rese
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from broker.config.broker_config import StaticConfigError
+from broker.config.broker_config import BrokerConfig, StaticConfigError
 from broker.config.definitions import BY_NAME, ConfigError
-from broker.ops.faults import FaultError, parse_spec
-
-if TYPE_CHECKING:
-    from broker.server import Broker
+from broker.ops.faults import FaultError, FaultInjector, parse_spec
+from broker.ops.metrics import BrokerMetrics
 
 
-def make_app(broker: Broker) -> web.Application:
+class AdminTarget(Protocol):
+    """What the admin app may see and change of a broker, and nothing more."""
+
+    broker_id: int
+    config: BrokerConfig
+    metrics: BrokerMetrics
+    faults: FaultInjector
+    log: Any
+
+    def health_problem(self) -> str | None: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def change_config(self, name: str, value: Any) -> tuple[Any, Any]: ...
+
+
+def make_app(broker: AdminTarget) -> web.Application:
     async def metrics(_: web.Request) -> web.Response:
         body = generate_latest(broker.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -113,7 +127,7 @@ def make_app(broker: Broker) -> web.Application:
 
 
 class AdminServer:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: AdminTarget) -> None:
         # A short grace for open HTTP connections: stopping a broker should not wait on them.
         self.runner = web.AppRunner(
             make_app(broker), access_log=None, handle_signals=False, shutdown_timeout=1.0

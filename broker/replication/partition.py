@@ -8,7 +8,9 @@ leader sends, with the leader's offsets, and keeps HW = min(leader HW, own LEO).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.log.log import Log
 
@@ -166,3 +168,39 @@ class Partition:
 
     def follower_update_high_watermark(self, leader_high_watermark: int) -> None:
         self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+
+    # -- observation ----------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """This replica as the admin state dump (GET /v1/state) shows it."""
+        log = self.log
+        return {
+            "topic": self.topic,
+            "partition": self.index,
+            "topic_id": self.topic_id,
+            "role": "leader" if self.is_leader else "follower",
+            "leader": self.leader_id,
+            "leader_epoch": self.leader_epoch,
+            "partition_epoch": self.partition_epoch,
+            "replicas": self.replicas,
+            "isr": self.isr,
+            "log_start_offset": log.log_start_offset,
+            "local_log_start_offset": log.local_log_start_offset,
+            "high_watermark": self.high_watermark,
+            "log_end_offset": log.log_end_offset,
+            # The leader's view of every replica's log end offset (its own included).
+            "replica_log_end_offsets": (
+                {str(self.broker_id): log.log_end_offset}
+                | {str(r): f.log_end_offset for r, f in self.followers.items()}
+                if self.is_leader
+                else {}
+            ),
+            "size_bytes": log.size_bytes,
+            "batches": len(log),
+            "segments": len(log.segments),
+            "remote_segments": len(log.remote_segments),
+            "remote_size_bytes": log.remote_size_bytes,
+            "remote_log_end_offset": log.remote_log_end_offset,
+            "log_config": dataclasses.asdict(log.config),
+            "min_insync_replicas": self.min_insync_replicas,
+        }

@@ -257,7 +257,7 @@ async def test_partitions_led_by_a_dead_broker_answer_leader_not_available(
         lambda: victim.broker_id not in controller.metadata.live_brokers,
         message="the dead broker noticed",
     )
-    response = controller.metadata_response(["t"])
+    response = controller.apis.metadata_response(["t"])
     for part in response.topics[0].partitions:
         if part.partition_index in led:
             assert (part.error_code, part.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
@@ -269,7 +269,9 @@ async def test_partitions_led_by_a_dead_broker_answer_leader_not_available(
     await wait_until(
         lambda: victim.broker_id in controller.metadata.live_brokers, message="it returns"
     )
-    assert all(p.error_code == 0 for p in controller.metadata_response(["t"]).topics[0].partitions)
+    assert all(
+        p.error_code == 0 for p in controller.apis.metadata_response(["t"]).topics[0].partitions
+    )
 
 
 async def test_the_controller_fences_stale_and_invalid_isr_changes(cluster: list[Broker]) -> None:

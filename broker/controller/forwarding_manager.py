@@ -1,0 +1,137 @@
+"""ForwardingManager: topic changes go to the controller, here or over its connection.
+
+CreateTopics and DeleteTopics (and topic auto-creation) are served by the controller; a
+broker that is not the controller forwards them and answers only once its own metadata
+shows the change, so every broker answers the same metadata afterwards (Kafka's
+ForwardingManager and AutoTopicCreationManager)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import structlog
+
+from broker.config.broker_config import BrokerConfig
+from broker.controller.controller import Controller, topic_name_problem
+from broker.controller.metadata_cache import MetadataCache
+from clients.connection import Connection, ConnectionClosed
+from protocol import messages as m
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+
+
+class ForwardingManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataCache,
+        local_controller: Callable[[], Controller | None],
+        controller_connection: Callable[[], Awaitable[Connection]],
+        spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.local_controller = local_controller
+        self.controller_connection = controller_connection
+        self.spawn = spawn
+        self._auto_creating: set[str] = set()
+        self._metadata_waiters: list[asyncio.Future[None]] = []
+        self.log = structlog.get_logger("forwarding").bind(broker_id=config.broker_id)
+
+    def metadata_changed(self) -> None:
+        """A new picture landed here: wake the answers waiting to see their change."""
+        waiters, self._metadata_waiters = self._metadata_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _forward(self, key: ApiKey, request: Any, timeout_ms: int) -> Any:
+        """Send a request to the controller; None when it cannot be reached."""
+        try:
+            conn = await self.controller_connection()
+            return await conn.send(key, request, timeout_ms=timeout_ms + 1000)
+        except (ConnectionClosed, KafkaError) as exc:
+            self.log.info("controller_unavailable", api=key.api_name, error=str(exc))
+            return None
+
+    def _no_controller(self) -> str:
+        return f"controller (broker {self.metadata.controller_id}) unavailable; retry"
+
+    async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        """Create topics on the controller (here, or forwarded to it)."""
+        controller = self.local_controller()
+        if controller is not None:
+            return await controller.create_topics(request)
+        response: m.CreateTopicsResponse | None = await self._forward(
+            ApiKey.CREATE_TOPICS, request, request.timeout_ms
+        )
+        if response is None:
+            return m.CreateTopicsResponse(
+                [
+                    m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, self._no_controller())
+                    for t in request.topics
+                ]
+            )
+        # The controller pushed the change before answering; wait for it to land here too.
+        await self._wait_for_topics(
+            lambda: all(
+                r.name in self.metadata.topics for r in response.topics if r.error_code == 0
+            ),
+            request.timeout_ms,
+        )
+        return response
+
+    async def delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+        """Delete topics on the controller (here, or forwarded to it)."""
+        controller = self.local_controller()
+        if controller is not None:
+            return await controller.delete_topics(request)
+        response: m.DeleteTopicsResponse | None = await self._forward(
+            ApiKey.DELETE_TOPICS, request, request.timeout_ms
+        )
+        if response is None:
+            return m.DeleteTopicsResponse(
+                [
+                    m.DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, self._no_controller())
+                    for name in request.topic_names
+                ]
+            )
+        await self._wait_for_topics(
+            lambda: (
+                not any(
+                    r.name in self.metadata.topics for r in response.responses if r.error_code == 0
+                )
+            ),
+            request.timeout_ms,
+        )
+        return response
+
+    async def _wait_for_topics(self, done: Callable[[], bool], timeout_ms: int) -> None:
+        """Wait until this broker's metadata satisfies ``done`` (at most ``timeout_ms``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while not done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._metadata_waiters.append(waiter)
+            with contextlib.suppress(asyncio.TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await waiter
+
+    def auto_create_in_background(self, topic: str) -> None:
+        """A produce hit an unknown topic: create it (if allowed) so the client's retry works."""
+        if (
+            not self.config["auto.create.topics.enable"]
+            or topic in self._auto_creating
+            or topic in self.metadata.topics
+            or topic_name_problem(topic)
+        ):
+            return
+        self._auto_creating.add(topic)
+        task = self.spawn(self.create_topics(m.CreateTopicsRequest([m.CreatableTopic(topic)])))
+        task.add_done_callback(lambda _: self._auto_creating.discard(topic))
