@@ -11,15 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from broker.controller.controller import Controller
-from broker.controller.metadata_cache import LeaderAndIsr
+from broker.controller.metadata_cache import AlterPartitionRefused, LeaderAndIsr
 from clients.connection import Connection
 from protocol import messages as m
 from protocol.api import ApiKey
-from protocol.errors import KafkaError
-
-
-class AlterPartitionRefused(KafkaError):
-    """The controller refused the change (fenced epoch, stale ISR, ineligible replica)."""
 
 
 class AlterPartitionManager:

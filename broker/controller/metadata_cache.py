@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from protocol.errors import KafkaError
 from protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
 
 
@@ -15,6 +16,10 @@ class LeaderAndIsr(NamedTuple):
     leader_epoch: int
     isr: list[int]
     partition_epoch: int  # grows with every change of the ISR (fences stale updates)
+
+
+class AlterPartitionRefused(KafkaError):
+    """The controller refused an ISR change (fenced epoch, stale ISR, ineligible replica)."""
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,12 @@ from typing import Any
 import structlog
 
 from broker.config.broker_config import BrokerConfig, validate_topic_configs
-from broker.controller.alter_partition_manager import AlterPartitionRefused
-from broker.controller.metadata_cache import LeaderAndIsr, MetadataCache, PartitionChange
+from broker.controller.metadata_cache import (
+    AlterPartitionRefused,
+    LeaderAndIsr,
+    MetadataCache,
+    PartitionChange,
+)
 from broker.log.log import Log, LogConfig, OffsetOutOfRange
 from broker.log.tiered.remote_log_manager import RemoteLogManager
 from broker.log.tiered.remote_log_reader import ReaderQueueFull
