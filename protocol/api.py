@@ -86,7 +86,7 @@ def latest_version(key: ApiKey) -> int:
     return max(v for k, v in SCHEMAS if k == key)
 
 
-class RequestHeader(Struct, array_like=True):
+class RequestHeader(m.Message):
     api_key: int
     api_version: int
     correlation_id: int
@@ -94,7 +94,7 @@ class RequestHeader(Struct, array_like=True):
     body: Raw
 
 
-class ResponseHeader(Struct, array_like=True):
+class ResponseHeader(m.Message):
     correlation_id: int
     error_code: int
     error_message: str | None

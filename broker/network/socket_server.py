@@ -11,6 +11,7 @@ the connection stops being read until it drains; so does a connection with
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections import deque
 from collections.abc import Callable
@@ -78,6 +79,10 @@ class BrokerConnection(asyncio.Protocol):
         self.client_id: str | None = None  # from the first request
         self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
         self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
+        # Made once, not per waiting request: each would otherwise be one more object for
+        # the cycle collector to count while requests wait in a purgatory.
+        self.on_done = self._complete
+        self.context = contextvars.copy_context()
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 
@@ -214,7 +219,7 @@ class BrokerConnection(asyncio.Protocol):
             slot = _Slot(request, times, start, _perf())
         self.slots.append(slot)
         self.pending[future] = slot
-        future.add_done_callback(self._complete)
+        future.add_done_callback(self.on_done, context=self.context)
 
     def _inject(self, request: Request) -> bool:
         """Apply error and disconnect faults to a request; True if it was answered (or its

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from broker.replication.replica_manager import ReplicaManager
 
 TopicPartition = tuple[str, int]
+ProduceResult = list[tuple[TopicPartition, "PartitionResponse"]]  # one per appended batch
 
 
 @dataclass(slots=True)
@@ -43,21 +44,24 @@ class DelayedProduce(DelayedOperation):
     C. the request's timeout passed first: REQUEST_TIMED_OUT.
 
     The produce completes when every partition is done (or on timeout); ``done`` then
-    resolves and the responses handed in hold every partition's outcome.
+    resolves to ``responses``, the whole request's outcome (``pending`` holds some of its
+    PartitionResponse objects and fills them in).
     """
 
-    __slots__ = ("done", "pending", "replica_manager")
+    __slots__ = ("done", "pending", "replica_manager", "responses")
 
     def __init__(
         self,
         timeout_ms: int,
         pending: dict[TopicPartition, ProducePartitionStatus],
+        responses: ProduceResult,
         replica_manager: ReplicaManager,
     ) -> None:
         super().__init__(timeout_ms)
         self.pending = pending
+        self.responses = responses
         self.replica_manager = replica_manager
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
         rm = self.replica_manager
@@ -87,4 +91,4 @@ class DelayedProduce(DelayedOperation):
                 "Produce", ErrorCode.REQUEST_TIMED_OUT, len(self.pending)
             )
         if not self.done.done():
-            self.done.set_result(None)
+            self.done.set_result(self.responses)

@@ -27,6 +27,7 @@ from broker.replication.delayed_produce import (
     DelayedProduce,
     PartitionResponse,
     ProducePartitionStatus,
+    ProduceResult,
 )
 from broker.replication.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
 from broker.replication.fetch_params import (
@@ -214,13 +215,13 @@ class ReplicaManager:
 
     def append_records(
         self, timeout_ms: int, acks: int, entries: list[tuple[TopicPartition, bytes]]
-    ) -> tuple[list[tuple[TopicPartition, PartitionResponse]], asyncio.Future[None] | None]:
+    ) -> tuple[ProduceResult, asyncio.Future[ProduceResult] | None]:
         """Append every partition's batch, in order; with acks=-1, wait in the Produce
         purgatory until the ISR has what was appended (unless it already does).
 
-        Returns one response per entry, and a future that resolves when a waiting produce
-        is done (None when nothing waits): the responses then hold the final outcome."""
-        responses = []
+        Returns one response per entry, and, while a produce waits, a future that resolves
+        to the same responses once each holds its final outcome."""
+        responses: ProduceResult = []
         waiting: dict[TopicPartition, ProducePartitionStatus] = {}
         for key, records in entries:
             if acks in (-1, 0, 1):
@@ -234,7 +235,7 @@ class ReplicaManager:
                 self.metrics.record_error("Produce", response.error)
             responses.append((key, response))
         if waiting:
-            operation = DelayedProduce(timeout_ms, waiting, self)
+            operation = DelayedProduce(timeout_ms, waiting, responses, self)
             if not self.produce_purgatory.try_complete_else_watch(operation, list(waiting)):
                 return responses, operation.done
         return responses, None
