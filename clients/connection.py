@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from protocol.api import (
 )
 from protocol.errors import ErrorCode, KafkaError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameError
+from protocol.in_flight import CorrelationMismatch, InFlightRequests
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms
 
@@ -106,8 +106,7 @@ class Connection:
         self.request_timeout_ms = request_timeout_ms
         self._decoder = FrameDecoder(max_frame_bytes)
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, _Pending] = {}
-        self._ids = itertools.count(1)
+        self._in_flight: InFlightRequests[_Pending] = InFlightRequests()
         self._out = bytearray()
         self._flush_scheduled = False
         self._closed: Exception | None = None
@@ -138,12 +137,12 @@ class Connection:
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._in_flight)
 
     def _enqueue(self, key: int, version: int, body: msgspec.Struct) -> int:
         if self._closed is not None or self._transport is None:
             raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
-        correlation_id = next(self._ids)
+        correlation_id = self._in_flight.next_correlation_id()
         encode_request_into(self._out, key, version, correlation_id, self.client_id, body)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -173,12 +172,12 @@ class Connection:
         correlation_id = self._enqueue(int(key), ver, body)
         future: asyncio.Future[Any] = self._loop.create_future()
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
-        timer = None
+        pending = _Pending(int(key), ver, future, None)
         if timeout > 0:
-            timer = self._loop.call_at(
-                self._loop.time() + timeout / 1000, self._expire, correlation_id
+            pending.timer = self._loop.call_at(
+                self._loop.time() + timeout / 1000, self._expire, pending
             )
-        self._pending[correlation_id] = _Pending(int(key), ver, future, timer)
+        self._in_flight.add(correlation_id, pending)
         return future
 
     async def send(
@@ -190,10 +189,9 @@ class Connection:
     ) -> Any:
         return await self.request(key, body, version, timeout_ms)
 
-    def _expire(self, correlation_id: int) -> None:
-        pending = self._pending.get(correlation_id)
-        if pending is not None and not pending.future.done():
-            # The response may still come; it will then be dropped as unknown.
+    def _expire(self, pending: _Pending) -> None:
+        if not pending.future.done():
+            # The response may still come; it is then matched and dropped.
             pending.future.set_exception(
                 KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"no response from {self.host}:{self.port}")
             )
@@ -212,9 +210,11 @@ class Connection:
                     ConnectionClosed(f"undecodable response from {self.host}:{self.port}: {exc}")
                 )
                 return
-            pending = self._pending.pop(header.correlation_id, None)
-            if pending is None:
-                continue
+            try:
+                pending = self._in_flight.complete(header.correlation_id)
+            except CorrelationMismatch as exc:
+                self._fail(ConnectionClosed(f"{self.host}:{self.port} broke the order: {exc}"))
+                return
             if pending.timer is not None:
                 pending.timer.cancel()
             future = pending.future
@@ -235,12 +235,11 @@ class Connection:
     def _fail(self, exc: Exception) -> None:
         if self._closed is None:
             self._closed = exc
-        for pending in self._pending.values():
+        for pending in self._in_flight.clear():
             if pending.timer is not None:
                 pending.timer.cancel()
             if not pending.future.done():
                 pending.future.set_exception(exc)
-        self._pending.clear()
         if self._transport is not None:
             self._transport.close()
 

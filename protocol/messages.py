@@ -16,6 +16,7 @@ class Message(Struct, array_like=True, gc=False):
     broker allocates several per request, so tracking them only made collections run
     more often."""
 
+
 # -- ApiVersions (18) ---------------------------------------------------------------------
 
 

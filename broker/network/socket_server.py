@@ -2,7 +2,7 @@
 
 Per connection: an incremental frame decoder, requests dispatched in arrival order, and
 responses written in that same order even when an earlier one is still pending (Kafka's
-rule). Responses produced while handling one read are written together. Back-pressure:
+rule, kept by protocol.in_flight as on the client's end). Responses produced while handling one read are written together. Back-pressure:
 when the socket's send buffer is full the remaining frames of a read wait in a backlog and
 the connection stops being read until it drains; so does a connection with
 ``queued.max.requests`` responses outstanding.
@@ -27,6 +27,7 @@ from clients.connection import DelayedReceiver
 from protocol.api import ApiKey, RequestError
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
+from protocol.in_flight import InFlight, InFlightRequests
 
 if TYPE_CHECKING:
     from broker.ops.metrics import BrokerMetrics, RequestTimes
@@ -35,25 +36,22 @@ _perf = time.perf_counter
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
 
 
-class _Slot:
-    """A response position on a connection, filled when its (pending) answer is ready.
+class _Waiting:
+    """What a request waiting in a purgatory keeps for its answer and its timing: when it
+    arrived and when its local handling ended (the wait, Kafka's remote time, starts
+    there)."""
 
-    For a pending request it also keeps what its timing needs: when it arrived and when
-    its local handling ended (the wait, Kafka's remote time, starts there)."""
-
-    __slots__ = ("frame", "local_end", "ready", "request", "start", "times", "to_response")
+    __slots__ = ("local_end", "request", "start", "times", "to_response")
 
     def __init__(
         self,
         request: RequestHeader,
-        times: RequestTimes | None = None,
-        start: float = 0.0,
-        local_end: float = 0.0,
+        times: RequestTimes,
+        start: float,
+        local_end: float,
         to_response: Callable[[Any], msgspec.Struct] | None = None,
     ) -> None:
         self.request = request
-        self.frame = bytearray()
-        self.ready = False
         self.times = times
         self.start = start
         self.local_end = local_end
@@ -69,12 +67,14 @@ class BrokerConnection(asyncio.Protocol):
         self.decoder = FrameDecoder(server.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.slots: deque[_Slot] = deque()  # responses waiting behind a pending one
+        # Requests answered in order behind one still waiting (only those: with nothing
+        # waiting, an answer goes straight to the output buffer).
+        self.in_flight: InFlightRequests[_Waiting | None] = InFlightRequests()
         self.out = bytearray()
         self.closing = False
         self.reading_paused = False
         self.writing_paused = False
-        self.pending: dict[asyncio.Future[Any], _Slot] = {}  # requests still waiting
+        self.pending: dict[asyncio.Future[Any], InFlight[_Waiting | None]] = {}
         self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
         self.client_id: str | None = None  # from the first request
         self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
@@ -201,24 +201,22 @@ class BrokerConnection(asyncio.Protocol):
             times.observe_immediate(_perf() - start)
             return
         if isinstance(result, msgspec.Struct):
-            if self.slots:
-                slot = _Slot(request)
-                self.codec.encode_response_into(slot.frame, request, result)
-                slot.ready = True
-                self.slots.append(slot)
+            if self.in_flight:
+                answer = bytearray()
+                self.codec.encode_response_into(answer, request, result)
+                self.in_flight.add(request.correlation_id, None).answer = answer
             else:
                 self.codec.encode_response_into(self.out, request, result)
             times.observe_immediate(_perf() - start)
             return
-        # Pending: hold a slot so later responses wait behind this one.
+        # Waiting: later answers queue behind this one.
         if isinstance(result, Deferred):
             future: asyncio.Future[Any] = result.future
-            slot = _Slot(request, times, start, _perf(), result.to_response)
+            waiting = _Waiting(request, times, start, _perf(), result.to_response)
         else:
             future = asyncio.ensure_future(result)
-            slot = _Slot(request, times, start, _perf())
-        self.slots.append(slot)
-        self.pending[future] = slot
+            waiting = _Waiting(request, times, start, _perf())
+        self.pending[future] = self.in_flight.add(request.correlation_id, waiting)
         future.add_done_callback(self.on_done, context=self.context)
 
     def _inject(self, request: Request) -> bool:
@@ -253,49 +251,47 @@ class BrokerConnection(asyncio.Protocol):
         self.metrics.for_request(key, version).times.observe_immediate(_perf() - start)
 
     def _complete(self, future: asyncio.Future[Any]) -> None:
-        slot = self.pending.pop(future)
+        entry = self.pending.pop(future)
         if self.closing or future.cancelled():
             return
+        waiting = entry.context
+        assert waiting is not None
+        request = waiting.request
+        answer = bytearray()
         exc = future.exception()
         codec = self.codec
         if exc is None:
             body = future.result()
-            if slot.to_response is not None:
-                body = slot.to_response(body)
-            codec.encode_response_into(slot.frame, slot.request, body)
+            if waiting.to_response is not None:
+                body = waiting.to_response(body)
+            codec.encode_response_into(answer, request, body)
         elif isinstance(exc, RequestError):
-            codec.encode_error_into(slot.frame, slot.request, exc.code, exc.message)
+            codec.encode_error_into(answer, request, exc.code, exc.message)
         else:
             self.server.log.error("request_failed", peer=self.peer, error=repr(exc))
             codec.encode_error_into(
-                slot.frame,
-                slot.request,
+                answer,
+                request,
                 ErrorCode.UNKNOWN_SERVER_ERROR,
                 f"unexpected server error: {exc!r}",
             )
-        slot.ready = True
-        if slot.times is not None:
-            now = _perf()
-            slot.times.observe_delayed(
-                slot.local_end - slot.start, now - slot.local_end, now - slot.start
-            )
-        self._drain_slots()
+        entry.answer = answer
+        now = _perf()
+        waiting.times.observe_delayed(
+            waiting.local_end - waiting.start, now - waiting.local_end, now - waiting.start
+        )
+        for ready in self.in_flight.ready_answers():
+            self.out += ready
         self._flush()
         self._update_reading()
 
     def _respond_error(self, request: RequestHeader, code: int, message: str) -> None:
-        if self.slots:
-            slot = _Slot(request)
-            self.codec.encode_error_into(slot.frame, request, code, message)
-            slot.ready = True
-            self.slots.append(slot)
+        if self.in_flight:
+            answer = bytearray()
+            self.codec.encode_error_into(answer, request, code, message)
+            self.in_flight.add(request.correlation_id, None).answer = answer
         else:
             self.codec.encode_error_into(self.out, request, code, message)
-
-    def _drain_slots(self) -> None:
-        slots = self.slots
-        while slots and slots[0].ready:
-            self.out += slots.popleft().frame
 
     def _flush(self) -> None:
         if self.out and self.transport is not None and not self.closing:
@@ -310,7 +306,7 @@ class BrokerConnection(asyncio.Protocol):
             self.server.faults.paused
             or self.writing_paused
             or bool(self.backlog)
-            or len(self.slots) >= self.server.max_queued_requests
+            or len(self.in_flight) >= self.server.max_queued_requests
         )
         if should_pause and not self.reading_paused:
             self.reading_paused = True
