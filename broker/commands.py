@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from clients.cli.commands import lazy
+from purgatory.common.lazy_command import lazy
 
 
 def _common_config_args(p: argparse.ArgumentParser) -> None:

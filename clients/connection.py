@@ -18,6 +18,7 @@ from protocol.api import (
 from protocol.errors import ErrorCode, KafkaError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameError
 from protocol.in_flight import CorrelationMismatch, InFlightRequests
+from purgatory.common.delayed_receiver import DelayedReceiver
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms
 
@@ -40,31 +41,6 @@ class _Pending:
         self.version = version
         self.future = future
         self.timer = timer
-
-
-class DelayedReceiver:
-    """Hands received bytes on after a delay, in arrival order (fault injection: a latency
-    fault on bytes received). Bytes with no delay still wait behind held ones."""
-
-    __slots__ = ("_deliver", "_loop", "_release_at", "held")
-
-    def __init__(self, deliver: Callable[[bytes], None]) -> None:
-        self._deliver = deliver
-        self._loop = asyncio.get_running_loop()
-        self._release_at = 0.0
-        self.held = 0  # chunks waiting to be delivered
-
-    def receive(self, data: bytes, delay_s: float) -> None:
-        if delay_s <= 0 and not self.held:
-            self._deliver(data)
-            return
-        self._release_at = max(self._loop.time() + delay_s, self._release_at)
-        self.held += 1
-        self._loop.call_at(self._release_at, self._release, data)
-
-    def _release(self, data: bytes) -> None:
-        self.held -= 1
-        self._deliver(data)
 
 
 class _ClientProtocol(asyncio.Protocol):

@@ -29,11 +29,11 @@ import structlog
 
 from clients.cluster import ClientCluster, by_topic
 from clients.connection import Connection, ConnectionClosed
-from clients.stats import FetchLatency
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import METADATA_STALE, ErrorCode, KafkaError, error_name
 from protocol.records import CorruptRecordError, Header, decode_records
+from purgatory.common.histogram import FetchLatency
 
 TopicPartition = tuple[str, int]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clients.cli.commands import lazy
+from purgatory.common.lazy_command import lazy
 
 
 def add_commands(sub: Any) -> None:

@@ -23,11 +23,11 @@ import structlog
 from broker.api.kafka_apis import CloseConnection, Deferred, KafkaApis
 from broker.network.request_channel import Codec, Request, RequestHeader, UnreadableRequest
 from broker.ops.faults import FaultInjector, peer_broker
-from clients.connection import DelayedReceiver
 from protocol.api import ApiKey, RequestError
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 from protocol.in_flight import InFlight, InFlightRequests
+from purgatory.common.delayed_receiver import DelayedReceiver
 
 if TYPE_CHECKING:
     from broker.ops.metrics import BrokerMetrics, RequestTimes

@@ -22,9 +22,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from broker.purgatory import DelayedOperationPurgatory
-from clients.stats import FetchLatency, Histogram
 from protocol.api import SCHEMAS, ApiKey
 from protocol.errors import error_name
+from purgatory.common.histogram import FetchLatency, Histogram
 
 if TYPE_CHECKING:
     from broker.log.tiered.remote_log_manager import RemoteLogManager

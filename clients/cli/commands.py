@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from purgatory.common.lazy_command import lazy
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
@@ -280,32 +282,3 @@ def add_perf_commands(sub: Any) -> None:
     )
     echo.add_argument("--json", action="store_true")
     echo.set_defaults(func=lazy("clients.perf.echo", "main"))
-
-
-# Optional dependencies, by the extra that brings them (pyproject.toml).
-EXTRAS = {"rich": "cli", "matplotlib": "plots", "pyspark": "spark"}
-
-
-def lazy(module: str, name: str) -> Any:
-    """A command function that imports ``module`` only when the command runs. A command
-    whose optional dependency is not installed says which extra brings it."""
-
-    def run(args: argparse.Namespace) -> int:
-        import importlib
-        import sys
-
-        try:
-            return int(getattr(importlib.import_module(module), name)(args) or 0)
-        except ModuleNotFoundError as exc:
-            missing = (exc.name or "").split(".")[0]
-            if missing not in EXTRAS:
-                raise
-            extra = EXTRAS[missing]
-            print(
-                f"purgatory: this command needs {missing}, which the {extra!r} extra "
-                f"installs: pip install 'purgatory[{extra}]'",
-                file=sys.stderr,
-            )
-            return 1
-
-    return run

@@ -12,17 +12,20 @@ OURS = ("protocol", "clients", "broker", "experiments", "purgatory")
 
 # package (or module prefix) -> the prefixes of ours it may import
 ALLOWED: dict[str, tuple[str, ...]] = {
+    # Shared infrastructure (histograms, delayed receiving, the lazy command loader).
+    "purgatory.common": ("purgatory.common",),
     "protocol": ("protocol",),
     # A generic delayed-operation engine: nothing about requests, brokers or clients.
     "broker.purgatory": ("broker.purgatory",),
-    "clients": ("clients", "protocol"),
-    "broker": ("broker", "clients", "protocol"),
+    "clients": ("clients", "protocol", "purgatory.common"),
+    "broker": ("broker", "clients", "protocol", "purgatory.common"),
     # Experiments drive brokers as processes: the command lines that start them
     # (broker.local_cluster), and the purgatory engine's benchmark, which runs in-process.
     "experiments": (
         "experiments",
         "clients",
         "protocol",
+        "purgatory.common",
         "broker.local_cluster",
         "broker.purgatory",
     ),
@@ -92,9 +95,28 @@ def test_the_domain_sees_no_wire_struct(path: Path) -> None:
             pytest.fail(f"{module_name(path)}:{line} imports {name}, a wire-level module")
 
 
+# The client library (connection, producer, consumer, admin) is built on by the command
+# line (clients.cli) and the perf tools (clients.perf), never the other way round.
+TOOLS = ("clients.cli", "clients.perf")
+LIBRARY_SOURCES = [
+    p
+    for p in SOURCES
+    if under(module_name(p), "clients") and not any(under(module_name(p), t) for t in TOOLS)
+]
+
+
+@pytest.mark.parametrize("path", LIBRARY_SOURCES, ids=[module_name(p) for p in LIBRARY_SOURCES])
+def test_the_client_library_does_not_import_its_tools(path: Path) -> None:
+    for line, name in imports_of(path):
+        if any(under(name, tool) for tool in TOOLS):
+            pytest.fail(f"{module_name(path)}:{line} imports {name}, a tool built on the library")
+
+
 def test_the_layer_table_is_enforced_somewhere() -> None:
     # Guard the guard: a forbidden import is caught.
     assert not any(under("broker.server", p) for p in ALLOWED["clients"])
     assert rule_for("broker.purgatory.timer")[0] == "broker.purgatory"
     assert rule_for("broker.replication.partition")[0] == "broker"
     assert len(DOMAIN_SOURCES) > 10
+    assert len(LIBRARY_SOURCES) >= 7
+    assert rule_for("purgatory.common.histogram")[0] == "purgatory.common"

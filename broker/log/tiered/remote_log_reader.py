@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from broker.log.tiered.remote_storage import RemoteFetchInfo
-from clients.stats import Histogram
+from purgatory.common.histogram import Histogram
 
 IDLE_WINDOW_S = 10.0  # the idle ratio is over windows of at least this long
 
