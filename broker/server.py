@@ -27,9 +27,10 @@ from broker.network.msgpack_codec import MsgpackCodec
 from broker.network.socket_server import SocketServer
 from broker.ops.admin_http import AdminServer
 from broker.ops.faults import FaultInjector
-from broker.ops.metrics import BrokerMetrics, PartitionRow
+from broker.ops.metrics import BrokerMetrics
 from broker.ops.structured_logging import configure_logging
 from broker.purgatory import LoopScheduler
+from broker.replication.replica_fetcher import FetcherStats
 from broker.replication.replica_manager import ReplicaManager
 from clients.connection import Connection
 from protocol import messages as m
@@ -62,7 +63,7 @@ class Broker:
         self._connections: dict[int, Connection] = {}  # to other brokers, by id
         self._background: set[asyncio.Task[Any]] = set()
         self.faults = FaultInjector(self.scheduler)
-        self.metrics.faults = self.faults
+        self.metrics.register(self.faults.collect_metrics)
         self.alter_partition_manager = AlterPartitionManager(
             self.broker_id,
             lambda: self.controller,
@@ -90,7 +91,6 @@ class Broker:
         self.forwarding = ForwardingManager(
             config, self.metadata, lambda: self.controller, self._controller_connection, self._spawn
         )
-        self.metrics.add_partition_source(self._partition_rows)
         self.apis = KafkaApis(self)
         self.socket_server = SocketServer(
             self.apis,
@@ -248,21 +248,10 @@ class Broker:
 
     # -- observation -----------------------------------------------------------------------
 
-    def _partition_rows(self) -> list[PartitionRow]:
-        return [
-            (
-                p.topic,
-                p.index,
-                p.log.size_bytes,
-                p.log.log_start_offset,
-                p.log.log_end_offset,
-                p.high_watermark,
-                p.is_leader,
-                p.under_replicated(),
-                p.under_min_isr(),
-            )
-            for p in self.replica_manager.partitions.values()
-        ]
+    @property
+    def fetcher_stats(self) -> dict[int, FetcherStats]:
+        """A follower's fetching, by the leader broker fetched from."""
+        return self.replica_manager.fetchers.stats
 
     def state(self) -> dict[str, Any]:
         return {

@@ -13,6 +13,7 @@ from broker.config.broker_config import BrokerConfig, StaticConfigError
 from broker.config.definitions import BY_NAME, ConfigError
 from broker.ops.faults import FaultError, FaultInjector, parse_spec
 from broker.ops.metrics import BrokerMetrics
+from broker.replication.replica_fetcher import FetcherStats
 
 
 class AdminTarget(Protocol):
@@ -23,6 +24,9 @@ class AdminTarget(Protocol):
     metrics: BrokerMetrics
     faults: FaultInjector
     log: Any
+
+    @property
+    def fetcher_stats(self) -> dict[int, FetcherStats]: ...
 
     def health_problem(self) -> str | None: ...
 
@@ -106,7 +110,7 @@ def make_app(broker: AdminTarget) -> web.Application:
             )
         samples = [
             {"ts": ts, "source_broker": source, "total_ms": total * 1000, "wait_ms": wait * 1000}
-            for source, stats in sorted(broker.metrics.fetchers.items())
+            for source, stats in sorted(broker.fetcher_stats.items())
             for ts, total, wait in list(stats.samples)
             if ts > since
         ]

@@ -22,10 +22,11 @@ from __future__ import annotations
 import functools
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import msgspec
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from broker.purgatory.clock import Cancellable, Scheduler
 from protocol.api import SCHEMAS, ApiKey
@@ -226,3 +227,24 @@ class FaultInjector:
 
     def describe(self) -> list[dict[str, Any]]:
         return [f.describe() for f in self.faults.values()]
+
+    def collect_metrics(self) -> Iterator[Metric]:
+        """Faults in force, and how often each acted."""
+        active = GaugeMetricFamily(
+            "purgatory_faults_active", "Injected faults in force, by kind.", labels=["kind"]
+        )
+        by_kind: dict[str, int] = {}
+        for fault in self.faults.values():
+            by_kind[fault.spec.kind] = by_kind.get(fault.spec.kind, 0) + 1
+        for kind in ("latency", "error", "pause", "disconnect"):
+            active.add_metric([kind], by_kind.get(kind, 0))
+        yield active
+        injected = CounterMetricFamily(
+            "purgatory_fault_injections",
+            "Times a fault acted: bytes held, requests answered with an error, connections "
+            "dropped, pauses begun.",
+            labels=["fault", "kind"],
+        )
+        for (name, kind), count in sorted(self.injected.items()):
+            injected.add_metric([name, kind], count)
+        yield injected

@@ -86,7 +86,7 @@ class DelayedFetch(DelayedOperation):
     def _responded(self, _: asyncio.Future[FetchResult]) -> None:
         if not self.expired:  # woken by an event (an append, a HW move), not by its timeout
             rm = self.replica_manager
-            rm.metrics.fetch_wake[self.from_follower].observe(
+            rm.replication_metrics.fetch_wake[self.from_follower].observe(
                 rm.scheduler.precise_s() - self.completed_at
             )
 

@@ -104,7 +104,7 @@ class DelayedRemoteFetch(DelayedOperation):
         self.response.set_result(rm.fetch_result(partitions, wait_ms))
 
     def on_expiration(self) -> None:
-        self.replica_manager.metrics.remote_fetch_expirations += 1
+        self.replica_manager.replication_metrics.remote_fetch_expirations += 1
 
 
 def replace_partitions(

@@ -20,7 +20,7 @@ from broker.log.log import Log, LogConfig, OffsetOutOfRange
 from broker.log.tiered.remote_log_manager import RemoteLogManager
 from broker.log.tiered.remote_log_reader import ReaderQueueFull
 from broker.log.tiered.remote_storage import RemoteFetchInfo
-from broker.ops.metrics import BrokerMetrics
+from broker.ops.metrics import BrokerMetrics, purgatory_families
 from broker.purgatory import DelayedOperationPurgatory, Periodic, Scheduler, SystemTimer
 from broker.replication.delayed_fetch import DelayedFetch
 from broker.replication.delayed_produce import (
@@ -40,6 +40,7 @@ from broker.replication.fetch_params import (
 )
 from broker.replication.partition import Partition
 from broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
+from broker.replication.replication_metrics import ReplicationMetrics
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import CorruptRecordError, validate_batch
 
@@ -83,15 +84,18 @@ class ReplicaManager:
             self._purgatory("RemoteFetch", "fetch.purgatory.purge.interval.requests")
         )
         self.remote_log_manager = RemoteLogManager(config, self.partitions.values, scheduler)
-        metrics.remote_log_manager = self.remote_log_manager
         self.fetchers = ReplicaFetcherManager(
-            self.broker_id,
-            metadata.members,
-            config,
-            metrics.fetcher_stats,
-            scheduler,
-            leader_endpoint,
+            self.broker_id, metadata.members, config, scheduler, leader_endpoint
         )
+        self.replication_metrics = ReplicationMetrics(self.partitions.values)
+        purgatories = (self.fetch_purgatory, self.produce_purgatory, self.remote_fetch_purgatory)
+        for source in (
+            self.replication_metrics.collect,
+            self.fetchers.collect_metrics,
+            lambda: purgatory_families(purgatories),
+            self.remote_log_manager.collect_metrics,
+        ):
+            metrics.register(source)
         self._tasks: set[asyncio.Future[None]] = set()
         # Kafka's "isr-expiration" and "kafka-log-retention" scheduled tasks.
         self.isr_expiration = Periodic(
@@ -111,14 +115,13 @@ class ReplicaManager:
         return int((self.scheduler.precise_s() - since_s) * 1000 + 1e-6)
 
     def _purgatory(self, name: str, purge_interval: str) -> DelayedOperationPurgatory[Any]:
-        """A purgatory with its own timer, in the metrics."""
+        """A purgatory with its own timer."""
         purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
             name,
             SystemTimer(self.scheduler),
             purge_interval=self.config[purge_interval],
             watcher_removal=self.config["purgatory.watcher.removal"],
         )
-        self.metrics.add_purgatory(purgatory)
         return purgatory
 
     def start(self) -> None:
@@ -355,8 +358,8 @@ class ReplicaManager:
         if result.partition_epoch >= partition.partition_epoch:
             partition.isr = list(result.isr)
             partition.partition_epoch = result.partition_epoch
-        self.metrics.isr_shrinks += len(set(old) - set(result.isr))
-        self.metrics.isr_expands += len(set(result.isr) - set(old))
+        self.replication_metrics.isr_shrinks += len(set(old) - set(result.isr))
+        self.replication_metrics.isr_expands += len(set(result.isr) - set(old))
         partition.maybe_increment_high_watermark()
         self._check_waiting(partition.key)
 
@@ -441,7 +444,7 @@ class ReplicaManager:
         return self.fetch_result(partitions, wait_ms)
 
     def fetch_expired(self, from_follower: bool) -> None:
-        self.metrics.fetch_expirations["follower" if from_follower else "consumer"] += 1
+        self.replication_metrics.fetch_expirations["follower" if from_follower else "consumer"] += 1
 
     def fetch_result(
         self, partitions: list[tuple[TopicPartition, FetchPartitionData]], wait_ms: int

@@ -71,7 +71,10 @@ async def test_a_fetch_that_finds_nothing_expires_at_max_wait_and_says_how_long_
     assert 199 <= response.wait_time_ms <= elapsed_ms + 1  # the loop clock counts whole ms
     assert elapsed_ms >= 199
     assert broker.replica_manager.fetch_purgatory.expirations == 1
-    assert broker.metrics.fetch_expirations == {"consumer": 1, "follower": 0}
+    assert broker.replica_manager.replication_metrics.fetch_expirations == {
+        "consumer": 1,
+        "follower": 0,
+    }
     await conn.close()
 
 
@@ -201,11 +204,12 @@ async def test_a_woken_fetch_records_how_soon_its_response_followed(broker: Brok
     await producer.send(ApiKey.PRODUCE, produce_request("t", 0, [b"now"]))
     await asyncio.wait_for(fetch, 10)
     await wait_until(
-        lambda: sum(broker.metrics.fetch_wake[False].counts) == 1, message="the wake recorded"
+        lambda: sum(broker.replica_manager.replication_metrics.fetch_wake[False].counts) == 1,
+        message="the wake recorded",
     )
-    assert sum(broker.metrics.fetch_wake[True].counts) == 0
+    assert sum(broker.replica_manager.replication_metrics.fetch_wake[True].counts) == 0
     # An expired fetch is not a wake.
     await consumer.send(ApiKey.FETCH, long_poll("t", 1, max_wait_ms=10))
-    assert sum(broker.metrics.fetch_wake[False].counts) == 1
+    assert sum(broker.replica_manager.replication_metrics.fetch_wake[False].counts) == 1
     await consumer.close()
     await producer.close()

@@ -170,7 +170,7 @@ async def test_inbound_latency_on_a_leader_slows_its_followers_true_fetch_latenc
             b for b in brokers if any(p["role"] == "leader" for p in b.state()["partitions"])
         )
         follower = next(b for b in brokers if b is not leader)
-        stats = follower.metrics.fetchers[leader.broker_id]
+        stats = follower.replica_manager.fetchers.stats[leader.broker_id]
         await wait_until(lambda: stats.requests > 5, message="the follower fetching")
         await call(
             leader, "POST", "/v1/faults", {"name": "slow", "kind": "latency", "delay_ms": 100}

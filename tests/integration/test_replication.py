@@ -136,7 +136,7 @@ async def test_a_lagging_follower_leaves_the_isr_and_a_waiting_produce_then_comp
     p = partition(leader, "t")
     assert slow.broker_id not in p.isr and p.high_watermark == 1
     assert fine.broker_id in p.isr  # only the one that lagged left
-    assert leader.metrics.isr_shrinks == 1
+    assert leader.replica_manager.replication_metrics.isr_shrinks == 1
     assert p.under_replicated() and not p.under_min_isr()
     # Every broker learns the new ISR from the controller.
     await wait_until(
@@ -145,7 +145,7 @@ async def test_a_lagging_follower_leaves_the_isr_and_a_waiting_produce_then_comp
     )
     hold(slow, leader, paused=False)
     await wait_until(lambda: slow.broker_id in p.isr, message="the follower back in the ISR")
-    assert leader.metrics.isr_expands == 1
+    assert leader.replica_manager.replication_metrics.isr_expands == 1
     assert partition(slow, "t").log.log_end_offset == 1
 
 
@@ -209,7 +209,7 @@ async def test_followers_record_total_true_and_wait_latency_per_leader() -> None
         await create(brokers, "t")
         leader = leader_of(brokers, "t")
         follower = followers_of(brokers, "t")[0]
-        stats = follower.metrics.fetchers[leader.broker_id]
+        stats = follower.replica_manager.fetchers.stats[leader.broker_id]
         await wait_until(lambda: stats.requests >= 5, message="a few idle long polls")
         latency = stats.latency
         assert latency.wait.sum >= 0.04 * (stats.requests - 1)  # idle polls wait ~max_wait

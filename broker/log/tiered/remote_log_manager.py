@@ -4,13 +4,15 @@ of that name, with its copy and expiration tasks folded into one periodic pass).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import structlog
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from broker.config.broker_config import BrokerConfig
 from broker.log.tiered.remote_log_reader import RemoteLogReaderPool
 from broker.log.tiered.remote_storage import RemoteFetchInfo, RemotePartition, RemoteStorage
+from broker.ops.metrics import add_histogram, counter
 from broker.purgatory import Periodic, Scheduler
 from broker.replication.partition import Partition
 
@@ -100,4 +102,66 @@ class RemoteLogManager:
             segment.base_offset,
             fetch_offset,
             max_bytes,
+        )
+
+    def collect_metrics(self) -> Iterator[Metric]:
+        """Kafka's RemoteLogManager and remote reader pool metrics."""
+        readers = self.readers
+        yield GaugeMetricFamily(
+            "purgatory_remote_log_reader_task_queue_size",
+            "Remote reads queued behind the running ones.",
+            value=readers.queue_size,
+        )
+        yield GaugeMetricFamily(
+            "purgatory_remote_log_reader_running",
+            "Remote reads running (at most remote.log.reader.threads).",
+            value=readers.running,
+        )
+        yield GaugeMetricFamily(
+            "purgatory_remote_log_reader_avg_idle_ratio",
+            "Fraction of the remote reader slots' time spent idle, over the last 10 s or more.",
+            value=readers.avg_idle_ratio(),
+        )
+        yield counter(
+            "purgatory_remote_log_reader_busy_seconds",
+            "Slot-seconds the remote readers spent reading.",
+            readers.busy_seconds(),
+        )
+        hist = HistogramMetricFamily(
+            "purgatory_remote_log_reader_fetch_time_seconds",
+            "Time of a remote read, from its start on a reader to its end.",
+        )
+        add_histogram(hist, [], readers.read_time)
+        yield hist
+        yield counter("purgatory_remote_fetch_requests", "Remote reads run.", readers.reads)
+        yield counter(
+            "purgatory_remote_fetch_bytes",
+            "Record bytes read from the remote tier.",
+            readers.bytes_read,
+        )
+        yield counter("purgatory_remote_fetch_errors", "Remote reads that failed.", readers.errors)
+        yield counter(
+            "purgatory_remote_fetch_rejected",
+            "Remote reads refused because the reader queue was full.",
+            readers.rejected,
+        )
+        yield counter(
+            "purgatory_remote_copy_bytes",
+            "Bytes of segments copied to the remote tier.",
+            self.copied_bytes,
+        )
+        yield counter(
+            "purgatory_remote_copy_requests",
+            "Segments copied to the remote tier.",
+            self.copied_segments,
+        )
+        yield counter(
+            "purgatory_remote_delete_requests",
+            "Remote segments deleted by retention.",
+            self.deleted_segments,
+        )
+        yield GaugeMetricFamily(
+            "purgatory_remote_log_size_bytes",
+            "Bytes this broker's replicas hold in the remote tier.",
+            value=self.storage.size_bytes,
         )
