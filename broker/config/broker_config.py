@@ -9,7 +9,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from broker.config.definitions import (
     BY_NAME,
@@ -21,6 +21,57 @@ from broker.config.definitions import (
     parse_host_port,
     parse_members,
 )
+
+# The names of every config by the type of its value, so that ``config[name]`` is typed
+# and a misspelt name fails mypy (tests/unit/test_config.py holds these to DEFINITIONS).
+IntConfig = Literal[
+    "broker.id",
+    "socket.request.max.bytes",
+    "queued.max.requests",
+    "message.max.bytes",
+    "log.retention.bytes",
+    "log.retention.ms",
+    "log.segment.bytes",
+    "log.retention.check.interval.ms",
+    "log.local.retention.bytes",
+    "log.local.retention.ms",
+    "remote.log.manager.task.interval.ms",
+    "remote.fetch.max.wait.ms",
+    "remote.log.reader.threads",
+    "remote.log.reader.max.pending.tasks",
+    "num.partitions",
+    "default.replication.factor",
+    "min.insync.replicas",
+    "replica.lag.time.max.ms",
+    "replica.fetch.wait.max.ms",
+    "replica.fetch.min.bytes",
+    "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes",
+    "replica.fetch.backoff.ms",
+    "broker.session.timeout.ms",
+    "metadata.push.timeout.ms",
+    "broker.registration.backoff.ms",
+    "broker.heartbeat.interval.ms",
+    "fetch.purgatory.purge.interval.requests",
+    "producer.purgatory.purge.interval.requests",
+]
+FloatConfig = Literal[
+    "remote.storage.latency.ms",
+    "remote.storage.latency.p99.ms",
+    "remote.storage.error.rate",
+]
+BoolConfig = Literal["auto.create.topics.enable",]
+StrConfig = Literal[
+    "listeners",
+    "advertised.listeners",
+    "admin.listener",
+    "cluster.members",
+    "cluster.id",
+    "remote.storage.latency.distribution",
+    "purgatory.watcher.removal",
+    "log.level",
+    "log.format",
+]
 
 
 def coerce(definition: ConfigDef, raw: Any, *, source: str) -> Any:
@@ -122,6 +173,18 @@ class BrokerConfig:
         self.changes.append({"name": definition.name, "old": old, "new": value, "at": at})
         del self.changes[:-100]
         return old, value
+
+    @overload
+    def __getitem__(self, name: IntConfig) -> int: ...
+
+    @overload
+    def __getitem__(self, name: FloatConfig) -> float: ...
+
+    @overload
+    def __getitem__(self, name: BoolConfig) -> bool: ...
+
+    @overload
+    def __getitem__(self, name: StrConfig) -> str: ...
 
     def __getitem__(self, name: str) -> Any:
         return self.values[BY_NAME[name].name]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
-from broker.config.broker_config import BrokerConfig, validate_topic_configs
+from broker.config.broker_config import BrokerConfig, IntConfig, validate_topic_configs
 from broker.controller.metadata_cache import (
     AlterPartitionRefused,
     LeaderAndIsr,
@@ -21,7 +21,13 @@ from broker.log.tiered.remote_log_manager import RemoteLogManager
 from broker.log.tiered.remote_log_reader import ReaderQueueFull
 from broker.log.tiered.remote_storage import RemoteFetchInfo
 from broker.ops.metrics import BrokerMetrics, purgatory_families
-from broker.purgatory import DelayedOperationPurgatory, Periodic, Scheduler, SystemTimer
+from broker.purgatory import (
+    DelayedOperationPurgatory,
+    Periodic,
+    Scheduler,
+    SystemTimer,
+    WatcherRemoval,
+)
 from broker.replication.delayed_fetch import DelayedFetch
 from broker.replication.delayed_produce import (
     DelayedProduce,
@@ -114,13 +120,15 @@ class ReplicaManager:
         of slack absorbs float rounding)."""
         return int((self.scheduler.precise_s() - since_s) * 1000 + 1e-6)
 
-    def _purgatory(self, name: str, purge_interval: str) -> DelayedOperationPurgatory[Any]:
+    def _purgatory(self, name: str, purge_interval: IntConfig) -> DelayedOperationPurgatory[Any]:
         """A purgatory with its own timer."""
+        # One of the config's choices (checked at start; the purgatory checks it again).
+        removal = cast(WatcherRemoval, self.config["purgatory.watcher.removal"])
         purgatory: DelayedOperationPurgatory[Any] = DelayedOperationPurgatory(
             name,
             SystemTimer(self.scheduler),
             purge_interval=self.config[purge_interval],
-            watcher_removal=self.config["purgatory.watcher.removal"],
+            watcher_removal=removal,
         )
         return purgatory
 

@@ -2,10 +2,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
-from broker.config.broker_config import load_config, validate_topic_configs
+from broker.config.broker_config import (
+    BoolConfig,
+    FloatConfig,
+    IntConfig,
+    StrConfig,
+    load_config,
+    validate_topic_configs,
+)
 from broker.config.definitions import (
     DEFINITIONS,
     TOPIC_CONFIGS,
@@ -153,3 +161,34 @@ def test_a_log_normal_remote_latency_needs_a_p99_above_its_median() -> None:
                 },
             )
         )
+
+
+def test_the_typed_names_are_every_config_by_its_type() -> None:
+    """``config[name]`` is typed by Literal name lists; they must be DEFINITIONS exactly."""
+    typed = {
+        int: get_args(IntConfig),
+        float: get_args(FloatConfig),
+        bool: get_args(BoolConfig),
+        str: get_args(StrConfig),
+    }
+    for kind, names in typed.items():
+        assert set(names) == {d.name for d in DEFINITIONS if d.type is kind}, kind
+    assert sum(len(names) for names in typed.values()) == len(DEFINITIONS)
+
+
+def test_mypy_rejects_a_misspelt_or_mistyped_config_read(tmp_path: Path) -> None:
+    from mypy import api
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from broker.config.broker_config import load_config\n"
+        "config = load_config()\n"
+        "port: str = config['queued.max.requests']\n"  # an int, not a str
+        "config['queued.max.request']\n"  # misspelt
+        "ok: int = config['queued.max.requests']\n"
+    )
+    out, _, status = api.run([str(probe), "--strict", "--no-incremental", "--cache-dir=/dev/null"])
+    assert status == 1, out
+    assert 'probe.py:3: error: Incompatible types in assignment (expression has type "int"' in out
+    assert "probe.py:4: error: No overload variant" in out
+    assert "probe.py:5" not in out
