@@ -11,7 +11,6 @@ every answer before it is written.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -37,7 +36,8 @@ class InFlight(Generic[T]):
 
 class InFlightRequests(Generic[T]):
     """Oldest first. A client adds a request as it sends it and takes it back with
-    ``complete``; a server adds one as it reads it and writes out ``ready_answers``."""
+    ``complete``; a server adds one as it reads it and writes out what is ready with
+    ``write_ready_answers``."""
 
     __slots__ = ("_last_id", "_queue")
 
@@ -72,14 +72,16 @@ class InFlightRequests(Generic[T]):
             )
         return queue.popleft().context
 
-    def ready_answers(self) -> Iterator[bytearray]:
-        """A server's answers that may be written now, in request order: each leaves as
-        it is taken; the first still unanswered request stops the rest."""
+    def write_ready_answers(self, out: bytearray) -> None:
+        """A server's answers that may be written now, appended to ``out`` in request
+        order: each leaves as it is written; the first unanswered request stops the rest."""
         queue = self._queue
-        while queue and queue[0].answer is not None:
-            answer = queue.popleft().answer
-            assert answer is not None
-            yield answer
+        while queue:
+            answer = queue[0].answer
+            if answer is None:
+                return
+            out += answer
+            queue.popleft()
 
     def clear(self) -> list[T]:
         """The connection ended: every request still in flight, oldest first."""

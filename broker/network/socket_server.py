@@ -280,8 +280,7 @@ class BrokerConnection(asyncio.Protocol):
         waiting.times.observe_delayed(
             waiting.local_end - waiting.start, now - waiting.local_end, now - waiting.start
         )
-        for ready in self.in_flight.ready_answers():
-            self.out += ready
+        self.in_flight.write_ready_answers(self.out)
         self._flush()
         self._update_reading()
 
