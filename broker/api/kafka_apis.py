@@ -87,11 +87,7 @@ class KafkaApis:
         topics = request.topics
         if len(topics) != 1 or len(topics[0].partitions) > MAX_PARTITIONS_PER_REQUEST:
             _check_partition_count(topics)
-        if len(topics) == 1 and len(topics[0].partitions) == 1:  # the common case, cheaper
-            only, partition = topics[0], topics[0].partitions[0]
-            entries = [((only.name, partition.index), partition.records)]
-        else:
-            entries = [((t.name, p.index), p.records) for t in topics for p in t.partitions]
+        entries = [((t.name, p.index), p.records) for t in topics for p in t.partitions]
         responses, done = self.replica_manager.append_records(
             request.timeout_ms, request.acks, entries
         )
@@ -383,11 +379,6 @@ def _produce_partition(index: int, r: PartitionResponse) -> m.PartitionProduceRe
 def _produce_response(
     responses: list[tuple[TopicPartition, PartitionResponse]],
 ) -> m.ProduceResponse:
-    if len(responses) == 1:  # most produce requests carry one batch (measured: a hot path)
-        (topic, index), response = responses[0]
-        return m.ProduceResponse(
-            [m.TopicProduceResponse(topic, [_produce_partition(index, response)])]
-        )
     return m.ProduceResponse(
         [
             m.TopicProduceResponse(topic, parts)

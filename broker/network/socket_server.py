@@ -2,10 +2,10 @@
 
 Per connection: an incremental frame decoder, requests dispatched in arrival order, and
 responses written in that same order even when an earlier one is still pending (Kafka's
-rule, kept by protocol.in_flight as on the client's end). Responses produced while handling one read are written together. Back-pressure:
-when the socket's send buffer is full the remaining frames of a read wait in a backlog and
-the connection stops being read until it drains; so does a connection with
-``queued.max.requests`` responses outstanding.
+rule, kept by protocol.in_flight as on the client's end). Responses produced while
+handling one read are written together. Back-pressure: when the socket's send buffer is
+full the remaining frames of a read wait in a backlog and the connection stops being read
+until it drains; so does a connection with ``queued.max.requests`` responses outstanding.
 """
 
 from __future__ import annotations
@@ -201,12 +201,7 @@ class BrokerConnection(asyncio.Protocol):
             times.observe_immediate(_perf() - start)
             return
         if isinstance(result, msgspec.Struct):
-            if self.in_flight:
-                answer = bytearray()
-                self.codec.encode_response_into(answer, request, result)
-                self.in_flight.add(request.correlation_id, None).answer = answer
-            else:
-                self.codec.encode_response_into(self.out, request, result)
+            self.codec.encode_response_into(self._answer_buffer(request), request, result)
             times.observe_immediate(_perf() - start)
             return
         # Waiting: later answers queue behind this one.
@@ -285,12 +280,16 @@ class BrokerConnection(asyncio.Protocol):
         self._update_reading()
 
     def _respond_error(self, request: RequestHeader, code: int, message: str) -> None:
-        if self.in_flight:
-            answer = bytearray()
-            self.codec.encode_error_into(answer, request, code, message)
-            self.in_flight.add(request.correlation_id, None).answer = answer
-        else:
-            self.codec.encode_error_into(self.out, request, code, message)
+        self.codec.encode_error_into(self._answer_buffer(request), request, code, message)
+
+    def _answer_buffer(self, request: RequestHeader) -> bytearray:
+        """Where an answer made now goes: straight to the output when nothing waits, else
+        into its own place behind the requests still waiting."""
+        if not self.in_flight:
+            return self.out
+        answer = bytearray()
+        self.in_flight.add(request.correlation_id, None).answer = answer
+        return answer
 
     def _flush(self) -> None:
         if self.out and self.transport is not None and not self.closing:

@@ -265,9 +265,7 @@ class _BrokerCollector(Collector):
         yield counter(
             "purgatory_network_sent_bytes", "Bytes written to client sockets.", mt.network_out
         )
-        yield GaugeMetricFamily(
-            "purgatory_connections", "Open client connections.", value=mt.connections
-        )
+        yield gauge("purgatory_connections", "Open client connections.", mt.connections)
         yield counter(
             "purgatory_connections_created", "Client connections accepted.", mt.connections_created
         )

@@ -18,7 +18,7 @@ from prometheus_client.core import (
 )
 
 from broker.config.broker_config import BrokerConfig
-from broker.ops.metrics import add_histogram
+from broker.ops.metrics import add_histogram, gauge
 from broker.purgatory import Scheduler
 from broker.replication.fetch_params import (
     FetchParams,
@@ -306,8 +306,8 @@ class ReplicaFetcherManager:
                 lag.add_metric([topic, str(partition)], value)
                 max_lag = max(max_lag, value)
         yield from (requests, fetched, errors, latency, wait, lag)
-        yield GaugeMetricFamily(
+        yield gauge(
             "purgatory_replica_fetcher_max_lag",
             "The largest lag over every partition this broker follows (Kafka's MaxLag).",
-            value=max_lag,
+            max_lag,
         )

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 import structlog
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import HistogramMetricFamily, Metric
 
 from broker.config.broker_config import BrokerConfig
 from broker.log.tiered.remote_log_reader import RemoteLogReaderPool
 from broker.log.tiered.remote_storage import RemoteFetchInfo, RemotePartition, RemoteStorage
-from broker.ops.metrics import add_histogram, counter
+from broker.ops.metrics import add_histogram, counter, gauge
 from broker.purgatory import Periodic, Scheduler
 from broker.replication.partition import Partition
 
@@ -107,20 +107,20 @@ class RemoteLogManager:
     def collect_metrics(self) -> Iterator[Metric]:
         """Kafka's RemoteLogManager and remote reader pool metrics."""
         readers = self.readers
-        yield GaugeMetricFamily(
+        yield gauge(
             "purgatory_remote_log_reader_task_queue_size",
             "Remote reads queued behind the running ones.",
-            value=readers.queue_size,
+            readers.queue_size,
         )
-        yield GaugeMetricFamily(
+        yield gauge(
             "purgatory_remote_log_reader_running",
             "Remote reads running (at most remote.log.reader.threads).",
-            value=readers.running,
+            readers.running,
         )
-        yield GaugeMetricFamily(
+        yield gauge(
             "purgatory_remote_log_reader_avg_idle_ratio",
             "Fraction of the remote reader slots' time spent idle, over the last 10 s or more.",
-            value=readers.avg_idle_ratio(),
+            readers.avg_idle_ratio(),
         )
         yield counter(
             "purgatory_remote_log_reader_busy_seconds",
@@ -160,8 +160,8 @@ class RemoteLogManager:
             "Remote segments deleted by retention.",
             self.deleted_segments,
         )
-        yield GaugeMetricFamily(
+        yield gauge(
             "purgatory_remote_log_size_bytes",
             "Bytes this broker's replicas hold in the remote tier.",
-            value=self.storage.size_bytes,
+            self.storage.size_bytes,
         )
