@@ -51,7 +51,7 @@ class ConsumerCollector(Collector):
         yield GaugeMetricFamily(
             "purgatory_consumer_queued_chunks_limit",
             "queued.max.message.chunks.",
-            value=c.queued_max_message_chunks,
+            value=c.queue.maxsize,
         )
         latency = HistogramMetricFamily(
             "purgatory_consumer_fetch_latency_seconds",

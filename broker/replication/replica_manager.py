@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import structlog
 
 from broker.config.broker_config import BrokerConfig, IntConfig, validate_topic_configs
 from broker.controller.metadata_cache import (
-    AlterPartitionRefused,
-    LeaderAndIsr,
     MetadataCache,
     PartitionChange,
 )
-from broker.log.log import Log, LogConfig, OffsetOutOfRange
+from broker.log.log import Log, LogConfig
 from broker.log.tiered.remote_log_manager import RemoteLogManager
 from broker.log.tiered.remote_log_reader import ReaderQueueFull
 from broker.log.tiered.remote_storage import RemoteFetchInfo
@@ -37,21 +35,20 @@ from broker.replication.delayed_produce import (
 )
 from broker.replication.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
 from broker.replication.fetch_params import (
-    NO_DATA,
     FetchParams,
     FetchPartitionData,
     FetchResult,
     TopicPartition,
     error_data,
 )
+from broker.replication.isr_changes import AlterIsr, IsrChanges
+from broker.replication.log_read import LogReadResult, read_from_local_log
 from broker.replication.partition import Partition
 from broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
 from broker.replication.replication_metrics import ReplicationMetrics
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode
 from protocol.records import CorruptRecordError, validate_batch
 
-# (topic, partition, the proposed ISR) -> the leadership and ISR the controller accepted
-AlterIsr = Callable[[str, int, LeaderAndIsr], Awaitable[LeaderAndIsr]]
 LATEST_TIMESTAMP = -1  # ListOffsets: the latest offset (the high watermark)
 EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 
@@ -78,7 +75,6 @@ class ReplicaManager:
         self.metadata = metadata
         self.metrics = metrics
         self.scheduler = scheduler
-        self.alter_isr = alter_isr
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = self._purgatory(
             "Fetch", "fetch.purgatory.purge.interval.requests"
@@ -102,7 +98,13 @@ class ReplicaManager:
             self.remote_log_manager.collect_metrics,
         ):
             metrics.register(source)
-        self._tasks: set[asyncio.Future[None]] = set()
+        self.isr_changes = IsrChanges(
+            self.broker_id,
+            alter_isr,
+            self._still_leads,
+            self._isr_changed,
+            self.replication_metrics,
+        )
         # Kafka's "isr-expiration" and "kafka-log-retention" scheduled tasks.
         self.isr_expiration = Periodic(
             scheduler, lambda: config["replica.lag.time.max.ms"] // 2, self.maybe_shrink_isr
@@ -144,18 +146,12 @@ class ReplicaManager:
     async def shutdown(self) -> None:
         self.isr_expiration.cancel()
         self.log_retention.cancel()
-        for task in list(self._tasks):
-            task.cancel()
+        self.isr_changes.shutdown()
         await self.fetchers.shutdown()
         await self.remote_log_manager.shutdown()
         self.fetch_purgatory.cancel_all()
         self.produce_purgatory.cancel_all()
         self.remote_fetch_purgatory.cancel_all()
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -312,7 +308,7 @@ class ReplicaManager:
                 self._check_waiting(partition.key)
             joining = partition.caught_up_outside_isr()
             if joining and not partition.isr_change_pending:
-                self._change_isr(partition, partition.isr + joining)
+                self.isr_changes.propose(partition, partition.isr + joining)
 
     def delete_old_segments(self, now_ms: int) -> None:
         """Time-based retention of logs without tiered storage (the RemoteLogManager
@@ -336,40 +332,14 @@ class ReplicaManager:
                     partition=partition.index,
                     lagging=lagging,
                 )
-                self._change_isr(partition, [r for r in partition.isr if r not in lagging])
+                self.isr_changes.propose(partition, [r for r in partition.isr if r not in lagging])
 
-    def _change_isr(self, partition: Partition, new_isr: list[int]) -> None:
-        partition.isr_change_pending = True
-        self._spawn(self._alter_isr(partition, new_isr))
-
-    async def _alter_isr(self, partition: Partition, new_isr: list[int]) -> None:
-        proposed = LeaderAndIsr(
-            self.broker_id, partition.leader_epoch, new_isr, partition.partition_epoch
-        )
-        old = list(partition.isr)
-        try:
-            result = await self.alter_isr(partition.topic, partition.index, proposed)
-        except (ConnectionError, KafkaError) as exc:
-            self.log.warning(
-                "alter_partition_refused"
-                if isinstance(exc, AlterPartitionRefused)
-                else "alter_partition_failed",
-                topic=partition.topic,
-                partition=partition.index,
-                error=str(exc),
-            )
-            return
-        finally:
-            partition.isr_change_pending = False
-        if self.partitions.get(partition.key) is not partition or not partition.is_leader:
-            return
-        if result.partition_epoch >= partition.partition_epoch:
-            partition.isr = list(result.isr)
-            partition.partition_epoch = result.partition_epoch
-        self.replication_metrics.isr_shrinks += len(set(old) - set(result.isr))
-        self.replication_metrics.isr_expands += len(set(result.isr) - set(old))
+    def _isr_changed(self, partition: Partition) -> None:
         partition.maybe_increment_high_watermark()
         self._check_waiting(partition.key)
+
+    def _still_leads(self, partition: Partition) -> bool:
+        return self.partitions.get(partition.key) is partition and partition.is_leader
 
     # -- fetch ---------------------------------------------------------------------------
 
@@ -451,6 +421,11 @@ class ReplicaManager:
         partitions, _, _, _ = self._read(params)
         return self.fetch_result(partitions, wait_ms)
 
+    def _read(self, params: FetchParams) -> LogReadResult:
+        result = read_from_local_log(params, self.leader_partition, self.remote_log_manager)
+        self.metrics.bytes_out += result.bytes_read
+        return result
+
     def fetch_expired(self, from_follower: bool) -> None:
         self.replication_metrics.fetch_expirations["follower" if from_follower else "consumer"] += 1
 
@@ -461,63 +436,6 @@ class ReplicaManager:
             if data.error:
                 self.metrics.record_error("Fetch", data.error)
         return FetchResult(partitions, wait_ms)
-
-    def _read(
-        self, params: FetchParams
-    ) -> tuple[list[tuple[TopicPartition, FetchPartitionData]], int, bool, list[RemoteFetchInfo]]:
-        """Read every requested partition once: (answers, record bytes, any error, remote
-        reads to make).
-
-        ``max_bytes`` bounds the whole response, each partition's own ``max_bytes`` that
-        partition; the first batch of the response is returned even when it alone exceeds
-        them (KIP-74), so a consumer never gets stuck behind a large batch. Consumers read
-        up to the high watermark, followers up to the log end. A consumer's offset in the
-        remote tier yields a remote read (of up to the partition's ``max_bytes``) and an
-        empty entry for now; a follower's is out of range, with the *local* log start (it
-        replicates only the local tier and starts over there).
-        """
-        follower = params.replica_id >= 0
-        remaining = params.max_bytes
-        out: list[tuple[TopicPartition, FetchPartitionData]] = []
-        remote: list[RemoteFetchInfo] = []
-        sent = 0
-        errored = False
-        for key, (offset, max_bytes) in params.partitions:
-            partition = self.leader_partition(*key)
-            if isinstance(partition, ErrorCode):
-                errored = True
-                out.append((key, error_data(partition)))
-                continue
-            log = partition.log
-            hw = partition.high_watermark
-            if not follower and log.in_remote_tier(offset):
-                info = self.remote_log_manager.remote_fetch_info(
-                    partition, offset, min(max_bytes, params.max_bytes)
-                )
-                if info is not None:
-                    remote.append(info)
-                    out.append((key, FetchPartitionData(0, hw, log.log_start_offset, NO_DATA)))
-                    continue
-            limit = max(min(max_bytes, remaining), 0)
-            try:
-                batches = log.read(
-                    offset, limit if sent else max(limit, 1), log.log_end_offset if follower else hw
-                )
-            except OffsetOutOfRange:
-                errored = True
-                start = log.local_log_start_offset if follower else log.log_start_offset
-                out.append(
-                    (key, FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, NO_DATA))
-                )
-                continue
-            if batches and sent and sum(len(b) for b in batches) > limit:
-                batches = []
-            records = b"".join(batches) if batches else NO_DATA
-            sent += len(records)
-            remaining -= len(records)
-            out.append((key, FetchPartitionData(0, hw, log.log_start_offset, records)))
-        self.metrics.bytes_out += sent
-        return out, sent, errored, remote
 
     # -- offsets -------------------------------------------------------------------------
 
