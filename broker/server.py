@@ -200,6 +200,7 @@ class Broker:
             self._apply_local,
             self._connection_to,
             self.lifecycle.newest_snapshot,
+            self.incarnation,
         )
         await self.controller.start()
         self.log.info("became_controller", metadata_epoch=self.controller.epoch)
@@ -243,6 +244,8 @@ class Broker:
             configure_logging(self.config["log.format"], new)
         elif canonical == "replica.lag.time.max.ms":
             self.replica_manager.lag_time_changed()
+        elif canonical == "unclean.leader.election.enable" and self.controller is not None:
+            self.controller.reelect()
         self.log.info("config_changed", name=canonical, old=old, new=new)
         return old, new
 

@@ -326,6 +326,9 @@ class UpdateMetadataRequest(Message):
     metadata_epoch: int  # grows with every change an incarnation makes
     topics: list[TopicState]
     live_brokers: list[int] = []  # registered and heartbeating, the controller included
+    # Each broker's incarnation as last registered: one registering with another restarted
+    # without its log (kept with the picture, so a new controller knows it too).
+    broker_incarnations: dict[int, str] = {}
 
 
 class UpdateMetadataResponse(Message):

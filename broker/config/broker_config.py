@@ -27,6 +27,7 @@ from broker.config.definitions import (
 IntConfig = Literal[
     "broker.id",
     "socket.request.max.bytes",
+    "leader.imbalance.check.interval.seconds",
     "queued.max.requests",
     "message.max.bytes",
     "log.retention.bytes",
@@ -60,7 +61,11 @@ FloatConfig = Literal[
     "remote.storage.latency.p99.ms",
     "remote.storage.error.rate",
 ]
-BoolConfig = Literal["auto.create.topics.enable",]
+BoolConfig = Literal[
+    "auto.create.topics.enable",
+    "unclean.leader.election.enable",
+    "auto.leader.rebalance.enable",
+]
 StrConfig = Literal[
     "listeners",
     "advertised.listeners",

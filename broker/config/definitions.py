@@ -278,6 +278,33 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         topic_name="min.insync.replicas",
     ),
     ConfigDef(
+        "unclean.leader.election.enable",
+        bool,
+        False,
+        "When no in-sync replica of a partition is live, let the controller elect any live "
+        "replica; records only the lost in-sync replicas held are then lost, as in Kafka. "
+        "Off: the partition stays offline until an in-sync replica returns. Also a topic "
+        "config.",
+        dynamic=True,
+        topic_name="unclean.leader.election.enable",
+    ),
+    ConfigDef(
+        "auto.leader.rebalance.enable",
+        bool,
+        True,
+        "Every leader.imbalance.check.interval.seconds, move the leadership of partitions "
+        "whose preferred (first) replica is a live in-sync replica back to it.",
+        dynamic=True,
+    ),
+    ConfigDef(
+        "leader.imbalance.check.interval.seconds",
+        int,
+        300,
+        "How often the controller checks for leadership away from preferred replicas.",
+        _at_least(1),
+        dynamic=True,
+    ),
+    ConfigDef(
         "replica.lag.time.max.ms",
         int,
         30000,
@@ -330,9 +357,10 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "broker.session.timeout.ms",
         int,
         9000,
-        "A broker that has not re-registered with the controller for this long is no longer "
-        "live: partitions it leads answer LEADER_NOT_AVAILABLE until it returns. A controller "
-        "unreachable for this long is replaced by the lowest live broker.",
+        "A broker that has not re-registered with the controller for this long is fenced: "
+        "it leaves the ISR of its partitions and those it led get a new leader (a clean "
+        "election). A controller unreachable for this long is replaced by the lowest live "
+        "broker.",
         _at_least(10),
     ),
     ConfigDef(

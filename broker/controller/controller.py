@@ -21,6 +21,12 @@ import structlog
 
 from broker.config.broker_config import BrokerConfig, validate_topic_configs
 from broker.config.definitions import ConfigError
+from broker.controller.election import (
+    Election,
+    PartitionChange,
+    change_partition,
+    preferred_imbalance,
+)
 from clients.connection import Connection, ConnectionClosed
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -58,6 +64,12 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
+def _topic_flag(topic: TopicState, name: str, default: bool) -> bool:
+    """A boolean topic config: the topic's own setting, else the broker's."""
+    raw = topic.configs.get(name)
+    return default if raw is None else raw.lower() == "true"
+
+
 def assign_replicas(
     brokers: list[int], partitions: int, replication_factor: int, start: int
 ) -> list[list[int]]:
@@ -86,6 +98,7 @@ class Controller:
         apply_locally: Callable[[UpdateMetadataRequest], Awaitable[None]],
         connect: Callable[[int], Awaitable[Connection]],
         newest_snapshot: Callable[[], Awaitable[UpdateMetadataRequest | None]],
+        broker_incarnation: str,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
@@ -93,6 +106,9 @@ class Controller:
         self.incarnation = uuid.uuid4().hex
         self.epoch = 0
         self.topics: dict[str, TopicState] = {}
+        # Every broker's incarnation as last registered (this one's included).
+        self.incarnations: dict[int, str] = {config.broker_id: broker_incarnation}
+        self.elections = dict.fromkeys(Election, 0)  # leader elections, by kind
         self._apply_locally = apply_locally
         self._connect = connect  # the broker's connections to other members, by id
         self._newest_snapshot = newest_snapshot
@@ -111,10 +127,12 @@ class Controller:
             self.epoch,
             list(self.topics.values()),
             sorted(self.live),
+            dict(self.incarnations),
         )
 
     async def start(self) -> None:
         await self._recover()
+        self._elect()  # partitions whose leaders are not live (the old controller's, ...)
         await self._apply_locally(self.picture())
         if self._registered:  # brokers live under the previous controller: tell them now
             self._publish_in_background()
@@ -133,6 +151,9 @@ class Controller:
             return
         self.topics = {t.name: t for t in newest.topics}
         self.epoch = newest.metadata_epoch + 1
+        own = self.incarnations[self.broker_id]
+        recorded = newest.broker_incarnations.get(self.broker_id)
+        self.incarnations = {**newest.broker_incarnations, self.broker_id: own}
         self._next_start = len(self.topics)
         # Those live then stay live for one session: they re-register well within it.
         now = asyncio.get_running_loop().time()
@@ -147,7 +168,9 @@ class Controller:
         # Push to them before they come looking (they accept the newer epoch and follow us);
         # their own registration then replaces the unknown incarnation.
         for broker_id in carried:
-            self._registered[broker_id] = ("", -1)
+            self._registered[broker_id] = (self.incarnations.get(broker_id, ""), -1)
+        if recorded is not None and recorded != own:
+            self._restarted(self.broker_id)
         self.log.info(
             "controller_recovered", topics=len(self.topics), from_epoch=newest.metadata_epoch
         )
@@ -175,6 +198,7 @@ class Controller:
         if back:
             self.log.info("brokers_live", brokers=sorted(back))
         self.live = live
+        self._elect()
         self.epoch += 1
         self._publish_in_background()
 
@@ -192,13 +216,20 @@ class Controller:
                 ErrorCode.INVALID_REQUEST, f"broker {broker_id} is not in cluster.members"
             )
         self._last_seen[broker_id] = asyncio.get_running_loop().time()
+        recorded = self.incarnations.get(broker_id)
+        if recorded != incarnation:
+            self.log.info("broker_registered", registered_broker=broker_id)
+            if recorded is not None:
+                self._restarted(broker_id)
+            self.incarnations[broker_id] = incarnation
+            if broker_id in self.live:
+                self.epoch += 1
+                self._publish_in_background()
         if broker_id not in self.live:
             self._set_live(self.live | {broker_id})
         known = self._registered.get(broker_id)
         if known is not None and known == (incarnation, self.epoch):
             return
-        if known is None or known[0] != incarnation:
-            self.log.info("broker_registered", registered_broker=broker_id)
         self._registered[broker_id] = (incarnation, -1)
         if not await self._push(broker_id):
             raise KafkaError(
@@ -244,6 +275,75 @@ class Controller:
             for task in pending:
                 # Keep pushing in the background; the caller stops waiting.
                 task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    # -- elections ------------------------------------------------------------------------
+
+    def _restarted(self, broker_id: int) -> None:
+        """``broker_id`` came back as a new incarnation: its logs (in memory) are gone, so
+        it leaves every ISR at once and leads nothing it lacks the data of."""
+        self.log.warning("broker_restarted_without_its_log", restarted_broker=broker_id)
+        self._elect(lost_data=frozenset({broker_id}))
+
+    def _elect(self, lost_data: frozenset[int] = frozenset(), preferred: bool = False) -> bool:
+        """Apply the election rules (``election.change_partition``) to every partition;
+        True if any changed. Live brokers may lead and stay in ISRs."""
+        eligible = frozenset(self.live) - lost_data
+        default_unclean = self.config["unclean.leader.election.enable"]
+        changed = False
+        for name, topic in list(self.topics.items()):
+            unclean = _topic_flag(topic, "unclean.leader.election.enable", default_unclean)
+            partitions = list(topic.partitions)
+            for index, state in enumerate(partitions):
+                change = change_partition(state, eligible, lost_data, unclean, preferred)
+                if change is None:
+                    continue
+                partitions[index] = change.state
+                self._log_change(name, state, change)
+            if partitions != topic.partitions:
+                # New objects, never mutation (the local metadata cache compares them).
+                self.topics[name] = msgspec.structs.replace(topic, partitions=partitions)
+                changed = True
+        return changed
+
+    def _log_change(self, topic: str, before: PartitionState, change: PartitionChange) -> None:
+        after = change.state
+        fields = {
+            "topic": topic,
+            "partition": after.partition_index,
+            "leader": after.leader_id,
+            "leader_epoch": after.leader_epoch,
+            "isr": after.isr,
+        }
+        if change.election is not None:
+            self.elections[change.election] += 1
+            self.log.warning(
+                f"{change.election.value}_leader_election",
+                previous_leader=before.leader_id,
+                **fields,
+            )
+        elif change.offline:
+            self.log.error(
+                "partition_offline",
+                previous_leader=before.leader_id,
+                hint="no in-sync replica is live; it returns when one does, or set "
+                "unclean.leader.election.enable=true to elect any live replica (and lose "
+                "what only the lost in-sync replicas held)",
+                **fields,
+            )
+        else:
+            self.log.info("isr_changed", **fields)
+
+    def reelect(self) -> None:
+        """Run the election rules again now (a config they read changed)."""
+        if self._elect():
+            self.epoch += 1
+            self._publish_in_background()
+
+    def offline_partitions(self) -> int:
+        return sum(p.leader_id < 0 for t in self.topics.values() for p in t.partitions)
+
+    def preferred_replica_imbalance(self) -> int:
+        return sum(preferred_imbalance(p) for t in self.topics.values() for p in t.partitions)
 
     # -- topics ---------------------------------------------------------------------------
 

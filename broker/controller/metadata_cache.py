@@ -48,6 +48,7 @@ class MetadataCache:
         self.controller_id = controller_id
         self.topics: dict[str, TopicState] = {}
         self.live_brokers: frozenset[int] = frozenset(members) or frozenset({controller_id})
+        self.broker_incarnations: dict[int, str] = {}
         self.incarnation = ""
         self.epoch = -1
 
@@ -93,6 +94,7 @@ class MetadataCache:
         changes.sort(key=lambda c: c.state is not None)
         self.topics = new
         self.live_brokers = frozenset(update.live_brokers)
+        self.broker_incarnations = dict(update.broker_incarnations)
         self.incarnation = update.controller_incarnation
         self.epoch = update.metadata_epoch
         self.controller_id = update.controller_id
@@ -108,6 +110,7 @@ class MetadataCache:
             self.epoch,
             list(self.topics.values()),
             sorted(self.live_brokers),
+            dict(self.broker_incarnations),
         )
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:

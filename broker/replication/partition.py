@@ -73,6 +73,7 @@ class Partition:
         Followers start as caught up now: they get ``replica.lag.time.max.ms`` to show they
         keep up, as in Kafka."""
         new = not self.is_leader or leader_epoch != self.leader_epoch
+        old_isr = self.isr
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -95,6 +96,11 @@ class Partition:
                     self.followers[r] = FollowerState(
                         last_caught_up_ms=now_ms, last_fetch_ms=now_ms
                     )
+            for r in set(old_isr) - set(isr):
+                # Removed by the controller (it may have restarted without its log): what it
+                # holds is known again from its next fetch, not from an older incarnation's.
+                if r in self.followers:
+                    self.followers[r].log_end_offset = 0
         return new
 
     def make_follower(

@@ -243,7 +243,7 @@ async def test_a_restarted_follower_replicates_again_from_the_log_start(
     )
 
 
-async def test_partitions_led_by_a_dead_broker_answer_leader_not_available(
+async def test_partitions_led_by_a_dead_broker_get_a_new_leader_from_the_isr(
     cluster: list[Broker],
 ) -> None:
     await create(cluster, "t", partitions=3)
@@ -251,27 +251,38 @@ async def test_partitions_led_by_a_dead_broker_answer_leader_not_available(
     led = [
         p for p in range(3) if cluster[0].metadata.partition("t", p).leader_id == victim.broker_id
     ]
+    assert led
+    for p in led:
+        assert (await produce(victim, "t", [b"before"], partition=p)).error_code == 0
+    epochs = {p: cluster[0].metadata.partition("t", p).leader_epoch for p in led}  # type: ignore[union-attr]
     await victim.stop()
     controller = next(b for b in cluster if b.controller is not None)
     await wait_until(
         lambda: victim.broker_id not in controller.metadata.live_brokers,
-        message="the dead broker noticed",
+        message="the dead broker fenced",
     )
     response = controller.apis.metadata_response(["t"])
     for part in response.topics[0].partitions:
-        if part.partition_index in led:
-            assert (part.error_code, part.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
-        else:
-            assert part.error_code == 0 and part.leader_id >= 0
+        assert part.error_code == 0 and part.leader_id not in (-1, victim.broker_id)
+        assert victim.broker_id not in part.isr_nodes
+    for p in led:
+        state = controller.metadata.partition("t", p)
+        assert state is not None and state.leader_epoch == epochs[p] + 1
+        new_leader = next(b for b in cluster if b.broker_id == state.leader_id)
+        reply = await produce(new_leader, "t", [b"after"], partition=p)
+        assert (reply.error_code, reply.base_offset) == (0, 1)  # offset 0 kept, none reused
     cluster.remove(victim)
     restarted = await start_broker(victim.config)
     cluster.append(restarted)
     await wait_until(
-        lambda: victim.broker_id in controller.metadata.live_brokers, message="it returns"
+        lambda: all(
+            restarted.broker_id in controller.metadata.partition("t", p).isr  # type: ignore[union-attr]
+            for p in range(3)
+        ),
+        message="the restarted broker caught up and rejoined every ISR",
     )
-    assert all(
-        p.error_code == 0 for p in controller.apis.metadata_response(["t"]).topics[0].partitions
-    )
+    for p in led:
+        assert partition(restarted, "t", p).log.log_end_offset == 2
 
 
 async def test_the_controller_fences_stale_and_invalid_isr_changes(cluster: list[Broker]) -> None:
