@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
-import urllib.request
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -18,116 +12,11 @@ from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import encode_batch
-from tests.support import free_ports, wait_until
+from tests.cluster.process_cluster import ProcessCluster, create, isr, processes, ready
+from tests.support import wait_until
 
 pytestmark = pytest.mark.cluster
-
-SETTINGS = {
-    "replica.lag.time.max.ms": "1000",
-    "replica.fetch.wait.max.ms": "200",
-    "replica.fetch.backoff.ms": "50",
-    "broker.heartbeat.interval.ms": "100",
-    "broker.session.timeout.ms": "1500",
-}
-
-
-class ProcessCluster:
-    def __init__(self, size: int = 3) -> None:
-        ports = free_ports(2 * size)
-        self.ports, self.admin_ports = ports[:size], ports[size:]
-        self.members = ",".join(f"{i}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
-
-    def start(self, broker_id: int) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "purgatory",
-            "broker",
-            "--id",
-            str(broker_id),
-            "--port",
-            str(self.ports[broker_id]),
-            "--admin-port",
-            str(self.admin_ports[broker_id]),
-            "--cluster",
-            self.members,
-            "--log-level",
-            "WARNING",
-        ]
-        for name, value in SETTINGS.items():
-            cmd += ["--set", f"{name}={value}"]
-        self.procs[broker_id] = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-
-    def kill(self, broker_id: int) -> None:
-        self.procs[broker_id].kill()
-        self.procs[broker_id].wait(10)
-
-    def state(self, broker_id: int) -> dict[str, Any]:
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{self.admin_ports[broker_id]}/v1/state", timeout=2
-        ) as r:
-            return json.load(r)  # type: ignore[no-any-return]
-
-    def healthy(self, broker_id: int) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.admin_ports[broker_id]}/healthz", timeout=1
-            ) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def partition_state(self, broker_id: int, topic: str) -> dict[str, Any]:
-        return next(p for p in self.state(broker_id)["partitions"] if p["topic"] == topic)
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-@pytest.fixture
-def processes() -> Iterator[ProcessCluster]:
-    cluster = ProcessCluster()
-    for i in range(3):
-        cluster.start(i)
-    try:
-        yield cluster
-    finally:
-        cluster.stop_all()
-
-
-async def ready(cluster: ProcessCluster) -> None:
-    await wait_until(
-        lambda: all(cluster.healthy(i) for i in range(3)), timeout=30, message="3 healthy brokers"
-    )
-
-
-async def create(cluster: ProcessCluster, topic: str, min_isr: int) -> tuple[int, int]:
-    """Create an RF=3 topic; return (leader, a follower that is not the controller)."""
-    async with AdminClient(cluster.bootstrap) as admin:
-        await admin.create_topic(topic, 1, 3, {"min.insync.replicas": str(min_isr)})
-        meta = await admin.describe_topics([topic])
-    leader = meta.topics[0].partitions[0].leader_id
-    victim = next(b for b in (1, 2) if b != leader)  # broker 0 is the controller
-    return leader, victim
-
-
-def isr(cluster: ProcessCluster, leader: int, topic: str) -> list[int]:
-    return sorted(cluster.partition_state(leader, topic)["isr"])
+__all__ = ["processes"]  # the fixture
 
 
 async def test_producing_goes_on_when_a_follower_dies_and_every_acked_record_survives(
