@@ -222,6 +222,7 @@ class Broker:
     def _leader_endpoint(self, broker_id: int) -> RemoteLeaderEndPoint:
         """How this broker's replica fetcher reaches leader ``broker_id``."""
         return RemoteLeaderEndPoint(
+            self.broker_id,
             self.members[broker_id],
             f"replica-fetcher-{self.broker_id}",
             self.config["metadata.push.timeout.ms"] / 1000,

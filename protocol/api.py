@@ -30,6 +30,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    OFFSET_FOR_LEADER_EPOCH = 23
     ALTER_PARTITION = 56
     FETCH_SNAPSHOT = 59
     BROKER_REGISTRATION = 62
@@ -54,6 +55,7 @@ _NAMES = {
     ApiKey.ALTER_PARTITION: "AlterPartition",
     ApiKey.FETCH_SNAPSHOT: "FetchSnapshot",
     ApiKey.BROKER_REGISTRATION: "BrokerRegistration",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
 }
 
 # (api_key, version) -> (request type, response type)
@@ -70,6 +72,10 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.CREATE_TOPICS, 0): (m.CreateTopicsRequest, m.CreateTopicsResponse),
     (ApiKey.DELETE_TOPICS, 0): (m.DeleteTopicsRequest, m.DeleteTopicsResponse),
     (ApiKey.BROKER_REGISTRATION, 0): (m.BrokerRegistrationRequest, m.BrokerRegistrationResponse),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0): (
+        m.OffsetForLeaderEpochRequest,
+        m.OffsetForLeaderEpochResponse,
+    ),
     (ApiKey.ALTER_PARTITION, 0): (m.AlterPartitionRequest, m.AlterPartitionResponse),
     (ApiKey.FETCH_SNAPSHOT, 0): (m.FetchSnapshotRequest, m.FetchSnapshotResponse),
 }

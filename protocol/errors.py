@@ -48,6 +48,7 @@ class ErrorCode(enum.IntEnum):
     POLICY_VIOLATION = 44
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 76
     INVALID_UPDATE_VERSION = 96
     UNKNOWN_TOPIC_ID = 100
     INELIGIBLE_REPLICA = 107
@@ -72,6 +73,8 @@ _RETRIABLE = frozenset(
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         ErrorCode.NOT_CONTROLLER,
         ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
     }
 )
 
@@ -82,6 +85,8 @@ METADATA_STALE = frozenset(
         ErrorCode.LEADER_NOT_AVAILABLE,
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
         ErrorCode.NOT_CONTROLLER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
     }
 )
 

@@ -294,6 +294,41 @@ class OffsetFetchResponse(Message):
     topics: list[OffsetFetchTopicResponse]
 
 
+# -- OffsetForLeaderEpoch (23): a follower asks where its latest epoch ends on the leader --
+
+
+class OffsetForLeaderPartition(Message):
+    partition: int
+    current_leader_epoch: int  # the epoch the asker knows the leader by; -1: not checked
+    leader_epoch: int  # the epoch whose end offset is asked for
+
+
+class OffsetForLeaderTopic(Message):
+    topic: str
+    partitions: list[OffsetForLeaderPartition]
+
+
+class OffsetForLeaderEpochRequest(Message):
+    replica_id: int  # the follower's broker id; -1 for a consumer
+    topics: list[OffsetForLeaderTopic]
+
+
+class EpochEndOffset(Message):
+    error_code: int
+    partition: int
+    leader_epoch: int  # the largest epoch at most the one asked about; -1 if none
+    end_offset: int  # where that epoch ends on the leader; -1 if none
+
+
+class OffsetForLeaderTopicResult(Message):
+    topic: str
+    partitions: list[EpochEndOffset]
+
+
+class OffsetForLeaderEpochResponse(Message):
+    topics: list[OffsetForLeaderTopicResult]
+
+
 # -- Inter-broker: UpdateMetadata (6), BrokerRegistration (62) ---------------------------
 
 

@@ -169,6 +169,11 @@ def batch_base_offset(batch: bytes | memoryview) -> int:
     return int(_PATCH.unpack_from(batch)[0])
 
 
+def batch_leader_epoch(batch: bytes | memoryview) -> int:
+    """The partition leader epoch the broker stamped on a stored batch."""
+    return int(_BROKER_FIELDS.unpack_from(batch)[2])
+
+
 def iter_batches(data: bytes | memoryview) -> Iterator[memoryview]:
     """Split concatenated batches (a fetch response's ``records``). A partial trailing batch
     (a fetch cut at max_bytes) is dropped, as Kafka clients do."""

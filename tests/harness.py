@@ -10,12 +10,18 @@ import uuid
 from typing import Any
 
 from broker.controller.metadata_cache import LeaderAndIsr, MetadataCache
+from broker.log.leader_epoch_cache import EpochEndOffset
 from broker.ops.metrics import BrokerMetrics
 from broker.purgatory import ManualScheduler
 from broker.replication.delayed_produce import PartitionResponse
-from broker.replication.fetch_params import FetchParams, FetchResult, PartitionFetchInfo
+from broker.replication.fetch_params import (
+    FetchParams,
+    FetchResult,
+    PartitionFetchInfo,
+    TopicPartition,
+)
 from broker.replication.partition import Partition
-from broker.replication.replica_fetcher import LeaderEndPoint
+from broker.replication.replica_fetcher import EpochAsk, LeaderEndPoint
 from broker.replication.replica_manager import ReplicaManager
 from protocol import messages as m
 from protocol.records import encode_batch
@@ -29,6 +35,12 @@ class SilentLeader:
     """The leader a partition moved to (tests move leadership away): it never answers."""
 
     async def fetch(self, params: FetchParams) -> FetchResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def offsets_for_leader_epoch(
+        self, asks: list[EpochAsk]
+    ) -> dict[TopicPartition, tuple[int, EpochEndOffset]]:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 

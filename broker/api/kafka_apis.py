@@ -69,6 +69,7 @@ class KafkaApis:
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.UPDATE_METADATA: self.handle_update_metadata,
             ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
@@ -150,6 +151,22 @@ class KafkaApis:
                 )
             topics.append(m.ListOffsetsTopicResponse(topic.name, parts))
         return m.ListOffsetsResponse(topics)
+
+    def handle_offset_for_leader_epoch(
+        self, request: m.OffsetForLeaderEpochRequest, version: int
+    ) -> Result:
+        _check_partition_count(request.topics)
+        end_offset_for = self.replica_manager.last_offset_for_leader_epoch
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                error, (epoch, end) = end_offset_for(
+                    (topic.topic, p.partition), p.current_leader_epoch, p.leader_epoch
+                )
+                parts.append(m.EpochEndOffset(error, p.partition, epoch, end))
+            topics.append(m.OffsetForLeaderTopicResult(topic.topic, parts))
+        return m.OffsetForLeaderEpochResponse(topics)
 
     def handle_offset_commit(self, request: m.OffsetCommitRequest, version: int) -> Result:
         _check_partition_count(request.topics)

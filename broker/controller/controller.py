@@ -137,6 +137,7 @@ class Controller:
         if self._registered:  # brokers live under the previous controller: tell them now
             self._publish_in_background()
         self._background.add(asyncio.ensure_future(self._watch_liveness()))
+        self._background.add(asyncio.ensure_future(self._rebalance_leaders()))
 
     async def close(self) -> None:
         for task in list(self._background):
@@ -333,9 +334,18 @@ class Controller:
         else:
             self.log.info("isr_changed", **fields)
 
-    def reelect(self) -> None:
-        """Run the election rules again now (a config they read changed)."""
-        if self._elect():
+    async def _rebalance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds,
+        move leadership back to preferred replicas that are live in-sync replicas."""
+        while True:
+            await asyncio.sleep(self.config["leader.imbalance.check.interval.seconds"])
+            if self.config["auto.leader.rebalance.enable"]:
+                self.reelect(preferred=True)
+
+    def reelect(self, preferred: bool = False) -> None:
+        """Run the election rules again now (a config they read changed, or a preferred
+        leader election is due)."""
+        if self._elect(preferred=preferred):
             self.epoch += 1
             self._publish_in_background()
 

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from protocol.records import BatchInfo, assign_offsets, decode_records
+from broker.log.leader_epoch_cache import LeaderEpochCache
+from protocol.records import BatchInfo, assign_offsets, batch_leader_epoch, decode_records
 
 # Kafka's "use the value of retention.*" marker for local.retention.*.
 USE_TOTAL_RETENTION = -2
@@ -142,6 +143,7 @@ class Log:
         "_copied_to",
         "_segment_bases",
         "config",
+        "leader_epochs",
         "local_log_start_offset",
         "log_end_offset",
         "log_start_offset",
@@ -163,6 +165,7 @@ class Log:
         self.log_end_offset = 0
         self.size_bytes = 0
         self.remote_size_bytes = 0
+        self.leader_epochs = LeaderEpochCache()
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.segments)
@@ -180,6 +183,7 @@ class Log:
     def append(self, batch: bytes, info: BatchInfo, leader_epoch: int) -> int:
         """Append a validated batch, assigning its offsets; return its base offset."""
         base = self.log_end_offset
+        self.leader_epochs.assign(leader_epoch, base)
         self._store(base, assign_offsets(batch, base, leader_epoch), info)
         return base
 
@@ -193,6 +197,7 @@ class Log:
             raise ValueError(
                 f"replicated batch starts at offset {base_offset}, the log ends at {self.log_end_offset}"
             )
+        self.leader_epochs.assign(batch_leader_epoch(batch), base_offset)
         self._store(base_offset, batch, info)
 
     def reset_to(self, offset: int) -> None:
@@ -204,6 +209,35 @@ class Log:
         self._copied_to = offset
         self.size_bytes = self.remote_size_bytes = 0
         self.log_start_offset = self.local_log_start_offset = self.log_end_offset = offset
+        self.leader_epochs.clear()
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the records at ``offset`` and after (a follower's divergent suffix); a batch
+        holding ``offset`` goes whole, as in Kafka, so the log may end before ``offset``.
+        At or below the local log start, the log starts over empty at ``offset``."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.local_log_start_offset:
+            self.reset_to(offset)
+            return
+        while self.segments[-1].base_offset >= offset:
+            dropped = self.segments.pop()
+            self._segment_bases.pop()
+            self.size_bytes -= dropped.size_bytes
+        segment = self.segments[-1]  # starts below offset
+        if segment.next_offset > offset:  # and holds it: drop from the batch holding it
+            index = max(bisect.bisect_right(segment.bases, offset) - 1, 0)
+            removed = sum(len(b) for b in segment.batches[index:])
+            segment.next_offset = segment.bases[index]
+            del segment.bases[index:], segment.batches[index:], segment.ends[index:]
+            segment.size_bytes -= removed
+            self.size_bytes -= removed
+        # Byte positions go on from the last batch kept (reads measure spans by them).
+        kept = [s.ends[-1] for s in self.segments if s.ends]
+        if kept:
+            self._appended_bytes = kept[-1]
+        new_end = self.log_end_offset = segment.next_offset
+        self.leader_epochs.truncate_from_end(new_end)
 
     def _store(self, base: int, batch: bytes, info: BatchInfo) -> None:
         segment = self.segments[-1]
@@ -322,6 +356,7 @@ class Log:
             self._drop_oldest_local()
         if not self.remote_segments:
             self.log_start_offset = max(self.log_start_offset, self.local_log_start_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
         return deleted_remote
 
     def _drop_oldest_local(self) -> None:

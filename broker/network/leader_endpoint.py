@@ -1,14 +1,22 @@
 """RemoteLeaderEndPoint: a follower's connection to one leader, in domain terms.
 
 The replica fetcher asks with ``FetchParams`` and gets a ``FetchResult``; this module
-alone builds the Fetch request (v1, so the leader's ``wait_time_ms`` comes back), sends it
-and reads the answer (Kafka's RemoteLeaderEndPoint)."""
+alone builds the Fetch request (v1, so the leader's ``wait_time_ms`` comes back) and the
+OffsetForLeaderEpoch request of a follower that may have to truncate, sends them and reads
+the answers (Kafka's RemoteLeaderEndPoint)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.replication.fetch_params import FetchParams, FetchPartitionData, FetchResult
+from broker.log.leader_epoch_cache import EpochEndOffset
+from broker.replication.fetch_params import (
+    FetchParams,
+    FetchPartitionData,
+    FetchResult,
+    TopicPartition,
+)
+from broker.replication.replica_fetcher import EpochAsk
 from clients.connection import Connection
 from protocol import messages as m
 from protocol.api import ApiKey
@@ -19,11 +27,13 @@ FETCH_VERSION = 1
 class RemoteLeaderEndPoint:
     def __init__(
         self,
+        replica_id: int,
         address: tuple[str, int],
         client_id: str,
         connect_timeout_s: float,
         receive_delay: Callable[[], float] | None = None,
     ) -> None:
+        self.replica_id = replica_id
         self.address = address
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
@@ -65,6 +75,29 @@ class RemoteLeaderEndPoint:
             ],
             response.wait_time_ms,
         )
+
+    async def offsets_for_leader_epoch(
+        self, asks: list[EpochAsk]
+    ) -> dict[TopicPartition, tuple[int, EpochEndOffset]]:
+        """One OffsetForLeaderEpoch round trip: per partition, the error and where the
+        asked epoch ends on the leader."""
+        conn = await self._connection()
+        by_topic: dict[str, list[m.OffsetForLeaderPartition]] = {}
+        for (topic, index), current_epoch, epoch in asks:
+            by_topic.setdefault(topic, []).append(
+                m.OffsetForLeaderPartition(index, current_epoch, epoch)
+            )
+        request = m.OffsetForLeaderEpochRequest(
+            self.replica_id, [m.OffsetForLeaderTopic(t, parts) for t, parts in by_topic.items()]
+        )
+        response: m.OffsetForLeaderEpochResponse = await conn.send(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, request
+        )
+        return {
+            (topic.topic, p.partition): (p.error_code, EpochEndOffset(p.leader_epoch, p.end_offset))
+            for topic in response.topics
+            for p in topic.partitions
+        }
 
     async def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:

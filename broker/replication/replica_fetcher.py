@@ -18,6 +18,7 @@ from prometheus_client.core import (
 )
 
 from broker.config.broker_config import BrokerConfig
+from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, EpochEndOffset
 from broker.ops.metrics import add_histogram, gauge
 from broker.purgatory import Scheduler
 from broker.replication.fetch_params import (
@@ -38,7 +39,7 @@ SAMPLES_KEPT = 20000  # per source broker
 class FetcherStats:
     """A follower's fetching from one leader broker (Kafka's FetcherStats and lag)."""
 
-    __slots__ = ("bytes", "errors", "lag", "latency", "requests", "samples")
+    __slots__ = ("bytes", "errors", "lag", "latency", "requests", "samples", "truncations")
 
     def __init__(self) -> None:
         # The latest fetch round trips, (wall-clock end, total s, wait s), for experiments
@@ -47,8 +48,13 @@ class FetcherStats:
         self.requests = 0
         self.bytes = 0
         self.errors = 0
+        self.truncations = 0  # logs cut back to the leader's (KIP-101)
         self.latency = FetchLatency()
         self.lag: dict[tuple[str, int], int] = {}  # leader HW - own LEO, per partition
+
+
+# (partition, the leader epoch the follower knows, the epoch whose end it asks for)
+EpochAsk = tuple[TopicPartition, int, int]
 
 
 class LeaderEndPoint(Protocol):
@@ -56,14 +62,20 @@ class LeaderEndPoint(Protocol):
 
     async def fetch(self, params: FetchParams) -> FetchResult: ...
 
+    async def offsets_for_leader_epoch(
+        self, asks: list[EpochAsk]
+    ) -> dict[TopicPartition, tuple[int, EpochEndOffset]]: ...
+
     async def close(self) -> None: ...
 
 
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker.
 
-    Each round sends one fetch (``replica_id`` = this broker) asking for each partition
-    from its log end offset; the leader holds it up to ``replica.fetch.wait.max.ms`` for
+    A partition starts *truncating* whenever it follows a new leader epoch: the fetcher
+    asks the leader where the follower's latest epoch ends (OffsetForLeaderEpoch) and cuts
+    its log back to there before fetching it (KIP-101/279). Each round sends one fetch
+    (``replica_id`` = this broker) asking for each other partition from its log end offset; the leader holds it up to ``replica.fetch.wait.max.ms`` for
     ``replica.fetch.min.bytes``. The round's latency is recorded as total and *true*
     (total minus the leader's ``wait_time_ms``), with the wait itself.
     """
@@ -84,6 +96,8 @@ class ReplicaFetcher:
         self.config = config
         self.stats = stats
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.truncating: set[TopicPartition] = set()
+        self._truncated_in: dict[TopicPartition, int] = {}  # the leader epoch truncated for
         self.paused = False  # tests and fault injection hold a fetcher here
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -105,10 +119,14 @@ class ReplicaFetcher:
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition
+        if self._truncated_in.get(partition.key) != partition.leader_epoch:
+            self.truncating.add(partition.key)
         self._wakeup.set()
 
     def remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
+        self.truncating.discard(key)
+        self._truncated_in.pop(key, None)
         self.stats.lag.pop(key, None)
 
     def set_paused(self, paused: bool) -> None:
@@ -122,7 +140,9 @@ class ReplicaFetcher:
                 await self._wakeup.wait()
                 continue
             try:
-                ok = await self._fetch_once()
+                ok = await self._truncate() if self.truncating else True
+                if len(self.truncating) < len(self.partitions):
+                    ok &= await self._fetch_once()
             except (ConnectionError, KafkaError) as exc:
                 self.stats.errors += 1
                 self.log.warning("replica_fetch_failed", error=str(exc))
@@ -142,6 +162,7 @@ class ReplicaFetcher:
             [
                 (key, PartitionFetchInfo(partition.log.log_end_offset, partition_max))
                 for key, partition in self.partitions.items()
+                if key not in self.truncating
             ],
         )
 
@@ -161,20 +182,98 @@ class ReplicaFetcher:
                 ok &= self._process(partition, data)
         return ok
 
+    async def _truncate(self) -> bool:
+        """Ask the leader where each truncating partition's latest epoch ends and cut the
+        log back to there; False if the leader could not answer for one (retried)."""
+        asks = []
+        for key in list(self.truncating):
+            partition = self.partitions[key]
+            latest = partition.log.leader_epochs.latest_epoch
+            if latest < 0:  # nothing written under any epoch: nothing to cut
+                self._truncation_done(partition)
+                continue
+            asks.append((key, partition.leader_epoch, latest))
+        if not asks:
+            return True
+        answers = await self.leader.offsets_for_leader_epoch(asks)
+        ok = True
+        for key, _, asked in asks:
+            current = self.partitions.get(key)
+            if current is None or key not in answers or key not in self.truncating:
+                continue  # removed (or moved to another epoch) while the leader answered
+            error, (epoch, end_offset) = answers[key]
+            if error:
+                ok = False
+                self.log.info(
+                    "offset_for_leader_epoch_error",
+                    topic=key[0],
+                    partition=key[1],
+                    error=error_name(error),
+                )
+                continue
+            self._truncate_to_leader(current, asked, epoch, end_offset)
+        return ok
+
+    def _truncate_to_leader(
+        self, partition: Partition, asked: int, epoch: int, end_offset: int
+    ) -> None:
+        """KIP-279: the leader's epoch ``epoch`` <= ``asked`` ends at ``end_offset``. If the
+        follower has that epoch too, its log keeps the shorter of the two ends and is done;
+        if not, it cuts back to where its own largest earlier epoch ends and asks again."""
+        log = partition.log
+        if epoch == UNDEFINED_EPOCH:  # the leader has nothing as old: keep what is committed
+            target, done = min(partition.high_watermark, log.log_end_offset), True
+        else:
+            own_epoch, own_end = log.leader_epochs.end_offset_for(epoch, log.log_end_offset)
+            if own_epoch == UNDEFINED_EPOCH:
+                target, done = min(partition.high_watermark, log.log_end_offset), True
+            else:
+                target, done = min(end_offset, own_end), own_epoch == epoch
+        if target < log.log_end_offset:
+            self._cut(partition, target, reason="divergent_epoch")
+        if done or log.leader_epochs.latest_epoch < 0:
+            self._truncation_done(partition)
+
+    def _truncation_done(self, partition: Partition) -> None:
+        self.truncating.discard(partition.key)
+        self._truncated_in[partition.key] = partition.leader_epoch
+
+    def _cut(self, partition: Partition, offset: int, reason: str) -> None:
+        log = partition.log
+        before, high_watermark = log.log_end_offset, partition.high_watermark
+        log.truncate_to(offset)
+        partition.high_watermark = min(high_watermark, log.log_end_offset)
+        self.stats.truncations += 1
+        self.log.warning(
+            "log_truncated",
+            topic=partition.topic,
+            partition=partition.index,
+            reason=reason,
+            from_offset=before,
+            to_offset=log.log_end_offset,
+            # Only after an unclean election may a replica lose committed records.
+            below_high_watermark=log.log_end_offset < high_watermark,
+        )
+
     def _process(self, partition: Partition, data: FetchPartitionData) -> bool:
         log = partition.log
         if data.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            # Behind the leader's log start (restarted empty, or retention moved it), or
-            # ahead of a leader that lost its log (in memory): start over from the leader's.
-            self.log.warning(
-                "replica_reset",
-                topic=partition.topic,
-                partition=partition.index,
-                log_end_offset=log.log_end_offset,
-                leader_log_start=data.log_start_offset,
-            )
-            log.reset_to(max(data.log_start_offset, 0))
-            partition.high_watermark = log.log_end_offset
+            if log.log_end_offset < data.log_start_offset:
+                # Behind the leader's log start (restarted empty, or retention moved it):
+                # start over where the leader's log starts.
+                self.log.warning(
+                    "replica_reset",
+                    topic=partition.topic,
+                    partition=partition.index,
+                    log_end_offset=log.log_end_offset,
+                    leader_log_start=data.log_start_offset,
+                )
+                log.reset_to(max(data.log_start_offset, 0))
+                partition.high_watermark = log.log_end_offset
+            else:
+                # Ahead of the leader (it was elected uncleanly, or lost a suffix we still
+                # hold): keep only what the leader has committed.
+                self._cut(partition, max(data.high_watermark, 0), reason="ahead_of_leader")
             return True
         if data.error:
             self.stats.errors += 1

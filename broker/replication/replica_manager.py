@@ -14,6 +14,7 @@ from broker.controller.metadata_cache import (
     MetadataCache,
     PartitionChange,
 )
+from broker.log.leader_epoch_cache import UNDEFINED_EPOCH_END, EpochEndOffset
 from broker.log.log import Log, LogConfig
 from broker.log.tiered.remote_log_manager import RemoteLogManager
 from broker.log.tiered.remote_log_reader import ReaderQueueFull
@@ -438,6 +439,22 @@ class ReplicaManager:
         return FetchResult(partitions, wait_ms)
 
     # -- offsets -------------------------------------------------------------------------
+
+    def last_offset_for_leader_epoch(
+        self, key: TopicPartition, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, EpochEndOffset]:
+        """OffsetForLeaderEpoch for one partition this broker leads: where ``leader_epoch``
+        (or the largest epoch before it) ends in its log. The asker's view of the current
+        leader epoch is checked first (-1: not checked), as in Kafka."""
+        partition = self.leader_partition(*key)
+        if isinstance(partition, ErrorCode):
+            return partition, UNDEFINED_EPOCH_END
+        if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
+            stale = current_leader_epoch < partition.leader_epoch
+            code = ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.UNKNOWN_LEADER_EPOCH
+            return code, UNDEFINED_EPOCH_END
+        log = partition.log
+        return ErrorCode.NONE, log.leader_epochs.end_offset_for(leader_epoch, log.log_end_offset)
 
     def fetch_offset_for_timestamp(
         self, key: TopicPartition, timestamp: int

@@ -56,9 +56,10 @@ class ProcessCluster:
         ]
         for name, value in self.settings.items():
             cmd += ["--set", f"{name}={value}"]
-        self.procs[broker_id] = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        # BROKER_TEST_LOGS=<dir> keeps each broker's log there (to debug a failure).
+        log_dir = os.environ.get("BROKER_TEST_LOGS")
+        out = open(f"{log_dir}/broker-{broker_id}.log", "ab") if log_dir else subprocess.DEVNULL  # noqa: SIM115
+        self.procs[broker_id] = subprocess.Popen(cmd, stdout=out, stderr=out)
 
     def kill(self, broker_id: int) -> None:
         self.procs[broker_id].kill()

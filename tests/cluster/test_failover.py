@@ -4,6 +4,12 @@ were acknowledged."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import urllib.request
+from typing import Any
+
 import pytest
 
 from clients import AdminClient, Consumer, Producer
@@ -135,5 +141,104 @@ async def test_killing_a_leader_under_acks_all_load_loses_nothing() -> None:
         assert new_leader not in (-1, leader)
         seen = await read_all(cluster.bootstrap, "load", partition, max(acked) + 1)
         assert all(seen[offset] == value for offset, value in acked.items())
+    finally:
+        cluster.stop_all()
+
+
+def partition_on(
+    cluster: ProcessCluster, broker_id: int, topic: str, partition: int
+) -> dict[str, Any]:
+    return next(
+        p
+        for p in cluster.state(broker_id)["partitions"]
+        if (p["topic"], p["partition"]) == (topic, partition)
+    )
+
+
+def add_fault(cluster: ProcessCluster, broker_id: int, spec: dict[str, object]) -> None:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{cluster.admin_ports[broker_id]}/v1/faults",
+        data=json.dumps(spec).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status in (200, 201)
+
+
+async def test_a_former_leader_truncates_its_divergent_suffix_and_then_equals_the_leader() -> None:
+    """The leader takes acks=1 records its followers never get (their fetches stall), then
+    freezes; a follower is elected, takes new records at the same offsets. When the former
+    leader resumes (its log intact: same incarnation) it follows the new leader, cuts the
+    suffix that never reached the ISR (OffsetForLeaderEpoch) and ends with the leader's
+    log, record for record."""
+    cluster = ProcessCluster(**{"replica.lag.time.max.ms": "30000"})
+    try:
+        for i in range(3):
+            cluster.start(i)
+        await ready(cluster)
+        async with AdminClient(cluster.bootstrap) as admin:
+            await admin.create_topic("fork", 3, 3, {"min.insync.replicas": "1"})
+        partition, leader = next(
+            (p, b) for p, b in (await leaders(cluster.bootstrap, "fork")).items() if b != 0
+        )
+        async with Producer(cluster.bootstrap, acks=-1, linger_ms=0) as producer:
+            for i in range(3):
+                await producer.send_and_wait("fork", b"committed-%d" % i, partition=partition)
+        followers = [b for b in range(3) if b != leader]
+        # Stall only the followers' fetches from this leader (not the controller's traffic).
+        fetchers: list[object] = [f"replica-fetcher-{b}" for b in followers]
+        add_fault(
+            cluster,
+            leader,
+            {"name": "stall", "kind": "latency", "delay_ms": 60_000, "peers": fetchers,
+             "duration_ms": 20_000},
+        )  # fmt: skip
+        async with Producer(cluster.bootstrap, acks=1, linger_ms=0) as producer:
+            for i in range(4):
+                await producer.send_and_wait("fork", b"divergent-%d" % i, partition=partition)
+        state = partition_on(cluster, leader, "fork", partition)
+        # (A fetch parked at the leader when the stall began may still carry the first.)
+        assert state["log_end_offset"] == 7 and state["high_watermark"] <= 4
+        os.kill(cluster.procs[leader].pid, signal.SIGSTOP)
+        try:
+            await wait_until(
+                lambda: partition_on(cluster, 0, "fork", partition)["leader"] not in (-1, leader),
+                timeout=20,
+                message="a follower elected",
+            )
+            async with Producer(
+                ",".join(f"127.0.0.1:{cluster.ports[b]}" for b in followers),
+                acks=-1,
+                linger_ms=0,
+                delivery_timeout_ms=30_000,
+            ) as producer:
+                for i in range(2):
+                    await producer.send_and_wait("fork", b"new-%d" % i, partition=partition)
+        finally:
+            os.kill(cluster.procs[leader].pid, signal.SIGCONT)
+        new_leader = partition_on(cluster, 0, "fork", partition)["leader"]
+        end = partition_on(cluster, new_leader, "fork", partition)["log_end_offset"]
+
+        def former_leader() -> dict[str, Any]:
+            return partition_on(cluster, leader, "fork", partition)
+
+        await wait_until(
+            lambda: (
+                former_leader()["role"] == "follower" and former_leader()["log_end_offset"] == end
+            ),
+            timeout=30,
+            message="the former leader truncated and caught up",
+        )
+        values = list((await read_all(cluster.bootstrap, "fork", partition, end)).values())
+        assert values[:3] == [b"committed-0", b"committed-1", b"committed-2"]
+        assert values[-2:] == [b"new-0", b"new-1"]
+        assert all(v.startswith(b"divergent-") for v in values[3:-2]) and len(values) <= 6
+        # The same batches on both (a divergent one is longer than a new one).
+        current = partition_on(cluster, new_leader, "fork", partition)
+        assert (former_leader()["size_bytes"], former_leader()["batches"]) == (
+            current["size_bytes"],
+            current["batches"],
+        )
     finally:
         cluster.stop_all()

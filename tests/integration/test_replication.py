@@ -22,6 +22,7 @@ FAST = {
     "broker_heartbeat_interval_ms": 50,
     "broker_session_timeout_ms": 600,
     "replica_fetch_backoff_ms": 20,
+    "leader_imbalance_check_interval_seconds": 1,
 }
 
 
@@ -283,6 +284,17 @@ async def test_partitions_led_by_a_dead_broker_get_a_new_leader_from_the_isr(
     )
     for p in led:
         assert partition(restarted, "t", p).log.log_end_offset == 2
+    # auto.leader.rebalance.enable: its preferred partitions come back to it.
+    await wait_until(
+        lambda: all(
+            controller.metadata.partition("t", p).leader_id == restarted.broker_id  # type: ignore[union-attr]
+            for p in led
+        ),
+        message="preferred leaders restored",
+    )
+    for p in led:
+        reply = await produce(restarted, "t", [b"preferred"], partition=p)
+        assert (reply.error_code, reply.base_offset) == (0, 2)
 
 
 async def test_the_controller_fences_stale_and_invalid_isr_changes(cluster: list[Broker]) -> None:
