@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 import msgspec
 import structlog
 
-from broker.controller.controller import topic_name_problem
+from broker.controller.topics import topic_name_problem
 from broker.replication.delayed_produce import PartitionResponse
 from broker.replication.fetch_params import (
     FetchParams,

@@ -11,7 +11,6 @@ Metadata from any broker agrees as soon as the topic exists.
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,10 +22,11 @@ from broker.config.broker_config import BrokerConfig, validate_topic_configs
 from broker.config.definitions import ConfigError
 from broker.controller.election import (
     Election,
-    PartitionChange,
+    ElectionResult,
     change_partition,
     preferred_imbalance,
 )
+from broker.controller.topics import MAX_PARTITIONS_PER_TOPIC, assign_replicas, topic_name_problem
 from clients.connection import Connection, ConnectionClosed
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -47,47 +47,6 @@ from protocol.messages import (
     TopicState,
     UpdateMetadataRequest,
 )
-
-LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-MAX_PARTITIONS_PER_TOPIC = 10000
-
-
-def topic_name_problem(name: str) -> str | None:
-    """Kafka's topic name rules; None when the name is legal."""
-    if name in (".", ".."):
-        return f"topic name {name!r} is not allowed"
-    if not LEGAL_TOPIC.match(name):
-        return (
-            f"topic name {name!r} is illegal: use 1 to 249 characters of "
-            "ASCII letters, digits, '.', '_' and '-'"
-        )
-    return None
-
-
-def _topic_flag(topic: TopicState, name: str, default: bool) -> bool:
-    """A boolean topic config: the topic's own setting, else the broker's."""
-    raw = topic.configs.get(name)
-    return default if raw is None else raw.lower() == "true"
-
-
-def assign_replicas(
-    brokers: list[int], partitions: int, replication_factor: int, start: int
-) -> list[list[int]]:
-    """Kafka's rack-unaware assignment: partition p's leader is broker (start + p) mod n;
-    follower j sits 1 + (shift + j) mod (n - 1) places after it, the shift growing by one
-    after every n partitions, so replicas of a partition are distinct brokers."""
-    n = len(brokers)
-    out = []
-    shift = start
-    for p in range(partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (start + p) % n
-        replicas = [brokers[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
-        out.append(replicas)
-    return out
 
 
 class Controller:
@@ -292,7 +251,12 @@ class Controller:
         default_unclean = self.config["unclean.leader.election.enable"]
         changed = False
         for name, topic in list(self.topics.items()):
-            unclean = _topic_flag(topic, "unclean.leader.election.enable", default_unclean)
+            # The topic's own setting (parsed as every topic config is), else the broker's.
+            unclean = bool(
+                validate_topic_configs(topic.configs).get(
+                    "unclean.leader.election.enable", default_unclean
+                )
+            )
             partitions = list(topic.partitions)
             for index, state in enumerate(partitions):
                 change = change_partition(state, eligible, lost_data, unclean, preferred)
@@ -306,7 +270,7 @@ class Controller:
                 changed = True
         return changed
 
-    def _log_change(self, topic: str, before: PartitionState, change: PartitionChange) -> None:
+    def _log_change(self, topic: str, before: PartitionState, change: ElectionResult) -> None:
         after = change.state
         fields = {
             "topic": topic,

@@ -31,7 +31,7 @@ class Election(Enum):
     PREFERRED = "preferred"
 
 
-class PartitionChange(NamedTuple):
+class ElectionResult(NamedTuple):
     state: PartitionState
     election: Election | None  # why the leader changed; None if it did not
     offline: bool  # no leader after the change
@@ -43,7 +43,7 @@ def change_partition(
     lost_data: frozenset[int] = frozenset(),
     unclean: bool = False,
     preferred: bool = False,
-) -> PartitionChange | None:
+) -> ElectionResult | None:
     """The partition after applying the rules; None if nothing changes.
 
     ``eligible``: brokers that may lead or stay in the ISR now (live, not fenced, not
@@ -78,7 +78,7 @@ def change_partition(
         isr=new_isr,
         partition_epoch=state.partition_epoch + 1,
     )
-    return PartitionChange(changed, election if leader != NO_LEADER else None, leader < 0)
+    return ElectionResult(changed, election if leader != NO_LEADER else None, leader < 0)
 
 
 def preferred_imbalance(state: PartitionState) -> bool:

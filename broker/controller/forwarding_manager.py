@@ -15,8 +15,9 @@ from typing import Any
 import structlog
 
 from broker.config.broker_config import BrokerConfig
-from broker.controller.controller import Controller, topic_name_problem
+from broker.controller.controller import Controller
 from broker.controller.metadata_cache import MetadataCache
+from broker.controller.topics import topic_name_problem
 from clients.connection import Connection, ConnectionClosed
 from protocol import messages as m
 from protocol.api import ApiKey

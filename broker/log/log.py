@@ -233,9 +233,9 @@ class Log:
             segment.size_bytes -= removed
             self.size_bytes -= removed
         # Byte positions go on from the last batch kept (reads measure spans by them).
-        kept = [s.ends[-1] for s in self.segments if s.ends]
-        if kept:
-            self._appended_bytes = kept[-1]
+        last = next((s.ends[-1] for s in reversed(self.segments) if s.ends), None)
+        if last is not None:
+            self._appended_bytes = last
         new_end = self.log_end_offset = segment.next_offset
         self.leader_epochs.truncate_from_end(new_end)
 

@@ -197,7 +197,7 @@ class ReplicaFetcher:
             return True
         answers = await self.leader.offsets_for_leader_epoch(asks)
         ok = True
-        for key, _, asked in asks:
+        for key, _, _ in asks:
             current = self.partitions.get(key)
             if current is None or key not in answers or key not in self.truncating:
                 continue  # removed (or moved to another epoch) while the leader answered
@@ -211,24 +211,21 @@ class ReplicaFetcher:
                     error=error_name(error),
                 )
                 continue
-            self._truncate_to_leader(current, asked, epoch, end_offset)
+            self._truncate_to_leader(current, epoch, end_offset)
         return ok
 
-    def _truncate_to_leader(
-        self, partition: Partition, asked: int, epoch: int, end_offset: int
-    ) -> None:
-        """KIP-279: the leader's epoch ``epoch`` <= ``asked`` ends at ``end_offset``. If the
-        follower has that epoch too, its log keeps the shorter of the two ends and is done;
-        if not, it cuts back to where its own largest earlier epoch ends and asks again."""
+    def _truncate_to_leader(self, partition: Partition, epoch: int, end_offset: int) -> None:
+        """KIP-279: the leader's epoch ``epoch`` (at most the one asked about) ends at
+        ``end_offset``. If the follower has that epoch too, its log keeps the shorter of the
+        two ends and is done; if not, it cuts back to where its own largest earlier epoch
+        ends and asks again."""
         log = partition.log
-        if epoch == UNDEFINED_EPOCH:  # the leader has nothing as old: keep what is committed
+        # (An undefined epoch from the leader is undefined here too.)
+        own_epoch, own_end = log.leader_epochs.end_offset_for(epoch, log.log_end_offset)
+        if own_epoch == UNDEFINED_EPOCH:  # nothing this old on one side: keep what is committed
             target, done = min(partition.high_watermark, log.log_end_offset), True
         else:
-            own_epoch, own_end = log.leader_epochs.end_offset_for(epoch, log.log_end_offset)
-            if own_epoch == UNDEFINED_EPOCH:
-                target, done = min(partition.high_watermark, log.log_end_offset), True
-            else:
-                target, done = min(end_offset, own_end), own_epoch == epoch
+            target, done = min(end_offset, own_end), own_epoch == epoch
         if target < log.log_end_offset:
             self._cut(partition, target, reason="divergent_epoch")
         if done or log.leader_epochs.latest_epoch < 0:

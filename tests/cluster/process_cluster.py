@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 
-from clients import AdminClient
+from clients import AdminClient, Producer
 from tests.support import free_ports, wait_until
 
 SETTINGS = {
@@ -124,3 +125,39 @@ async def create(cluster: ProcessCluster, topic: str, min_isr: int) -> tuple[int
 
 def isr(cluster: ProcessCluster, leader: int, topic: str) -> list[int]:
     return sorted(cluster.partition_state(leader, topic)["isr"])
+
+
+@contextlib.asynccontextmanager
+async def running(**settings: str) -> AsyncIterator[ProcessCluster]:
+    """Three healthy broker processes (``settings`` on top of SETTINGS), stopped after."""
+    cluster = ProcessCluster(**settings)
+    try:
+        for i in range(3):
+            cluster.start(i)
+        await ready(cluster)
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+async def produce_while(
+    producer: Producer, topic: str, partition: int, action: Callable[[], None], at: int = 500
+) -> tuple[dict[int, bytes], int]:
+    """Send 1500 records, in round trips of 50, doing ``action`` after record ``at``;
+    return the acknowledged ones by offset and how many failed."""
+    futures = []
+    for i in range(1500):
+        futures.append(await producer.send(topic, f"record-{i}".encode(), partition=partition))
+        if i == at:
+            action()
+        if i % 50 == 0:
+            await producer.flush()  # spread the load over round trips, not one burst
+    await producer.flush()
+    acked: dict[int, bytes] = {}
+    failed = 0
+    for i, future in enumerate(futures):
+        if future.exception() is None:
+            acked[future.result().offset] = f"record-{i}".encode()
+        else:
+            failed += 1
+    return acked, failed

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from clients import AdminClient, Consumer, Producer
-from tests.cluster.process_cluster import ProcessCluster, ready
+from tests.cluster.process_cluster import ProcessCluster, produce_while, running
 from tests.support import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -40,6 +40,14 @@ async def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     return {p.partition_index: p.leader_id for p in meta.topics[0].partitions}
 
 
+async def created(cluster: ProcessCluster, topic: str, min_isr: str) -> tuple[int, int]:
+    """Create an RF 3 topic of 3 partitions; return one partition led by another broker than
+    the controller (broker 0), and its leader."""
+    async with AdminClient(cluster.bootstrap) as admin:
+        await admin.create_topic(topic, 3, 3, {"min.insync.replicas": min_isr})
+    return next((p, b) for p, b in (await leaders(cluster.bootstrap, topic)).items() if b != 0)
+
+
 @pytest.mark.parametrize("victim", [0, 1], ids=["the-controller", "another-broker"])
 async def test_a_restarted_leader_never_leads_again_nor_makes_acknowledged_records_vanish(
     victim: int,
@@ -47,11 +55,7 @@ async def test_a_restarted_leader_never_leads_again_nor_makes_acknowledged_recor
     """The case from the issue: RF 3, min ISR 2, records acknowledged with acks=all, their
     leader killed and restarted at once (within the session timeout). It comes back
     empty: it must not lead, and the followers must keep every acknowledged record."""
-    cluster = ProcessCluster()
-    try:
-        for i in range(3):
-            cluster.start(i)
-        await ready(cluster)
+    async with running() as cluster:
         async with AdminClient(cluster.bootstrap) as admin:
             await admin.create_topic("acked", 3, 3, {"min.insync.replicas": "2"})
         acked: dict[int, dict[int, bytes]] = {p: {} for p in range(3)}
@@ -95,23 +99,11 @@ async def test_a_restarted_leader_never_leads_again_nor_makes_acknowledged_recor
             timeout=30,
             message="the restarted broker back in every ISR with every record",
         )
-    finally:
-        cluster.stop_all()
 
 
 async def test_killing_a_leader_under_acks_all_load_loses_nothing() -> None:
-    cluster = ProcessCluster()
-    try:
-        for i in range(3):
-            cluster.start(i)
-        await ready(cluster)
-        async with AdminClient(cluster.bootstrap) as admin:
-            await admin.create_topic("load", 3, 3, {"min.insync.replicas": "2"})
-        # A partition led by another broker than the controller (broker 0).
-        partition, leader = next(
-            (p, b) for p, b in (await leaders(cluster.bootstrap, "load")).items() if b != 0
-        )
-        acked: dict[int, bytes] = {}
+    async with running() as cluster:
+        partition, leader = await created(cluster, "load", min_isr="2")
         async with Producer(
             cluster.bootstrap,
             acks=-1,
@@ -120,29 +112,14 @@ async def test_killing_a_leader_under_acks_all_load_loses_nothing() -> None:
             delivery_timeout_ms=30_000,
             retry_backoff_ms=50,
         ) as producer:
-            futures = []
-            for i in range(1500):
-                futures.append(
-                    await producer.send("load", f"record-{i}".encode(), partition=partition)
-                )
-                if i == 500:
-                    cluster.kill(leader)
-                if i % 50 == 0:
-                    await producer.flush()
-            await producer.flush()
-            failed = 0
-            for i, future in enumerate(futures):
-                if future.exception() is None:
-                    acked[future.result().offset] = f"record-{i}".encode()
-                else:
-                    failed += 1
+            acked, failed = await produce_while(
+                producer, "load", partition, lambda: cluster.kill(leader)
+            )
         assert failed == 0, f"{failed} records not delivered (retriable errors are retried)"
         new_leader = (await leaders(cluster.bootstrap, "load"))[partition]
         assert new_leader not in (-1, leader)
         seen = await read_all(cluster.bootstrap, "load", partition, max(acked) + 1)
         assert all(seen[offset] == value for offset, value in acked.items())
-    finally:
-        cluster.stop_all()
 
 
 def partition_on(
@@ -172,16 +149,8 @@ async def test_a_former_leader_truncates_its_divergent_suffix_and_then_equals_th
     leader resumes (its log intact: same incarnation) it follows the new leader, cuts the
     suffix that never reached the ISR (OffsetForLeaderEpoch) and ends with the leader's
     log, record for record."""
-    cluster = ProcessCluster(**{"replica.lag.time.max.ms": "30000"})
-    try:
-        for i in range(3):
-            cluster.start(i)
-        await ready(cluster)
-        async with AdminClient(cluster.bootstrap) as admin:
-            await admin.create_topic("fork", 3, 3, {"min.insync.replicas": "1"})
-        partition, leader = next(
-            (p, b) for p, b in (await leaders(cluster.bootstrap, "fork")).items() if b != 0
-        )
+    async with running(**{"replica.lag.time.max.ms": "30000"}) as cluster:
+        partition, leader = await created(cluster, "fork", min_isr="1")
         async with Producer(cluster.bootstrap, acks=-1, linger_ms=0) as producer:
             for i in range(3):
                 await producer.send_and_wait("fork", b"committed-%d" % i, partition=partition)
@@ -240,5 +209,3 @@ async def test_a_former_leader_truncates_its_divergent_suffix_and_then_equals_th
             current["size_bytes"],
             current["batches"],
         )
-    finally:
-        cluster.stop_all()

@@ -12,7 +12,14 @@ from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import encode_batch
-from tests.cluster.process_cluster import ProcessCluster, create, isr, processes, ready
+from tests.cluster.process_cluster import (
+    ProcessCluster,
+    create,
+    isr,
+    processes,
+    produce_while,
+    ready,
+)
 from tests.support import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -24,8 +31,6 @@ async def test_producing_goes_on_when_a_follower_dies_and_every_acked_record_sur
 ) -> None:
     await ready(processes)
     leader, victim = await create(processes, "load", min_isr=2)
-    acked: dict[int, bytes] = {}
-    failed = 0
     async with Producer(
         processes.bootstrap,
         acks=-1,
@@ -34,19 +39,7 @@ async def test_producing_goes_on_when_a_follower_dies_and_every_acked_record_sur
         delivery_timeout_ms=20_000,
         retry_backoff_ms=50,
     ) as producer:
-        futures = []
-        for i in range(1500):
-            futures.append(await producer.send("load", f"record-{i}".encode(), partition=0))
-            if i == 500:
-                processes.kill(victim)  # mid-load
-            if i % 50 == 0:
-                await producer.flush()  # spread the load over round trips, not one burst
-        await producer.flush()
-        for i, future in enumerate(futures):
-            if future.exception() is None:
-                acked[future.result().offset] = f"record-{i}".encode()
-            else:
-                failed += 1
+        acked, failed = await produce_while(producer, "load", 0, lambda: processes.kill(victim))
     assert len(acked) >= 1400 and failed <= 100
     assert victim not in isr(processes, leader, "load")
     # Every acknowledged record is there, at its offset, once.

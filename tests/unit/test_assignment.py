@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from broker.controller.controller import assign_replicas, topic_name_problem
+from broker.controller.topics import assign_replicas, topic_name_problem
 from clients.partitioner import murmur2, partition_for_key
 
 
