@@ -19,6 +19,7 @@ from broker.config.definitions import BY_NAME, parse_host_port
 from broker.controller.alter_partition_manager import AlterPartitionManager
 from broker.controller.broker_lifecycle import BrokerLifecycleManager
 from broker.controller.controller import Controller
+from broker.controller.controller_metrics import controller_families
 from broker.controller.forwarding_manager import ForwardingManager
 from broker.controller.metadata_cache import MetadataCache
 from broker.coordinator.group_coordinator import GroupCoordinator
@@ -64,6 +65,7 @@ class Broker:
         self._background: set[asyncio.Task[Any]] = set()
         self.faults = FaultInjector(self.scheduler)
         self.metrics.register(self.faults.collect_metrics)
+        self.metrics.register(controller_families(lambda: self.controller))
         self.alter_partition_manager = AlterPartitionManager(
             self.broker_id,
             lambda: self.controller,

@@ -384,6 +384,12 @@ class ReplicaFetcherManager:
             "Time the follower's fetches waited in the leader's purgatory (wait_time_ms).",
             labels=source,
         )
+        truncations = CounterMetricFamily(
+            "purgatory_log_truncations",
+            "Times this follower cut a log back to its leader's (a divergent or uncommitted "
+            "suffix, KIP-101), by the leader followed.",
+            labels=source,
+        )
         lag = GaugeMetricFamily(
             "purgatory_replica_fetcher_lag",
             "Leader high watermark minus this follower's log end offset, per partition.",
@@ -395,13 +401,14 @@ class ReplicaFetcherManager:
             requests.add_metric(label, stats.requests)
             fetched.add_metric(label, stats.bytes)
             errors.add_metric(label, stats.errors)
+            truncations.add_metric(label, stats.truncations)
             add_histogram(latency, [str(broker), "total"], stats.latency.total)
             add_histogram(latency, [str(broker), "true"], stats.latency.true)
             add_histogram(wait, label, stats.latency.wait)
             for (topic, partition), value in sorted(stats.lag.items()):
                 lag.add_metric([topic, str(partition)], value)
                 max_lag = max(max_lag, value)
-        yield from (requests, fetched, errors, latency, wait, lag)
+        yield from (requests, fetched, errors, truncations, latency, wait, lag)
         yield gauge(
             "purgatory_replica_fetcher_max_lag",
             "The largest lag over every partition this broker follows (Kafka's MaxLag).",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from clients import AdminClient, Producer
-from tests.support import free_ports, wait_until
+from tests.support import free_ports, metric_samples, wait_until
 
 SETTINGS = {
     "replica.lag.time.max.ms": "1000",
@@ -71,6 +71,12 @@ class ProcessCluster:
             f"http://127.0.0.1:{self.admin_ports[broker_id]}/v1/state", timeout=2
         ) as r:
             return json.load(r)  # type: ignore[no-any-return]
+
+    def metrics(self, broker_id: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.admin_ports[broker_id]}/metrics", timeout=2
+        ) as r:
+            return metric_samples(r.read().decode())
 
     def healthy(self, broker_id: int) -> bool:
         try:

@@ -118,6 +118,16 @@ async def test_killing_a_leader_under_acks_all_load_loses_nothing() -> None:
         assert failed == 0, f"{failed} records not delivered (retriable errors are retried)"
         new_leader = (await leaders(cluster.bootstrap, "load"))[partition]
         assert new_leader not in (-1, leader)
+        # The controller (broker 0: the leader killed was another) counts what it did.
+        controller = cluster.metrics(0)
+        assert controller[("purgatory_active_controller", ())] == 1
+        assert controller[("purgatory_leader_elections_total", (("kind", "clean"),))] >= 1
+        assert controller[("purgatory_fenced_brokers", ())] == 1
+        assert controller[("purgatory_active_brokers", ())] == 2
+        assert controller[("purgatory_offline_partitions", ())] == 0
+        assert controller[("purgatory_preferred_replica_imbalance", ())] >= 1
+        other = next(b for b in (1, 2) if b != leader)
+        assert cluster.metrics(other)[("purgatory_active_controller", ())] == 0
         seen = await read_all(cluster.bootstrap, "load", partition, max(acked) + 1)
         assert all(seen[offset] == value for offset, value in acked.items())
 
@@ -199,6 +209,10 @@ async def test_a_former_leader_truncates_its_divergent_suffix_and_then_equals_th
             timeout=30,
             message="the former leader truncated and caught up",
         )
+        truncations = cluster.metrics(leader)[
+            ("purgatory_log_truncations_total", (("source_broker", str(new_leader)),))
+        ]
+        assert truncations >= 1
         values = list((await read_all(cluster.bootstrap, "fork", partition, end)).values())
         assert values[:3] == [b"committed-0", b"committed-1", b"committed-2"]
         assert values[-2:] == [b"new-0", b"new-1"]

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.server import Broker
 from clients import AdminClient, Producer
-from tests.support import bootstrap
+from tests.support import bootstrap, metric_samples
 
 DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
 
@@ -37,11 +37,7 @@ async def test_metrics_are_prometheus_text_with_request_and_partition_figures(
     await produce_some(broker)
     status, content_type, text = await get(broker, "/metrics")
     assert status == 200 and content_type.startswith("text/plain")
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    samples = metric_samples(text)
     assert samples[("purgatory_requests_total", (("request", "Produce"), ("version", "0")))] == 10
     assert samples[("purgatory_request_total_time_seconds_count", (("request", "Produce"),))] == 10
     assert samples[("purgatory_messages_in_total", ())] == 10
