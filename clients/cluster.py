@@ -171,6 +171,13 @@ class ClientCluster:
         t = self.topics.get(topic)
         return t.partitions if t is not None else None
 
+    def leader_epoch_for(self, topic: str, partition: int) -> int:
+        """The leader epoch the metadata names, or -1 when unknown (then not checked)."""
+        parts = self.partitions_for(topic)
+        if parts is None or not 0 <= partition < len(parts):
+            return -1
+        return parts[partition].leader_epoch
+
     def leader_for(self, topic: str, partition: int) -> int:
         """The leader's id, or -1 when unknown."""
         parts = self.partitions_for(topic)

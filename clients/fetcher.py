@@ -163,7 +163,14 @@ class Fetcher:
         by_topic: dict[str, list[m.FetchPartition]] = {}
         for (topic, partition), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
-                m.FetchPartition(partition, offset, config.max_partition_bytes)
+                m.FetchPartition(
+                    partition,
+                    offset,
+                    config.max_partition_bytes,
+                    # A broker that leads in another epoch answers FENCED/UNKNOWN_LEADER_EPOCH
+                    # (metadata is refreshed) instead of serving a stale view (KIP-320).
+                    self.cluster.leader_epoch_for(topic, partition),
+                )
             )
         request = m.FetchRequest(
             -1,

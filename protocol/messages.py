@@ -162,6 +162,9 @@ class FetchPartition(Message):
     partition: int
     fetch_offset: int
     partition_max_bytes: int
+    # The leader epoch the fetcher knows the leader by (KIP-320); -1 (or absent, from an
+    # older client): not checked.
+    current_leader_epoch: int = -1
 
 
 class FetchTopic(Message):

@@ -142,6 +142,7 @@ class Harness:
         replica_id: int = -1,
         min_bytes: int = 1,
         max_wait_ms: int = 500,
+        leader_epoch: int = -1,
     ) -> asyncio.Future[FetchResult]:
         """A fetch of partition 0; its result (a done future unless it waits)."""
         params = FetchParams(
@@ -149,7 +150,7 @@ class Harness:
             max_wait_ms,
             min_bytes,
             1 << 20,
-            [((topic, 0), PartitionFetchInfo(offset, 1 << 20))],
+            [((topic, 0), PartitionFetchInfo(offset, 1 << 20, leader_epoch))],
         )
         result = self.replica_manager.fetch_messages(params)
         if isinstance(result, FetchResult):

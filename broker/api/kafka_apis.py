@@ -123,7 +123,12 @@ class KafkaApis:
                         "fetch_offset and partition_max_bytes must not be negative",
                     )
                 partitions.append(
-                    ((name, p.partition), PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes))
+                    (
+                        (name, p.partition),
+                        PartitionFetchInfo(
+                            p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch
+                        ),
+                    )
                 )
         params = FetchParams(
             request.replica_id,

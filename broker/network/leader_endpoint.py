@@ -47,7 +47,9 @@ class RemoteLeaderEndPoint:
         by_topic: dict[str, list[m.FetchPartition]] = {}
         for (topic, index), info in params.partitions:
             by_topic.setdefault(topic, []).append(
-                m.FetchPartition(index, info.fetch_offset, info.max_bytes)
+                m.FetchPartition(
+                    index, info.fetch_offset, info.max_bytes, info.current_leader_epoch
+                )
             )
         request = m.FetchRequest(
             params.replica_id,

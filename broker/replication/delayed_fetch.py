@@ -18,7 +18,8 @@ class DelayedFetch(DelayedOperation):
 
     It completes (then reads again and answers) when:
 
-    A. this broker no longer leads one of the partitions;
+    A. this broker no longer leads one of the partitions, or leads it in another leader
+       epoch than the fetcher knows (it is answered FENCED_LEADER_EPOCH);
     B. this broker no longer knows one of the partitions;
     C. a fetch offset is now outside the local log: beyond its end (truncation) or below
        its start (retention deleted it, or it moved to the remote tier);
@@ -56,8 +57,8 @@ class DelayedFetch(DelayedOperation):
         rm = self.replica_manager
         follower = self.from_follower
         accumulated = 0
-        for (topic, index), (offset, max_bytes) in self.params.partitions:
-            partition = rm.leader_partition(topic, index)
+        for (topic, index), (offset, max_bytes, leader_epoch) in self.params.partitions:
+            partition = rm.leader_partition(topic, index, leader_epoch)
             if isinstance(partition, ErrorCode):  # cases A and B
                 return self.force_complete()
             log = partition.log

@@ -17,6 +17,7 @@ TopicPartition = tuple[str, int]
 class PartitionFetchInfo(NamedTuple):
     fetch_offset: int
     max_bytes: int  # bound for this partition (the first batch may exceed it, KIP-74)
+    current_leader_epoch: int = -1  # the epoch the fetcher knows the leader by; -1: any
 
 
 class FetchParams(NamedTuple):

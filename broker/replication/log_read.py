@@ -23,8 +23,9 @@ from broker.replication.fetch_params import (
 from broker.replication.partition import Partition
 from protocol.errors import ErrorCode
 
-# (topic, partition) -> the partition if this broker leads it, else why not
-LeaderLookup = Callable[[str, int], Partition | ErrorCode]
+# (topic, partition, the asker's current leader epoch or -1) -> the partition if this
+# broker leads it in that epoch, else why not
+LeaderLookup = Callable[[str, int, int], Partition | ErrorCode]
 
 
 class LogReadResult(NamedTuple):
@@ -53,8 +54,8 @@ def read_from_local_log(
     remote: list[RemoteFetchInfo] = []
     sent = 0
     errored = False
-    for key, (offset, max_bytes) in params.partitions:
-        partition = leader_partition(*key)
+    for key, (offset, max_bytes, leader_epoch) in params.partitions:
+        partition = leader_partition(*key, leader_epoch)
         if isinstance(partition, ErrorCode):
             errored = True
             out.append((key, error_data(partition)))

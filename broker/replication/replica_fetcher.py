@@ -160,7 +160,12 @@ class ReplicaFetcher:
             config["replica.fetch.min.bytes"],
             config["replica.fetch.response.max.bytes"],
             [
-                (key, PartitionFetchInfo(partition.log.log_end_offset, partition_max))
+                (
+                    key,
+                    PartitionFetchInfo(
+                        partition.log.log_end_offset, partition_max, partition.leader_epoch
+                    ),
+                )
                 for key, partition in self.partitions.items()
                 if key not in self.truncating
             ],

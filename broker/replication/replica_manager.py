@@ -211,10 +211,20 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(key)
         self.remote_fetch_purgatory.check_and_complete(key)
 
-    def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
+    def leader_partition(
+        self, topic: str, index: int, current_leader_epoch: int = -1
+    ) -> Partition | ErrorCode:
+        """The partition if this broker leads it (in the asker's ``current_leader_epoch``,
+        when one is given), else why not: FENCED_LEADER_EPOCH when the asker knows an
+        older epoch, UNKNOWN_LEADER_EPOCH when it knows a newer one than this broker (its
+        metadata is ahead of ours), as Kafka's ``localLogWithEpochOrThrow``."""
         partition = self.partitions.get((topic, index))
         if partition is not None and partition.is_leader:
-            return partition
+            if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+                return partition
+            if current_leader_epoch < partition.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
         if self.metadata.partition(topic, index) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -446,13 +456,9 @@ class ReplicaManager:
         """OffsetForLeaderEpoch for one partition this broker leads: where ``leader_epoch``
         (or the largest epoch before it) ends in its log. The asker's view of the current
         leader epoch is checked first (-1: not checked), as in Kafka."""
-        partition = self.leader_partition(*key)
+        partition = self.leader_partition(*key, current_leader_epoch)
         if isinstance(partition, ErrorCode):
             return partition, UNDEFINED_EPOCH_END
-        if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
-            stale = current_leader_epoch < partition.leader_epoch
-            code = ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.UNKNOWN_LEADER_EPOCH
-            return code, UNDEFINED_EPOCH_END
         log = partition.log
         return ErrorCode.NONE, log.leader_epochs.end_offset_for(leader_epoch, log.log_end_offset)
 

@@ -25,11 +25,10 @@ def produce_request(
 
 
 def fetch_request(
-    topic: str, partition: int, offset: int, max_bytes: int = 1 << 20
+    topic: str, partition: int, offset: int, max_bytes: int = 1 << 20, leader_epoch: int = -1
 ) -> m.FetchRequest:
-    return m.FetchRequest(
-        -1, 0, 1, max_bytes, [m.FetchTopic(topic, [m.FetchPartition(partition, offset, max_bytes)])]
-    )
+    part = m.FetchPartition(partition, offset, max_bytes, leader_epoch)
+    return m.FetchRequest(-1, 0, 1, max_bytes, [m.FetchTopic(topic, [part])])
 
 
 async def create(broker: Broker, topic: str, partitions: int = 1, **configs: str) -> None:
@@ -41,6 +40,21 @@ async def create(broker: Broker, topic: str, partitions: int = 1, **configs: str
 
 async def connect(broker: Broker) -> Connection:
     return await Connection.open("127.0.0.1", broker.port)
+
+
+async def test_a_fetch_naming_another_leader_epoch_is_refused_and_one_without_is_served(
+    broker: Broker,
+) -> None:
+    await create(broker, "t")
+    conn = await connect(broker)
+    await conn.send(ApiKey.PRODUCE, produce_request("t", 0, [b"a"]))
+    epochs = {
+        e: await conn.send(ApiKey.FETCH, fetch_request("t", 0, 0, leader_epoch=e))
+        for e in (-1, 0, 1)
+    }
+    codes = {e: r.responses[0].partitions[0].error_code for e, r in epochs.items()}
+    assert codes == {-1: ErrorCode.NONE, 0: ErrorCode.NONE, 1: ErrorCode.UNKNOWN_LEADER_EPOCH}
+    await conn.close()
 
 
 async def test_produced_records_come_back_from_fetch_with_their_offsets(broker: Broker) -> None:

@@ -35,6 +35,15 @@ def test_a_v0_fetch_response_has_no_wait_time_and_v1_appends_it() -> None:
     assert msgspec.msgpack.decode(v1, type=m.FetchResponseV0).responses[0].topic == "t"
 
 
+def test_a_fetch_partition_without_a_leader_epoch_is_not_checked() -> None:
+    """A client of the first form sends three fields per partition; the epoch added later
+    (KIP-320) decodes as -1, which the broker does not check."""
+    old = msgspec.msgpack.encode([0, 5, 100])
+    assert msgspec.msgpack.decode(old, type=m.FetchPartition) == m.FetchPartition(0, 5, 100, -1)
+    new = msgspec.msgpack.encode(m.FetchPartition(0, 5, 100, 7))
+    assert msgspec.msgpack.decode(new) == [0, 5, 100, 7]
+
+
 def test_requests_round_trip_through_the_envelope() -> None:
     body = m.FetchRequest(-1, 500, 1, 1024, [m.FetchTopic("t", [m.FetchPartition(0, 5, 100)])])
     frame = encode_request(ApiKey.FETCH, 1, 99, "me", body)

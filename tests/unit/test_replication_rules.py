@@ -44,6 +44,31 @@ async def test_fetch_case_a_a_waiting_fetch_completes_when_leadership_moves_away
     assert waiting.result().wait_ms == 30
 
 
+async def test_fetch_case_a_a_waiting_fetch_completes_fenced_when_its_leader_epoch_moves_on(
+    h: Harness,
+) -> None:
+    """Leadership went away and came back (a new leader epoch): the fetcher's view of the
+    leader is stale even though this broker leads again (KIP-320)."""
+    waiting = h.fetch("t", 0, leader_epoch=0)
+    assert not waiting.done()
+    h.set_partition("t", 0, leader_epoch=1)
+    await h.settle()
+    assert error_of(waiting.result()) == ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_a_fetch_is_checked_against_the_leader_epoch_it_knows(h: Harness) -> None:
+    h.set_partition("t", 0, leader_epoch=3)
+    await committed(h, [b"a"])
+    older = await h.fetch("t", 0, leader_epoch=2)
+    newer = await h.fetch("t", 0, leader_epoch=4)
+    current = await h.fetch("t", 0, leader_epoch=3)
+    unchecked = await h.fetch("t", 0)
+    assert error_of(older) == ErrorCode.FENCED_LEADER_EPOCH
+    assert error_of(newer) == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert error_of(current) == error_of(unchecked) == ErrorCode.NONE
+    assert records_of(current) == records_of(unchecked) != b""
+
+
 async def test_fetch_case_b_a_waiting_fetch_completes_when_its_topic_is_deleted(
     h: Harness,
 ) -> None:
