@@ -40,7 +40,9 @@ def add_commands(sub: Any) -> None:
         "cluster",
         help="run N local broker processes until Ctrl-C",
         description="Start N broker processes on this machine, wait until all "
-        "are healthy, print where they listen, stop them all on Ctrl-C/SIGTERM.",
+        "are healthy, print where they listen, and keep the others running when one "
+        "exits; `purgatory admin broker` stops, kills, pauses or restarts one. Ctrl-C or "
+        "SIGTERM stops them all.",
     )
     c.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     c.add_argument("--host", default="127.0.0.1", help="interface every broker binds")
@@ -52,6 +54,13 @@ def add_commands(sub: Any) -> None:
         "--log-dir", help="write each broker's log to DIR/broker-<id>.log instead of stderr"
     )
     c.add_argument("--startup-timeout", type=float, default=30.0, help="seconds to wait for health")
+    c.add_argument(
+        "--control-port",
+        type=int,
+        default=9640,
+        help="HTTP port of the cluster's control endpoint: stop, kill, pause, restart one "
+        "broker (`purgatory admin broker ...`); 0: any free port (default 9640)",
+    )
     _common_config_args(c)
     c.set_defaults(func=lazy("broker.local_cluster", "run_cluster"))
 

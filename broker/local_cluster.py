@@ -1,19 +1,16 @@
-"""`purgatory cluster`: N broker processes on this machine, started, watched and stopped together."""
+"""`purgatory cluster`: N broker processes on this machine, started together, watched and
+steered one at a time (its Supervisor and control endpoint), stopped together."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 
 def replication_defaults(args: argparse.Namespace, environ: dict[str, str]) -> list[str]:
@@ -74,14 +71,6 @@ def broker_commands(
     return commands
 
 
-def healthy(host: str, port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=1) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
 class _Stop(Exception):
     pass
 
@@ -89,6 +78,9 @@ class _Stop(Exception):
 def run_cluster(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
+
+    from broker.ops.cluster_control import serve_control
+    from broker.ops.supervisor import Supervisor, SupervisorError
 
     console = Console(stderr=True)
     if not 1 <= args.brokers <= 64:
@@ -101,95 +93,71 @@ def run_cluster(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         console.print(f"[red]purgatory cluster: {exc}[/red]")
         return 2
-    logs: list[IO[Any]] = []
-    procs: list[subprocess.Popen[bytes]] = []
+    admins = [f"http://{args.host}:{args.admin_base_port + i}" for i in range(args.brokers)]
+    supervisor = Supervisor(
+        commands, admins, Path(args.log_dir) if args.log_dir else None, args.startup_timeout
+    )
 
     def on_signal(signum: int, _frame: Any) -> None:
         raise _Stop(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    control = None
     try:
-        for i, cmd in enumerate(commands):
-            out: IO[Any] | None = None
-            if args.log_dir:
-                Path(args.log_dir).mkdir(parents=True, exist_ok=True)
-                out = open(Path(args.log_dir) / f"broker-{i}.log", "ab")  # noqa: SIM115
-                logs.append(out)
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, start_new_session=True))
-        deadline = time.monotonic() + args.startup_timeout
-        waiting = set(range(args.brokers))
+        try:
+            control = serve_control(
+                supervisor,
+                args.host,
+                args.control_port,
+                lambda broker, action: console.print(f"broker {broker}: {action} (on request)"),
+            )
+        except OSError as exc:
+            console.print(f"[red]purgatory cluster: control port {args.control_port}: {exc}[/red]")
+            return 1
+        control_url = f"http://{args.host}:{control.server_address[1]}"
         with console.status(f"starting {args.brokers} brokers..."):
-            while waiting:
-                for i in list(waiting):
-                    if procs[i].poll() is not None:
-                        console.print(
-                            f"[red]broker {i} exited with code {procs[i].returncode} during start[/red]"
-                        )
-                        return 1
-                    if healthy(args.host, args.admin_base_port + i):
-                        waiting.discard(i)
-                if waiting and time.monotonic() > deadline:
-                    console.print(
-                        f"[red]brokers {sorted(waiting)} not healthy after {args.startup_timeout}s[/red]"
-                    )
-                    return 1
-                time.sleep(0.05)
+            supervisor.start_all()
+            try:
+                supervisor.wait_healthy(list(supervisor.ids))
+            except SupervisorError as exc:
+                console.print(f"[red]{exc}[/red]")
+                return 1
         bootstrap = ",".join(f"{args.host}:{args.base_port + i}" for i in range(args.brokers))
         table = Table(title=f"purgatory cluster: {args.brokers} brokers")
-        table.add_column("broker")
-        table.add_column("bootstrap")
-        table.add_column("metrics")
-        table.add_column("pid")
-        for i, proc in enumerate(procs):
+        for column in ("broker", "bootstrap", "metrics", "pid"):
+            table.add_column(column)
+        for i in supervisor.ids:
             table.add_row(
                 str(i),
                 f"{args.host}:{args.base_port + i}",
-                f"http://{args.host}:{args.admin_base_port + i}/metrics",
-                str(proc.pid),
+                f"{admins[i]}/metrics",
+                str(supervisor.procs[i].pid),
             )
         console.print(table)
         print(
-            json.dumps(
-                {
-                    "bootstrap": bootstrap,
-                    "admin": [
-                        f"http://{args.host}:{args.admin_base_port + i}"
-                        for i in range(args.brokers)
-                    ],
-                }
-            ),
+            json.dumps({"bootstrap": bootstrap, "admin": admins, "control": control_url}),
             flush=True,
         )
-        console.print("[green]ready[/green]; Ctrl-C stops every broker")
+        console.print(
+            f"[green]ready[/green]; Ctrl-C stops every broker. One broker: "
+            f"`purgatory admin broker stop|kill|pause|resume|start|restart ID "
+            f"--control {control_url}`"
+        )
         while True:
-            for i, proc in enumerate(procs):
-                if proc.poll() is not None:
-                    console.print(
-                        f"[red]broker {i} exited with code {proc.returncode}; stopping the rest[/red]"
-                    )
-                    return 1
+            for i, code in supervisor.unexpected_exits():
+                console.print(
+                    f"[red]broker {i} exited with code {code}[/red]; the other brokers keep "
+                    f"running. Bring it back: purgatory admin broker start {i} "
+                    f"--control {control_url}"
+                )
             time.sleep(0.2)
     except _Stop as stop:
-        console.print(f"{stop}: stopping {len(procs)} brokers")
+        console.print(f"{stop}: stopping {args.brokers} brokers")
         return 0
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        stop_all(procs)
-        for handle in logs:
-            handle.close()
-
-
-def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM every broker, wait up to 10 s for all, then SIGKILL the rest."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    deadline = time.monotonic() + 10
-    for proc in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if control is not None:
+            control.shutdown()
+        supervisor.stop_all()

@@ -67,10 +67,16 @@ async def _serve(config: BrokerConfig) -> int:
     broker = await start_broker(config)
     # What start-up built lives as long as the process: keep it out of every collection.
     gc.freeze()
-    stop = asyncio.Event()
+    signals: asyncio.Queue[int] = asyncio.Queue()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+        loop.add_signal_handler(sig, signals.put_nowait, sig)
+    await signals.get()
+    # Hand leadership over first (controlled shutdown); a second signal stops at once.
+    handover = asyncio.ensure_future(broker.controlled_shutdown())
+    second = asyncio.ensure_future(signals.get())
+    await asyncio.wait([handover, second], return_when=asyncio.FIRST_COMPLETED)
+    for task in (handover, second):
+        task.cancel()
     await broker.stop()
     return 0

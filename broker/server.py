@@ -33,8 +33,9 @@ from broker.ops.structured_logging import configure_logging
 from broker.purgatory import LoopScheduler
 from broker.replication.replica_fetcher import FetcherStats
 from broker.replication.replica_manager import ReplicaManager
-from clients.connection import Connection
+from clients.connection import Connection, ConnectionClosed
 from protocol import messages as m
+from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -136,6 +137,55 @@ class Broker:
             controller_id=self.controller_id,
             members=len(self.members),
         )
+
+    async def controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown: ask the controller to move this broker's
+        leaderships to other in-sync replicas (and take it out of every ISR) before it
+        stops, so clients see NOT_LEADER_OR_FOLLOWER and a new leader at once instead of a
+        dead one for a session timeout. Attempts that fail (controller unreachable or
+        answering an error) are retried ``controlled.shutdown.max.retries`` times; then the
+        broker stops anyway."""
+        config = self.config
+        if not config["controlled.shutdown.enable"] or len(self.members) == 1:
+            return
+        if not self.has_metadata.is_set():
+            return  # it never joined: nothing to hand over
+        attempts = config["controlled.shutdown.max.retries"] + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                remaining = await self._ask_controlled_shutdown()
+            except (ConnectionClosed, KafkaError) as exc:
+                self.log.warning("controlled_shutdown_failed", attempt=attempt, error=str(exc))
+                if attempt < attempts:
+                    await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
+                continue
+            if remaining:
+                self.log.warning(
+                    "controlled_shutdown_partitions_offline",
+                    partitions=[f"{t}-{p}" for t, p in remaining],
+                    hint="no other in-sync replica was live to take them; they return with "
+                    "this broker or another in-sync replica",
+                )
+            self.log.info("controlled_shutdown_done", offline=len(remaining))
+            return
+        self.log.warning(
+            "controlled_shutdown_gave_up",
+            hint="stopping anyway: the controller moves this broker's partitions after "
+            "broker.session.timeout.ms",
+        )
+
+    async def _ask_controlled_shutdown(self) -> list[tuple[str, int]]:
+        if self.controller is not None:
+            return await self.controller.controlled_shutdown(self.broker_id, self.incarnation)
+        conn = await self._controller_connection()
+        response: m.ControlledShutdownResponse = await conn.send(
+            ApiKey.CONTROLLED_SHUTDOWN,
+            m.ControlledShutdownRequest(self.broker_id, self.incarnation),
+            timeout_ms=self.config["metadata.push.timeout.ms"] * 2,
+        )
+        if response.error_code:
+            raise KafkaError(response.error_code, "controlled shutdown refused")
+        return [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
 
     async def stop(self) -> None:
         """Stop everything; each step is bounded, so stopping always finishes (a step that

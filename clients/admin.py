@@ -1,4 +1,5 @@
-"""AdminClient: create, delete and describe topics; committed offsets and log ends."""
+"""AdminClient: create, delete and describe topics; leader elections; committed offsets and
+log ends."""
 
 from __future__ import annotations
 
@@ -112,6 +113,42 @@ class AdminClient:
         [result] = await self.delete_topics([name])
         if result.error_code != ErrorCode.NONE:
             raise KafkaError(result.error_code, result.error_message)
+
+    async def elect_leaders(
+        self,
+        election_type: int = m.PREFERRED_ELECTION,
+        partitions: list[tuple[str, int]] | None = None,
+        *,
+        timeout_ms: int = 30000,
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """A preferred (``m.PREFERRED_ELECTION``) or unclean (``m.UNCLEAN_ELECTION``) leader
+        election for ``partitions`` (None: every partition); (error code, message) by
+        partition. ELECTION_NOT_NEEDED means the partition already has the leader asked for."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        asked = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, index in partitions:
+                by_topic.setdefault(topic, []).append(index)
+            asked = [m.TopicPartitions(t, ps) for t, ps in by_topic.items()]
+        while True:
+            response: m.ElectLeadersResponse = await self.cluster.send_to_controller(
+                ApiKey.ELECT_LEADERS,
+                m.ElectLeadersRequest(election_type, asked, timeout_ms),
+                timeout_ms=timeout_ms + 5000,
+            )
+            if response.error_code != ErrorCode.NOT_CONTROLLER or loop.time() > deadline:
+                break
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+            await self.cluster.refresh([])
+        if response.error_code:
+            raise KafkaError(response.error_code, "leader election refused")
+        return {
+            (t.topic, p.partition_id): (p.error_code, p.error_message)
+            for t in response.replica_election_results
+            for p in t.partition_result
+        }
 
     async def group_offsets(
         self,

@@ -7,23 +7,24 @@ import argparse
 import asyncio
 import contextlib
 import socket
-import subprocess
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
 
-from broker.local_cluster import broker_commands, stop_all
+from broker.local_cluster import broker_commands
+from broker.ops.supervisor import Supervisor, SupervisorError
 
 
 @dataclass
 class Brokers:
     bootstrap: str
     admins: dict[int, str]  # broker id -> admin base URL
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # The processes, when the experiment started them (it may then stop, kill, pause and
+    # restart brokers); None for brokers someone else runs.
+    supervisor: Supervisor | None = None
     settings: dict[str, str] = field(default_factory=dict)
 
     def admin(self, broker_id: int) -> str:
@@ -92,39 +93,22 @@ async def local_brokers(
             log_level=None,
         )
     )
-    log_dir.mkdir(parents=True, exist_ok=True)
-    procs: list[subprocess.Popen[bytes]] = []
-    logs: list[IO[Any]] = []
+    admins = {i: f"http://127.0.0.1:{admin_base + i}" for i in range(n)}
+    supervisor = Supervisor(commands, [admins[i] for i in range(n)], log_dir, startup_timeout)
     try:
-        for i, cmd in enumerate(commands):
-            log: IO[Any] = open(log_dir / f"broker-{i}.log", "ab")  # noqa: SIM115
-            logs.append(log)
-            procs.append(subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True))
-        admins = {i: f"http://127.0.0.1:{admin_base + i}" for i in range(n)}
-        deadline = time.monotonic() + startup_timeout
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-            waiting = set(admins)
-            while waiting:
-                for i in list(waiting):
-                    if procs[i].poll() is not None:
-                        raise RuntimeError(
-                            f"broker {i} exited with code {procs[i].returncode}; see {log_dir}"
-                        )
-                    if await healthy(session, admins[i]):
-                        waiting.discard(i)
-                if waiting and time.monotonic() > deadline:
-                    raise RuntimeError(f"brokers {sorted(waiting)} not healthy; see {log_dir}")
-                await asyncio.sleep(0.05)
+        supervisor.start_all()
+        try:
+            await asyncio.to_thread(supervisor.wait_healthy, list(range(n)))
+        except SupervisorError as exc:
+            raise RuntimeError(f"{exc}; see {log_dir}") from exc
         yield Brokers(
             ",".join(f"127.0.0.1:{base_port + i}" for i in range(n)),
             admins,
-            procs,
+            supervisor,
             {k: str(v) for k, v in settings.items()},
         )
     finally:
-        stop_all(procs)
-        for log in logs:
-            log.close()
+        await asyncio.to_thread(supervisor.stop_all)
 
 
 @contextlib.asynccontextmanager

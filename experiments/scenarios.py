@@ -90,7 +90,9 @@ async def brokers_for(
             "bootstrap": brokers.bootstrap,
             "admin": brokers.admins,
             "settings": brokers.settings,
-            "pids": [p.pid for p in brokers.procs],
+            "pids": [p.pid for p in brokers.supervisor.procs.values()]
+            if brokers.supervisor
+            else [],
         }
         recorder.write_manifest()
         yield brokers

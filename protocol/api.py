@@ -25,12 +25,14 @@ class ApiKey(enum.IntEnum):
     LIST_OFFSETS = 2
     METADATA = 3
     UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     OFFSET_FOR_LEADER_EPOCH = 23
+    ELECT_LEADERS = 43
     ALTER_PARTITION = 56
     FETCH_SNAPSHOT = 59
     BROKER_REGISTRATION = 62
@@ -56,6 +58,8 @@ _NAMES = {
     ApiKey.FETCH_SNAPSHOT: "FetchSnapshot",
     ApiKey.BROKER_REGISTRATION: "BrokerRegistration",
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
+    ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
+    ApiKey.ELECT_LEADERS: "ElectLeaders",
 }
 
 # (api_key, version) -> (request type, response type)
@@ -78,6 +82,8 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     ),
     (ApiKey.ALTER_PARTITION, 0): (m.AlterPartitionRequest, m.AlterPartitionResponse),
     (ApiKey.FETCH_SNAPSHOT, 0): (m.FetchSnapshotRequest, m.FetchSnapshotResponse),
+    (ApiKey.CONTROLLED_SHUTDOWN, 0): (m.ControlledShutdownRequest, m.ControlledShutdownResponse),
+    (ApiKey.ELECT_LEADERS, 0): (m.ElectLeadersRequest, m.ElectLeadersResponse),
 }
 
 

@@ -424,6 +424,58 @@ class AlterPartitionResponse(Message):
     topics: list[AlterPartitionTopicResponse]
 
 
+# -- ControlledShutdown (7): a broker asks the controller to move its leaderships away -----
+
+
+class ControlledShutdownRequest(Message):
+    broker_id: int
+    incarnation: str  # which run of that broker asks (Kafka's broker epoch)
+
+
+class RemainingPartition(Message):
+    topic_name: str
+    partition_index: int
+
+
+class ControlledShutdownResponse(Message):
+    error_code: int
+    # Partitions the broker still leads: no other in-sync replica is live to take them.
+    remaining_partitions: list[RemainingPartition]
+
+
+# -- ElectLeaders (43): preferred or unclean leader election on demand -------------------
+
+PREFERRED_ELECTION = 0
+UNCLEAN_ELECTION = 1
+
+
+class TopicPartitions(Message):
+    topic: str
+    partitions: list[int]
+
+
+class ElectLeadersRequest(Message):
+    election_type: int  # 0 preferred, 1 unclean
+    topic_partitions: list[TopicPartitions] | None  # None: every partition
+    timeout_ms: int
+
+
+class PartitionResult(Message):
+    partition_id: int
+    error_code: int
+    error_message: str | None
+
+
+class ReplicaElectionResult(Message):
+    topic: str
+    partition_result: list[PartitionResult]
+
+
+class ElectLeadersResponse(Message):
+    error_code: int
+    replica_election_results: list[ReplicaElectionResult]
+
+
 # -- Inter-broker: FetchSnapshot (59) -------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 import msgspec
 import structlog
 
+from broker.controller.election import Election
 from broker.controller.topics import topic_name_problem
 from broker.replication.delayed_produce import PartitionResponse
 from broker.replication.fetch_params import (
@@ -35,6 +36,7 @@ from protocol.api import ApiKey, RequestError, supported_versions
 from protocol.errors import ErrorCode, KafkaError, is_retriable
 
 if TYPE_CHECKING:
+    from broker.controller.controller import Controller
     from broker.server import Broker
 
 MAX_PARTITIONS_PER_REQUEST = 10000
@@ -80,6 +82,8 @@ class KafkaApis:
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.FETCH_SNAPSHOT: self.handle_fetch_snapshot,
+            ApiKey.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown,
+            ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
         }
 
     # -- produce / fetch -------------------------------------------------------------------
@@ -314,7 +318,61 @@ class KafkaApis:
         _check_topic_count(len(request.topic_names))
         return self.broker.forwarding.delete_topics(request)
 
+    def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
+        controller = self.broker.controller
+        if controller is None:
+            return m.ElectLeadersResponse(ErrorCode.NOT_CONTROLLER, [])
+        if request.election_type not in (m.PREFERRED_ELECTION, m.UNCLEAN_ELECTION):
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                f"election_type must be {m.PREFERRED_ELECTION} (preferred) or "
+                f"{m.UNCLEAN_ELECTION} (unclean), got {request.election_type}",
+            )
+        if request.topic_partitions is not None:
+            _check_topic_count(len(request.topic_partitions))
+        return self._elect_leaders(controller, request)
+
+    async def _elect_leaders(
+        self, controller: Controller, request: m.ElectLeadersRequest
+    ) -> m.ElectLeadersResponse:
+        election = (
+            Election.PREFERRED
+            if request.election_type == m.PREFERRED_ELECTION
+            else Election.UNCLEAN
+        )
+        asked = (
+            None
+            if request.topic_partitions is None
+            else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+        )
+        results = await controller.elect_leaders(election, asked, request.timeout_ms)
+        by_topic: dict[str, list[m.PartitionResult]] = {}
+        for (topic, index), (code, message) in results.items():
+            by_topic.setdefault(topic, []).append(m.PartitionResult(index, code, message))
+        return m.ElectLeadersResponse(
+            ErrorCode.NONE, [m.ReplicaElectionResult(t, parts) for t, parts in by_topic.items()]
+        )
+
     # -- inter-broker ----------------------------------------------------------------------
+
+    def handle_controlled_shutdown(
+        self, request: m.ControlledShutdownRequest, version: int
+    ) -> Result:
+        controller = self.broker.controller
+        if controller is None:
+            return m.ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER, [])
+        return self._controlled_shutdown(controller, request)
+
+    async def _controlled_shutdown(
+        self, controller: Controller, request: m.ControlledShutdownRequest
+    ) -> m.ControlledShutdownResponse:
+        try:
+            remaining = await controller.controlled_shutdown(request.broker_id, request.incarnation)
+        except KafkaError as exc:
+            return m.ControlledShutdownResponse(exc.code, [])
+        return m.ControlledShutdownResponse(
+            ErrorCode.NONE, [m.RemainingPartition(t, p) for t, p in remaining]
+        )
 
     def handle_update_metadata(self, request: m.UpdateMetadataRequest, version: int) -> Result:
         if not self.broker.apply_metadata(request):

@@ -55,6 +55,8 @@ IntConfig = Literal[
     "broker.heartbeat.interval.ms",
     "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests",
+    "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms",
 ]
 FloatConfig = Literal[
     "remote.storage.latency.ms",
@@ -65,6 +67,7 @@ BoolConfig = Literal[
     "auto.create.topics.enable",
     "unclean.leader.election.enable",
     "auto.leader.rebalance.enable",
+    "controlled.shutdown.enable",
 ]
 StrConfig = Literal[
     "listeners",

@@ -305,6 +305,29 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         dynamic=True,
     ),
     ConfigDef(
+        "controlled.shutdown.enable",
+        bool,
+        True,
+        "On SIGTERM or Ctrl-C, ask the controller to move this broker's leaderships to other "
+        "in-sync replicas before stopping, so clients see NOT_LEADER_OR_FOLLOWER instead of "
+        "a dead leader for a session timeout.",
+    ),
+    ConfigDef(
+        "controlled.shutdown.max.retries",
+        int,
+        3,
+        "Attempts of a controlled shutdown whose controller could not be reached or answered "
+        "an error, before the broker stops anyway.",
+        _at_least(0),
+    ),
+    ConfigDef(
+        "controlled.shutdown.retry.backoff.ms",
+        int,
+        5000,
+        "Wait between controlled shutdown attempts.",
+        _at_least(0),
+    ),
+    ConfigDef(
         "replica.lag.time.max.ms",
         int,
         30000,

@@ -19,14 +19,15 @@ import msgspec
 import structlog
 
 from broker.config.broker_config import BrokerConfig, validate_topic_configs
-from broker.config.definitions import ConfigError
 from broker.controller.election import (
     Election,
     ElectionResult,
+    alter_isr,
     change_partition,
+    elect_on_request,
     preferred_imbalance,
 )
-from broker.controller.topics import MAX_PARTITIONS_PER_TOPIC, assign_replicas, topic_name_problem
+from broker.controller.topics import new_topic
 from clients.connection import Connection, ConnectionClosed
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -74,6 +75,8 @@ class Controller:
         self._registered: dict[int, tuple[str, int]] = {}  # broker id -> (incarnation, acked epoch)
         self._last_seen: dict[int, float] = {}  # broker id -> loop time of its last registration
         self.live: frozenset[int] = frozenset({self.broker_id})
+        # Brokers in controlled shutdown: live, but they may not lead nor join an ISR.
+        self.shutting_down: set[int] = set()
         self._push_locks: dict[int, asyncio.Lock] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self._next_start = 0
@@ -179,6 +182,7 @@ class Controller:
         recorded = self.incarnations.get(broker_id)
         if recorded != incarnation:
             self.log.info("broker_registered", registered_broker=broker_id)
+            self.shutting_down.discard(broker_id)  # a new run of a broker that shut down
             if recorded is not None:
                 self._restarted(broker_id)
             self.incarnations[broker_id] = incarnation
@@ -247,7 +251,7 @@ class Controller:
     def _elect(self, lost_data: frozenset[int] = frozenset(), preferred: bool = False) -> bool:
         """Apply the election rules (``election.change_partition``) to every partition;
         True if any changed. Live brokers may lead and stay in ISRs."""
-        eligible = frozenset(self.live) - lost_data
+        eligible = self._eligible() - lost_data
         default_unclean = self.config["unclean.leader.election.enable"]
         changed = False
         for name, topic in list(self.topics.items()):
@@ -259,7 +263,10 @@ class Controller:
             )
             partitions = list(topic.partitions)
             for index, state in enumerate(partitions):
-                change = change_partition(state, eligible, lost_data, unclean, preferred)
+                # A broker shutting down still holds its log: never lose it to an unclean
+                # election; the partition waits for it (or another in-sync replica).
+                allow_unclean = unclean and not self.shutting_down.intersection(state.isr)
+                change = change_partition(state, eligible, lost_data, allow_unclean, preferred)
                 if change is None:
                     continue
                 partitions[index] = change.state
@@ -269,6 +276,10 @@ class Controller:
                 self.topics[name] = msgspec.structs.replace(topic, partitions=partitions)
                 changed = True
         return changed
+
+    def _eligible(self) -> frozenset[int]:
+        """Brokers that may lead and be in-sync replicas now."""
+        return self.live - self.shutting_down
 
     def _log_change(self, topic: str, before: PartitionState, change: ElectionResult) -> None:
         after = change.state
@@ -313,6 +324,61 @@ class Controller:
             self.epoch += 1
             self._publish_in_background()
 
+    async def elect_leaders(
+        self, election: Election, partitions: list[tuple[str, int]] | None, timeout_ms: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders: a preferred or unclean election for each partition asked for
+        (every partition when None), answered once the brokers hold the result."""
+        if partitions is None:
+            partitions = [
+                (n, p.partition_index) for n, t in self.topics.items() for p in t.partitions
+            ]
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        eligible = self._eligible()
+        for name, index in partitions:
+            topic = self.topics.get(name)
+            if topic is None or not 0 <= index < len(topic.partitions):
+                results[(name, index)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"no partition {name}-{index}",
+                )
+                continue
+            state = topic.partitions[index]
+            outcome = elect_on_request(state, eligible, election)
+            if isinstance(outcome, ElectionResult):
+                self._replace_partition(name, outcome.state)
+                self._log_change(name, state, outcome)
+                results[(name, index)] = (ErrorCode.NONE, None)
+            else:
+                results[(name, index)] = outcome
+        if any(code == ErrorCode.NONE for code, _ in results.values()):
+            self.epoch += 1
+            await self._publish(timeout_ms)
+        return results
+
+    async def controlled_shutdown(self, broker_id: int, incarnation: str) -> list[tuple[str, int]]:
+        """A broker is about to stop: move its leaderships to other live in-sync replicas
+        and take it out of every ISR, push that, and answer once the brokers hold it.
+        Returns the partitions no other in-sync replica could take (they are offline
+        until it, or another in-sync replica, returns)."""
+        if broker_id not in self.members:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"broker {broker_id} is not a member")
+        if self.incarnations.get(broker_id) != incarnation:
+            raise KafkaError(
+                ErrorCode.STALE_BROKER_EPOCH, f"broker {broker_id} registered as another run"
+            )
+        self.shutting_down.add(broker_id)
+        self.log.info("controlled_shutdown", shutting_down_broker=broker_id)
+        if self._elect():
+            self.epoch += 1
+            await self._publish(self.config["metadata.push.timeout.ms"])
+        return [
+            (name, p.partition_index)
+            for name, topic in self.topics.items()
+            for p in topic.partitions
+            if p.leader_id == broker_id or (p.leader_id < 0 and broker_id in p.isr)
+        ]
+
     def offline_partitions(self) -> int:
         return sum(p.leader_id < 0 for t in self.topics.values() for p in t.partitions)
 
@@ -338,56 +404,19 @@ class Controller:
     def _create_one(
         self, topic: CreatableTopic, validate_only: bool, *, duplicate: bool
     ) -> CreatableTopicResult:
-        def fail(code: ErrorCode, message: str) -> CreatableTopicResult:
-            return CreatableTopicResult(topic.name, code, message)
-
-        problem = topic_name_problem(topic.name)
-        if problem:
-            return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if duplicate:
-            return fail(
-                ErrorCode.INVALID_REQUEST, f"topic {topic.name!r} appears twice in the request"
-            )
-        if topic.name in self.topics:
-            return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
-        partitions = (
-            topic.num_partitions if topic.num_partitions != -1 else self.config["num.partitions"]
-        )
-        if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
-            return fail(
-                ErrorCode.INVALID_PARTITIONS,
-                f"num_partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}",
-            )
-        rf = (
-            topic.replication_factor
-            if topic.replication_factor != -1
-            else self.config["default.replication.factor"]
-        )
-        if not 1 <= rf <= len(self.members):
-            return fail(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {rf} must be between 1 and the "
-                f"{len(self.members)} brokers of the cluster",
-            )
-        try:
-            configs: dict[str, Any] = validate_topic_configs(
-                topic.configs, self.config.topic_defaults()
-            )
-        except ConfigError as exc:
-            return fail(ErrorCode.INVALID_CONFIG, str(exc))
-        if not validate_only:
-            brokers = sorted(self.members)
-            assignment = assign_replicas(brokers, partitions, rf, self._next_start % len(brokers))
-            self._next_start += 1
-            self.topics[topic.name] = TopicState(
+            return CreatableTopicResult(
                 topic.name,
-                uuid.uuid4().hex,
-                {k: str(v) for k, v in configs.items()},
-                [
-                    PartitionState(p, replicas[0], 0, replicas, list(replicas))
-                    for p, replicas in enumerate(assignment)
-                ],
+                ErrorCode.INVALID_REQUEST,
+                f"topic {topic.name!r} appears twice in the request",
             )
+        created = new_topic(topic, self.config, sorted(self.members), self._next_start, self.topics)
+        if isinstance(created, CreatableTopicResult):
+            return created
+        partitions, rf = len(created.partitions), len(created.partitions[0].replicas)
+        if not validate_only:
+            self._next_start += 1
+            self.topics[topic.name] = created
             self.log.info(
                 "topic_created", topic=topic.name, partitions=partitions, replication_factor=rf
             )
@@ -419,13 +448,7 @@ class Controller:
     # -- ISR changes ------------------------------------------------------------------------
 
     def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
-        """Apply ISR changes a leader asks for, fenced by leader and partition epochs.
-
-        A partition's change is refused with FENCED_LEADER_EPOCH when the sender is not its
-        current leader (or names another leader epoch), INVALID_UPDATE_VERSION when the
-        leader's ISR is not the current one, INELIGIBLE_REPLICA when it adds a broker that is
-        not live, INVALID_REQUEST when the ISR is not a set of replicas holding the leader.
-        """
+        """Apply ISR changes a leader asks for, each checked by ``election.alter_isr``."""
         topics = []
         changed = False
         for topic in request.topics:
@@ -447,30 +470,19 @@ class Controller:
         topic = self.topics.get(topic_name)
         if topic is None or not 0 <= index < len(topic.partitions):
             return AlterPartitionPartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        state = topic.partitions[index]
-        if broker_id != state.leader_id or change.leader_epoch != state.leader_epoch:
-            return AlterPartitionPartitionResponse(index, ErrorCode.FENCED_LEADER_EPOCH)
-        if change.partition_epoch != state.partition_epoch:
-            return AlterPartitionPartitionResponse(index, ErrorCode.INVALID_UPDATE_VERSION)
-        new_isr = change.new_isr
-        if (
-            len(set(new_isr)) != len(new_isr)
-            or state.leader_id not in new_isr
-            or not set(new_isr) <= set(state.replicas)
-        ):
-            return AlterPartitionPartitionResponse(index, ErrorCode.INVALID_REQUEST)
-        if not set(new_isr) - set(state.isr) <= self.live:
-            return AlterPartitionPartitionResponse(index, ErrorCode.INELIGIBLE_REPLICA)
-        updated = msgspec.structs.replace(
-            state,
-            isr=sorted(new_isr, key=state.replicas.index),
-            partition_epoch=state.partition_epoch + 1,
+        updated = alter_isr(
+            topic.partitions[index],
+            broker_id,
+            change.leader_epoch,
+            change.partition_epoch,
+            change.new_isr,
+            self._eligible(),
         )
+        if isinstance(updated, ErrorCode):
+            return AlterPartitionPartitionResponse(index, updated)
         # New objects, never mutation: the local broker's metadata cache holds the old ones
         # and finds changes by comparing.
-        partitions = list(topic.partitions)
-        partitions[index] = updated
-        self.topics[topic_name] = msgspec.structs.replace(topic, partitions=partitions)
+        self._replace_partition(topic_name, updated)
         self.log.info(
             "isr_changed",
             topic=topic_name,
@@ -486,3 +498,9 @@ class Controller:
             updated.isr,
             updated.partition_epoch,
         )
+
+    def _replace_partition(self, topic_name: str, state: PartitionState) -> None:
+        topic = self.topics[topic_name]
+        partitions = list(topic.partitions)
+        partitions[state.partition_index] = state
+        self.topics[topic_name] = msgspec.structs.replace(topic, partitions=partitions)

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from protocol.errors import ErrorCode
 from protocol.messages import PartitionState
 
 NO_LEADER = -1
@@ -84,3 +85,69 @@ def change_partition(
 def preferred_imbalance(state: PartitionState) -> bool:
     """The partition is led by another than its preferred (first) replica."""
     return bool(state.replicas) and state.leader_id != state.replicas[0]
+
+
+def alter_isr(
+    state: PartitionState,
+    sender: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    new_isr: list[int],
+    eligible: frozenset[int],
+) -> PartitionState | ErrorCode:
+    """A leader's AlterPartition, fenced by leader and partition epochs (Kafka's
+    ``ReplicationControlManager.alterPartition``): the new state, or why it is refused.
+
+    FENCED_LEADER_EPOCH when the sender is not the current leader (or names another leader
+    epoch), INVALID_UPDATE_VERSION when its ISR is not the current one, INVALID_REQUEST
+    when the ISR is not a set of replicas holding the leader, INELIGIBLE_REPLICA when it
+    adds a broker that may not join (not live, or shutting down).
+    """
+    if sender != state.leader_id or leader_epoch != state.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if partition_epoch != state.partition_epoch:
+        return ErrorCode.INVALID_UPDATE_VERSION
+    if (
+        len(set(new_isr)) != len(new_isr)
+        or state.leader_id not in new_isr
+        or not set(new_isr) <= set(state.replicas)
+    ):
+        return ErrorCode.INVALID_REQUEST
+    if not set(new_isr) - set(state.isr) <= eligible:
+        return ErrorCode.INELIGIBLE_REPLICA
+    return msgspec.structs.replace(
+        state,
+        isr=sorted(new_isr, key=state.replicas.index),
+        partition_epoch=state.partition_epoch + 1,
+    )
+
+
+def elect_on_request(
+    state: PartitionState, eligible: frozenset[int], election: Election
+) -> ElectionResult | tuple[ErrorCode, str]:
+    """An ElectLeaders request for one partition (``purgatory admin elect-leaders``): the
+    change, or the error Kafka answers.
+
+    PREFERRED moves leadership to the first replica if it is an eligible in-sync replica
+    (PREFERRED_LEADER_NOT_AVAILABLE if not, ELECTION_NOT_NEEDED if it leads already).
+    UNCLEAN elects a leader for a partition that has none, any live replica if no
+    in-sync one is (ELECTION_NOT_NEEDED if it has a live leader,
+    ELIGIBLE_LEADERS_NOT_AVAILABLE if no replica is live).
+    """
+    if election is Election.PREFERRED:
+        preferred = state.replicas[0] if state.replicas else NO_LEADER
+        if state.leader_id == preferred:
+            return ErrorCode.ELECTION_NOT_NEEDED, f"broker {preferred} leads already"
+        if preferred not in eligible or preferred not in state.isr:
+            return (
+                ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                f"preferred replica {preferred} is not a live in-sync replica",
+            )
+        change = change_partition(state, eligible, preferred=True)
+    else:
+        if state.leader_id in eligible:
+            return ErrorCode.ELECTION_NOT_NEEDED, f"broker {state.leader_id} leads"
+        change = change_partition(state, eligible, unclean=True)
+    if change is None or change.offline:
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica of the partition is live"
+    return change

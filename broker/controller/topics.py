@@ -1,9 +1,17 @@
-"""The controller's rules for topics: legal names, the partition limit, and where a new
-topic's replicas go (Kafka's rack-unaware assignment)."""
+"""The controller's rules for topics: legal names, the partition limit, a new topic's
+checks, and where its replicas go (Kafka's rack-unaware assignment)."""
 
 from __future__ import annotations
 
 import re
+import uuid
+from collections.abc import Container
+from typing import Any
+
+from broker.config.broker_config import BrokerConfig, validate_topic_configs
+from broker.config.definitions import ConfigError
+from protocol.errors import ErrorCode
+from protocol.messages import CreatableTopic, CreatableTopicResult, PartitionState, TopicState
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 MAX_PARTITIONS_PER_TOPIC = 10000
@@ -39,3 +47,55 @@ def assign_replicas(
             replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
         out.append(replicas)
     return out
+
+
+def new_topic(
+    topic: CreatableTopic,
+    config: BrokerConfig,
+    brokers: list[int],
+    start: int,
+    existing: Container[str],
+) -> TopicState | CreatableTopicResult:
+    """A CreateTopics entry checked (name, partition count, replication factor, configs)
+    and, if valid, the new topic with its replicas assigned from ``start``; else the error
+    result to answer."""
+
+    def fail(code: ErrorCode, message: str) -> CreatableTopicResult:
+        return CreatableTopicResult(topic.name, code, message)
+
+    problem = topic_name_problem(topic.name)
+    if problem:
+        return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if topic.name in existing:
+        return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+    partitions = topic.num_partitions if topic.num_partitions != -1 else config["num.partitions"]
+    if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+        return fail(
+            ErrorCode.INVALID_PARTITIONS,
+            f"num_partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}",
+        )
+    rf = (
+        topic.replication_factor
+        if topic.replication_factor != -1
+        else config["default.replication.factor"]
+    )
+    if not 1 <= rf <= len(brokers):
+        return fail(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {rf} must be between 1 and the "
+            f"{len(brokers)} brokers of the cluster",
+        )
+    try:
+        configs: dict[str, Any] = validate_topic_configs(topic.configs, config.topic_defaults())
+    except ConfigError as exc:
+        return fail(ErrorCode.INVALID_CONFIG, str(exc))
+    assignment = assign_replicas(brokers, partitions, rf, start % len(brokers))
+    return TopicState(
+        topic.name,
+        uuid.uuid4().hex,
+        {k: str(v) for k, v in configs.items()},
+        [
+            PartitionState(p, replicas[0], 0, replicas, list(replicas))
+            for p, replicas in enumerate(assignment)
+        ],
+    )

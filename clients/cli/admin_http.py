@@ -1,4 +1,5 @@
-"""The code behind `purgatory admin ...`: a broker's admin HTTP API from the command line."""
+"""The code behind `purgatory admin config|fault|broker`: a broker's admin HTTP API, and a
+local cluster's control endpoint, from the command line."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from rich.console import Console
 from rich.table import Table
 
 
-def _call(method: str, url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+def _call(
+    method: str, url: str, body: dict[str, Any] | None = None, timeout: float = 10
+) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
         url, data=data, method=method, headers={"Content-Type": "application/json"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.load(response)
     except urllib.error.HTTPError as exc:
         return exc.code, json.load(exc)
@@ -110,5 +113,45 @@ def fault_command(args: argparse.Namespace) -> int:
             k: v for k, v in f.items() if k not in ("name", "kind", "applied", "created_ms")
         }
         table.add_row(f["name"], f["kind"], json.dumps(settings), str(f["applied"]))
+    Console().print(table)
+    return 0
+
+
+def broker_command(args: argparse.Namespace) -> int:
+    base = args.control.rstrip("/")
+    action = args.action
+    if action != "list" and args.id is None:
+        print(f"purgatory admin broker {action}: which broker? give its id", file=sys.stderr)
+        return 2
+    try:
+        if action == "list":
+            status, payload = _call("GET", f"{base}/v1/brokers")
+        else:
+            # stop may wait out a controlled shutdown, start and restart the broker's health.
+            status, payload = _call("POST", f"{base}/v1/brokers/{args.id}/{action}", {}, 90)
+    except (urllib.error.URLError, OSError) as exc:
+        print(
+            f"purgatory admin broker: cannot reach the cluster's control endpoint {base}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    if status >= 400:
+        print(f"purgatory admin broker {action}: {payload.get('error', payload)}", file=sys.stderr)
+        return 1
+    brokers = payload["brokers"] if action == "list" else [payload]
+    if args.json:
+        print(json.dumps(payload, indent=2))
+        return 0
+    table = Table(title="brokers" if action == "list" else f"broker {args.id}: {action}")
+    for column in ("broker", "state", "pid", "exit code", "admin"):
+        table.add_column(column)
+    for b in brokers:
+        table.add_row(
+            str(b["broker"]),
+            b["state"],
+            str(b["pid"] or ""),
+            "" if b["exit_code"] is None else str(b["exit_code"]),
+            b["admin"],
+        )
     Console().print(table)
     return 0

@@ -162,7 +162,10 @@ def add_commands(sub: Any) -> None:
 
 
 def add_admin_commands(sub: Any) -> None:
-    admin = sub.add_parser("admin", help="a broker's admin API: configs and faults")
+    admin = sub.add_parser(
+        "admin",
+        help="a broker's admin API (configs, faults, leader elections), a cluster's brokers",
+    )
     asub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)
     config = asub.add_parser("config", help="list configs, or change a dynamic one at run time")
     csub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
@@ -215,6 +218,47 @@ def add_admin_commands(sub: Any) -> None:
         )
         parser.add_argument("--json", action="store_true")
     fault.set_defaults(func=lazy("clients.cli.admin_http", "fault_command"))
+
+    elect = asub.add_parser(
+        "elect-leaders",
+        help="move leadership to preferred replicas, or elect a leader for offline partitions",
+        description="Kafka's kafka-leader-election: --election-type preferred moves each "
+        "partition's leadership to its first (preferred) replica if that is a live in-sync "
+        "replica; unclean elects any live replica for a partition that has no leader (it "
+        "may lose acknowledged records). Partitions: --all-topic-partitions, or --topic "
+        "(with --partition).",
+    )
+    elect.add_argument(
+        "--election-type", required=True, type=str.lower, choices=("preferred", "unclean")
+    )
+    target = elect.add_mutually_exclusive_group(required=True)
+    target.add_argument("--all-topic-partitions", action="store_true")
+    target.add_argument("--topic", help="one topic (every partition, or --partition)")
+    elect.add_argument("--partition", type=int, help="one partition of --topic")
+    elect.add_argument("--json", action="store_true")
+    _bootstrap(elect)
+    elect.set_defaults(func=lazy("clients.cli.tools", "elect_leaders_command"))
+
+    broker = asub.add_parser(
+        "broker",
+        help="stop, kill, pause or restart one broker of a `purgatory cluster`",
+        description="Steer the brokers of a running `purgatory cluster` through its control "
+        "endpoint. stop: SIGTERM, a controlled shutdown (leaderships move first); kill: "
+        "SIGKILL, as a crash; pause/resume: SIGSTOP/SIGCONT, a frozen process; start, "
+        "restart: a new process (its in-memory logs start empty), answered once healthy.",
+    )
+    broker.add_argument(
+        "action", choices=("list", "start", "stop", "kill", "pause", "resume", "restart")
+    )
+    broker.add_argument("id", nargs="?", type=int, help="the broker (all but list)")
+    broker.add_argument(
+        "--control",
+        default="http://127.0.0.1:9640",
+        help="the cluster's control URL, as `purgatory cluster` prints it "
+        "(default http://127.0.0.1:9640)",
+    )
+    broker.add_argument("--json", action="store_true")
+    broker.set_defaults(func=lazy("clients.cli.admin_http", "broker_command"))
 
 
 def add_perf_commands(sub: Any) -> None:

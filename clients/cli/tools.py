@@ -292,3 +292,52 @@ async def _describe_group(args: argparse.Namespace) -> int:
         )
     Console().print(table)
     return 0
+
+
+def elect_leaders_command(args: argparse.Namespace) -> int:
+    if args.partition is not None and args.topic is None:
+        args.command_parser.error("--partition needs --topic")
+    return _run(_elect_leaders(args), "admin elect-leaders", args.bootstrap)
+
+
+async def _elect_leaders(args: argparse.Namespace) -> int:
+    from protocol import messages as m
+
+    kind = m.PREFERRED_ELECTION if args.election_type == "preferred" else m.UNCLEAN_ELECTION
+    async with AdminClient(args.bootstrap) as admin:
+        partitions: list[tuple[str, int]] | None = None
+        if args.topic is not None:
+            if args.partition is not None:
+                partitions = [(args.topic, args.partition)]
+            else:
+                meta = await admin.describe_topics([args.topic])
+                topic = meta.topics[0]
+                if topic.error_code:
+                    raise KafkaError(topic.error_code, f"topic {args.topic!r}")
+                partitions = [(args.topic, p.partition_index) for p in topic.partitions]
+        results = await admin.elect_leaders(kind, partitions)
+    rows = [
+        {"topic": t, "partition": p, "error": error_name(code), "message": message}
+        for (t, p), (code, message) in sorted(results.items())
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        elected = [f"{r['topic']}-{r['partition']}" for r in rows if r["error"] == "NONE"]
+        not_needed = [
+            f"{r['topic']}-{r['partition']}" for r in rows if r["error"] == "ELECTION_NOT_NEEDED"
+        ]
+        if elected:
+            print(f"Successfully completed leader election ({args.election_type}) for: "
+                  + ", ".join(elected))  # fmt: skip
+        if not_needed:
+            print("Valid replica already elected for: " + ", ".join(not_needed))
+        for r in rows:
+            if r["error"] not in ("NONE", "ELECTION_NOT_NEEDED"):
+                err.print(
+                    f"[red]{r['topic']}-{r['partition']}: {r['error']}: {r['message']}[/red]",
+                    soft_wrap=True,
+                )
+    # As kafka-leader-election: a partition that could not get the leader asked for fails it.
+    failed = any(r["error"] not in ("NONE", "ELECTION_NOT_NEEDED") for r in rows)
+    return 1 if failed else 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -91,15 +90,13 @@ class ProcessCluster:
         return next(p for p in self.state(broker_id)["partitions"] if p["topic"] == topic)
 
     def stop_all(self) -> None:
+        """SIGKILL every broker: a test's teardown needs no handover (tests of controlled
+        shutdown send SIGTERM themselves)."""
         for proc in self.procs.values():
             if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
                 proc.kill()
+        for proc in self.procs.values():
+            proc.wait(10)
 
 
 @pytest.fixture

@@ -47,6 +47,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             str(admin_base),
             "--log-dir",
             str(log_dir),
+            "--control-port",
+            "0",
             "--set",
             "num.partitions=3",
         ],
@@ -348,3 +350,60 @@ def test_sigterm_stops_every_broker(cluster: dict) -> None:
     for admin in cluster["admin"]:
         with pytest.raises(OSError):
             urllib.request.urlopen(f"{admin}/healthz", timeout=2)
+
+
+def test_the_cluster_survives_a_killed_broker_and_brings_it_back_on_request(
+    tmp_path: Path,
+) -> None:
+    """`kill -9` of one broker of `purgatory cluster`: the others keep running and the
+    cluster says so; `purgatory admin broker start` brings it back, `stop` stops it with a
+    controlled shutdown, `list` shows each state."""
+    base = free_port_range(6)
+    proc = subprocess.Popen(
+        [*PURGATORY, "cluster", "--brokers", "3", "--base-port", str(base),
+         "--admin-base-port", str(base + 3), "--control-port", "0", "--log-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        info = json.loads(next(line for line in proc.stdout if line.startswith("{")))
+        control = info["control"]
+
+        def brokers() -> list[dict]:
+            out = cli("admin", "broker", "list", "--json", "--control", control)
+            assert out.returncode == 0, out.stderr
+            return json.loads(out.stdout)["brokers"]
+
+        victim = brokers()[1]
+        assert victim["state"] == "running"
+        os.kill(victim["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while brokers()[1]["state"] != "exited":
+            assert time.monotonic() < deadline, "the kill was not noticed"
+            time.sleep(0.1)
+        assert proc.poll() is None, "the cluster stopped with one broker"
+        for admin in (info["admin"][0], info["admin"][2]):
+            with urllib.request.urlopen(f"{admin}/healthz", timeout=5) as r:
+                assert r.status == 200
+        started = cli("admin", "broker", "start", "1", "--control", control)
+        assert started.returncode == 0, started.stderr
+        assert "running" in started.stdout
+        with urllib.request.urlopen(f"{info['admin'][1]}/healthz", timeout=5) as r:
+            assert r.status == 200
+        again = cli("admin", "broker", "start", "1", "--control", control)
+        assert again.returncode == 1 and "already running" in again.stderr
+        stopped = cli("admin", "broker", "stop", "1", "--control", control, "--json")
+        assert stopped.returncode == 0, stopped.stderr
+        assert json.loads(stopped.stdout)["exit_code"] == 0  # a clean, controlled stop
+        assert [b["state"] for b in brokers()] == ["running", "stopped", "running"]
+        assert cli("admin", "broker", "pause", "2", "--control", control).returncode == 0
+        assert brokers()[2]["state"] == "paused"
+        assert cli("admin", "broker", "resume", "2", "--control", control).returncode == 0
+        assert brokers()[2]["state"] == "running"
+        unknown = cli("admin", "broker", "kill", "7", "--control", control)
+        assert unknown.returncode == 1 and "no broker 7" in unknown.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert "broker 1 exited with code -9" in err

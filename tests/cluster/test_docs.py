@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.processes import free_port_range
+from experiments.processes import free_port_range, free_ports
 from tests.cluster.test_cli_cluster import PURGATORY, cli, cluster  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.cluster
@@ -30,13 +30,15 @@ ROOT = Path(__file__).parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 COMMAND_LANGUAGES = {"sh", "bash", "shell", "console", "python"}
 MARK = re.compile(r"<!--\s*(illustrative|doc-test: servers)(?::\s*(.*?))?\s*-->")
-DOC_PORTS = (9092, 9093, 9094, 9644, 9645, 9646)
+DOC_PORTS = (9092, 9093, 9094, 9644, 9645, 9646, 9640)  # bootstrap, admin, cluster control
 # Client commands that take --bootstrap, and admin commands that take --admin.
 BOOTSTRAP = re.compile(
     r"purgatory (?:topics (?:create|list|describe|delete)|produce|consume|consumer-groups"
     r"|perf (?:produce|consume))\b"
 )
 ADMIN = re.compile(r"purgatory admin (?:config|fault) [a-z]+\b")
+BOOTSTRAP_ADMIN = re.compile(r"purgatory admin elect-leaders\b")
+CONTROL = re.compile(r"purgatory admin broker [a-z]+\b")
 # The README's readers `source .venv/bin/activate`: `purgatory` is on PATH.
 ACTIVATED = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 # What a file's blocks assume exists, as the prose says.
@@ -100,10 +102,10 @@ def test_every_command_block_is_run_or_says_why_not() -> None:
 
 
 def rewrite_ports(text: str, ports: dict[int, int]) -> str:
-    return re.sub(r"\b(909[2-4]|964[4-6])\b", lambda m: str(ports[int(m.group(1))]), text)
+    return re.sub(r"\b(909[2-4]|964[04-6])\b", lambda m: str(ports[int(m.group(1))]), text)
 
 
-def point_at(text: str, bootstrap: str, admin: str) -> str:
+def point_at(text: str, bootstrap: str, admin: str, control: str) -> str:
     """Give client and admin commands the test cluster's addresses where they rely on the
     defaults (which are the documented ports)."""
     text = text.replace("\\\n", " ")
@@ -118,14 +120,18 @@ def point_at(text: str, bootstrap: str, admin: str) -> str:
             pos = match.end()
         return "".join(out) + text[pos:]
 
-    return inject(ADMIN, "--admin", admin, inject(BOOTSTRAP, "--bootstrap", bootstrap, text))
+    text = inject(BOOTSTRAP, "--bootstrap", bootstrap, text)
+    text = inject(BOOTSTRAP_ADMIN, "--bootstrap", bootstrap, text)
+    text = inject(CONTROL, "--control", control, text)
+    return inject(ADMIN, "--admin", admin, text)
 
 
 @pytest.fixture(scope="module")
 def ports(cluster: dict) -> dict[int, int]:  # noqa: F811
     boot = [int(a.rsplit(":", 1)[1]) for a in cluster["bootstrap"].split(",")]
     admin = [int(a.rsplit(":", 1)[1]) for a in cluster["admin"]]
-    return dict(zip(DOC_PORTS, boot + admin, strict=True))
+    control = [int(cluster["control"].rsplit(":", 1)[1])]
+    return dict(zip(DOC_PORTS, boot + admin + control, strict=True))
 
 
 @pytest.mark.parametrize("block", RUN, ids=[b.name for b in RUN])
@@ -133,7 +139,12 @@ def test_documented_commands_work(block: Block, cluster: dict, ports: dict[int, 
     setup = SETUP.get(block.path.name)
     if setup:
         assert cli(*setup, "--bootstrap", cluster["bootstrap"]).returncode == 0
-    text = point_at(rewrite_ports(block.text, ports), cluster["bootstrap"], cluster["admin"][0])
+    text = point_at(
+        rewrite_ports(block.text, ports),
+        cluster["bootstrap"],
+        cluster["admin"][0],
+        cluster["control"],
+    )
     if block.language == "python":
         command = [sys.executable, "-c", text]
     else:
@@ -160,7 +171,11 @@ def fresh_ports() -> dict[int, int]:
     while admin in range(boot - 3, boot + 3):
         admin = free_port_range(3)
     return dict(
-        zip(DOC_PORTS, [boot + i for i in range(3)] + [admin + i for i in range(3)], strict=True)
+        zip(
+            DOC_PORTS,
+            [boot + i for i in range(3)] + [admin + i for i in range(3)] + free_ports(1),
+            strict=True,
+        )
     )
 
 

@@ -4,9 +4,12 @@ were acknowledged."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import urllib.request
 from typing import Any
 
@@ -101,17 +104,22 @@ async def test_a_restarted_leader_never_leads_again_nor_makes_acknowledged_recor
         )
 
 
+def load_producer(bootstrap: str) -> Producer:
+    """acks=all, retrying retriable errors for up to 30 s."""
+    return Producer(
+        bootstrap,
+        acks=-1,
+        linger_ms=1,
+        request_timeout_ms=3000,
+        delivery_timeout_ms=30_000,
+        retry_backoff_ms=50,
+    )
+
+
 async def test_killing_a_leader_under_acks_all_load_loses_nothing() -> None:
     async with running() as cluster:
         partition, leader = await created(cluster, "load", min_isr="2")
-        async with Producer(
-            cluster.bootstrap,
-            acks=-1,
-            linger_ms=1,
-            request_timeout_ms=3000,
-            delivery_timeout_ms=30_000,
-            retry_backoff_ms=50,
-        ) as producer:
+        async with load_producer(cluster.bootstrap) as producer:
             acked, failed = await produce_while(
                 producer, "load", partition, lambda: cluster.kill(leader)
             )
@@ -223,3 +231,127 @@ async def test_a_former_leader_truncates_its_divergent_suffix_and_then_equals_th
             current["size_bytes"],
             current["batches"],
         )
+
+
+async def test_a_controlled_shutdown_under_load_hands_leadership_over_and_loses_nothing() -> None:
+    """SIGTERM to a leader: it asks the controller to move its leaderships first. The
+    session timeout is a minute, so a new leader within the test's bounds can only come
+    from the handover, and the producer sees nothing but retriable errors."""
+    async with running(**{"broker.session.timeout.ms": "60000"}) as cluster:
+        partition, leader = await created(cluster, "handover", min_isr="2")
+        async with load_producer(cluster.bootstrap) as producer:
+            acked, failed = await produce_while(
+                producer, "handover", partition, lambda: cluster.procs[leader].terminate()
+            )
+        assert failed == 0, f"{failed} records not delivered"
+        assert cluster.procs[leader].wait(30) == 0, "the broker did not stop cleanly"
+        new_leader = (await leaders(cluster.bootstrap, "handover"))[partition]
+        assert new_leader not in (-1, leader)
+        assert leader not in partition_on(cluster, new_leader, "handover", partition)["isr"]
+        seen = await read_all(cluster.bootstrap, "handover", partition, max(acked) + 1)
+        assert all(seen[offset] == value for offset, value in acked.items())
+
+
+def elect_leaders_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "purgatory", "admin", "elect-leaders", "--bootstrap", bootstrap,
+         *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+async def test_elect_leaders_moves_leadership_back_to_the_preferred_replica() -> None:
+    async with running(**{"auto.leader.rebalance.enable": "false"}) as cluster:
+        partition, preferred = await created(cluster, "pref", min_isr="2")
+        cluster.kill(preferred)
+        await wait_until(
+            lambda: partition_on(cluster, 0, "pref", partition)["leader"] not in (-1, preferred),
+            timeout=20,
+            message="a new leader",
+        )
+        cluster.start(preferred)
+        await wait_until(
+            lambda: (
+                cluster.healthy(preferred)
+                and preferred in partition_on(cluster, 0, "pref", partition)["isr"]
+            ),
+            timeout=30,
+            message="the preferred replica back in the ISR",
+        )
+        assert cluster.metrics(0)[("purgatory_preferred_replica_imbalance", ())] >= 1
+        done = await asyncio.to_thread(
+            elect_leaders_cli, cluster.bootstrap, "--election-type", "preferred",
+            "--all-topic-partitions",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"pref-{partition}" in done.stdout and "Successfully completed" in done.stdout
+        assert (await leaders(cluster.bootstrap, "pref"))[partition] == preferred
+        assert cluster.metrics(0)[("purgatory_preferred_replica_imbalance", ())] == 0
+        again = await asyncio.to_thread(
+            elect_leaders_cli, cluster.bootstrap, "--election-type", "preferred",
+            "--topic", "pref", "--partition", str(partition),
+        )  # fmt: skip
+        assert again.returncode == 0 and "Valid replica already elected" in again.stdout
+
+
+async def test_an_offline_partition_returns_with_its_last_isr_member_or_by_unclean_election() -> (
+    None
+):
+    """The ISR shrinks to the leader, then the leader freezes (fenced, its log intact): the
+    partition is offline, not led by a replica that lacks records. It is led again when
+    that leader returns; frozen once more, an unclean election on request gives it a
+    live replica as leader."""
+    async with running(**{"auto.leader.rebalance.enable": "false"}) as cluster:
+        partition, leader = await created(cluster, "lonely", min_isr="1")
+        followers = [b for b in range(3) if b != leader]
+        async with Producer(cluster.bootstrap, acks=-1, linger_ms=0) as producer:
+            for i in range(3):
+                await producer.send_and_wait("lonely", b"r%d" % i, partition=partition)
+        add_fault(
+            cluster,
+            leader,
+            {"name": "stall", "kind": "latency", "delay_ms": 60_000,
+             "peers": [f"replica-fetcher-{b}" for b in followers], "duration_ms": 60_000},
+        )  # fmt: skip
+        await wait_until(
+            lambda: partition_on(cluster, leader, "lonely", partition)["isr"] == [leader],
+            timeout=20,
+            message="the ISR shrunk to the leader",
+        )
+        live = ",".join(f"127.0.0.1:{cluster.ports[b]}" for b in followers)
+        os.kill(cluster.procs[leader].pid, signal.SIGSTOP)
+        try:
+            await wait_until(
+                lambda: partition_on(cluster, 0, "lonely", partition)["leader"] == -1,
+                timeout=20,
+                message="the partition offline",
+            )
+            assert (await leaders(live, "lonely"))[partition] == -1
+            assert cluster.metrics(0)[("purgatory_offline_partitions", ())] == 1
+        finally:
+            os.kill(cluster.procs[leader].pid, signal.SIGCONT)
+        await wait_until(
+            lambda: partition_on(cluster, 0, "lonely", partition)["leader"] == leader,
+            timeout=20,
+            message="the last ISR member leads again",
+        )
+        seen = await read_all(cluster.bootstrap, "lonely", partition, 3)
+        assert list(seen.values()) == [b"r0", b"r1", b"r2"]
+        os.kill(cluster.procs[leader].pid, signal.SIGSTOP)
+        try:
+            await wait_until(
+                lambda: partition_on(cluster, 0, "lonely", partition)["leader"] == -1,
+                timeout=20,
+                message="the partition offline again",
+            )
+            done = await asyncio.to_thread(
+                elect_leaders_cli, live, "--election-type", "unclean", "--topic", "lonely",
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert (await leaders(live, "lonely"))[partition] in followers
+            elections = cluster.metrics(0)[
+                ("purgatory_leader_elections_total", (("kind", "unclean"),))
+            ]
+            assert elections == 1
+        finally:
+            os.kill(cluster.procs[leader].pid, signal.SIGCONT)

@@ -37,6 +37,13 @@ def test_compose_runs_three_brokers_whose_environment_is_a_valid_config() -> Non
     )
 
 
+def test_a_dead_broker_is_restarted_and_a_stopping_one_has_time_to_hand_over() -> None:
+    for service in broker_services().values():
+        assert service["restart"] in ("unless-stopped", "always", "on-failure")
+        grace = service["stop_grace_period"]
+        assert grace.endswith("s") and int(grace[:-1]) >= 20
+
+
 def test_prometheus_scrapes_every_broker_admin_port() -> None:
     prometheus = COMPOSE["services"]["prometheus"]
     mount = next(v for v in prometheus["volumes"] if "prometheus.yml" in v)

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from broker.controller.election import Election, change_partition, preferred_imbalance
+from broker.controller.election import (
+    Election,
+    ElectionResult,
+    alter_isr,
+    change_partition,
+    elect_on_request,
+    preferred_imbalance,
+)
+from protocol.errors import ErrorCode
 from protocol.messages import PartitionState
 
 
@@ -88,3 +96,59 @@ def test_preferred_election_does_not_move_to_a_replica_outside_the_isr() -> None
 
 def test_nothing_changes_when_every_isr_member_is_live() -> None:
     assert change_partition(state(0, [0, 1, 2]), live(0, 1, 2)) is None
+
+
+# -- ElectLeaders ------------------------------------------------------------------------
+
+
+def test_a_requested_preferred_election_moves_leadership_to_the_first_replica() -> None:
+    result = elect_on_request(state(1, [0, 1, 2]), live(0, 1, 2), Election.PREFERRED)
+    assert isinstance(result, ElectionResult) and result.election is Election.PREFERRED
+    assert (result.state.leader_id, result.state.leader_epoch) == (0, 6)
+
+
+def test_a_preferred_election_is_not_needed_when_the_preferred_replica_leads() -> None:
+    result = elect_on_request(state(0, [0, 1, 2]), live(0, 1, 2), Election.PREFERRED)
+    assert isinstance(result, tuple) and result[0] == ErrorCode.ELECTION_NOT_NEEDED
+
+
+def test_a_preferred_replica_out_of_the_isr_or_not_live_cannot_be_elected() -> None:
+    for partition, brokers in ((state(1, [1, 2]), live(0, 1, 2)), (state(1, [0, 1]), live(1, 2))):
+        result = elect_on_request(partition, brokers, Election.PREFERRED)
+        assert isinstance(result, tuple) and result[0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+
+
+def test_a_requested_unclean_election_leads_an_offline_partition_with_any_live_replica() -> None:
+    result = elect_on_request(state(-1, [0]), live(1, 2), Election.UNCLEAN)
+    assert isinstance(result, ElectionResult) and result.election is Election.UNCLEAN
+    assert (result.state.leader_id, result.state.isr) == (1, [1])
+
+
+def test_an_unclean_election_is_not_needed_while_a_live_leader_leads() -> None:
+    result = elect_on_request(state(1, [1]), live(1, 2), Election.UNCLEAN)
+    assert isinstance(result, tuple) and result[0] == ErrorCode.ELECTION_NOT_NEEDED
+
+
+def test_an_unclean_election_without_a_live_replica_is_refused() -> None:
+    result = elect_on_request(state(-1, [0], [0, 1]), live(2), Election.UNCLEAN)
+    assert isinstance(result, tuple) and result[0] == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+
+# -- AlterPartition ----------------------------------------------------------------------
+
+
+def test_alter_isr_applies_a_current_leaders_change_with_a_new_partition_epoch() -> None:
+    updated = alter_isr(state(0, [0, 1]), 0, 5, 7, [2, 0, 1], live(0, 1, 2))
+    assert isinstance(updated, PartitionState)
+    assert (updated.isr, updated.partition_epoch) == ([0, 1, 2], 8)
+
+
+def test_alter_isr_refuses_stale_senders_bad_sets_and_ineligible_replicas() -> None:
+    current = state(0, [0, 1])
+    assert alter_isr(current, 1, 5, 7, [0, 1], live(0, 1, 2)) == ErrorCode.FENCED_LEADER_EPOCH
+    assert alter_isr(current, 0, 4, 7, [0, 1], live(0, 1, 2)) == ErrorCode.FENCED_LEADER_EPOCH
+    assert alter_isr(current, 0, 5, 6, [0], live(0, 1, 2)) == ErrorCode.INVALID_UPDATE_VERSION
+    assert alter_isr(current, 0, 5, 7, [1], live(0, 1, 2)) == ErrorCode.INVALID_REQUEST
+    assert alter_isr(current, 0, 5, 7, [0, 0], live(0, 1, 2)) == ErrorCode.INVALID_REQUEST
+    # Broker 2 is not eligible (fenced, or in controlled shutdown): it may not join.
+    assert alter_isr(current, 0, 5, 7, [0, 1, 2], live(0, 1)) == ErrorCode.INELIGIBLE_REPLICA

@@ -20,13 +20,15 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "clients": ("clients", "protocol", "purgatory.common"),
     "broker": ("broker", "clients", "protocol", "purgatory.common"),
     # Experiments drive brokers as processes: the command lines that start them
-    # (broker.local_cluster), and the purgatory engine's benchmark, which runs in-process.
+    # (broker.local_cluster), the supervisor that stops, kills and restarts them, and the
+    # purgatory engine's benchmark, which runs in-process.
     "experiments": (
         "experiments",
         "clients",
         "protocol",
         "purgatory.common",
         "broker.local_cluster",
+        "broker.ops.supervisor",
         "broker.purgatory",
     ),
     "purgatory": OURS,
