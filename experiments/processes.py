@@ -65,14 +65,6 @@ def free_port_range(n: int) -> int:
     raise RuntimeError(f"no {n} consecutive free ports found")
 
 
-async def healthy(session: aiohttp.ClientSession, base: str) -> bool:
-    try:
-        async with session.get(f"{base}/healthz") as response:
-            return response.status == 200
-    except (TimeoutError, aiohttp.ClientError, OSError):
-        return False
-
-
 @contextlib.asynccontextmanager
 async def local_brokers(
     n: int, settings: dict[str, Any], log_dir: Path, startup_timeout: float = 30.0
