@@ -10,8 +10,9 @@ import sys
 
 import uvloop
 
+from broker.config.addresses import parse_host_port
 from broker.config.broker_config import BrokerConfig, load_config, parse_assignments
-from broker.config.definitions import ConfigError, parse_host_port
+from broker.config.definitions import ConfigError
 from broker.ops.structured_logging import configure_logging
 
 

@@ -14,8 +14,9 @@ from typing import Any
 import structlog
 
 from broker.api.kafka_apis import KafkaApis
+from broker.config.addresses import parse_host_port
 from broker.config.broker_config import BrokerConfig, check_consistency
-from broker.config.definitions import BY_NAME, parse_host_port
+from broker.config.definitions import BY_NAME
 from broker.controller.alter_partition_manager import AlterPartitionManager
 from broker.controller.broker_lifecycle import BrokerLifecycleManager
 from broker.controller.controller import Controller

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from broker.config.addresses import parse_host_port, parse_members
 from broker.config.definitions import (
     BY_NAME,
     DEFINITIONS,
@@ -18,8 +19,6 @@ from broker.config.definitions import (
     TOPIC_CONFIGS,
     ConfigDef,
     ConfigError,
-    parse_host_port,
-    parse_members,
 )
 
 # The names of every config by the type of its value, so that ``config[name]`` is typed

@@ -25,7 +25,6 @@ from broker.controller.election import (
     alter_isr,
     change_partition,
     elect_on_request,
-    preferred_imbalance,
 )
 from broker.controller.topics import new_topic
 from clients.connection import Connection, ConnectionClosed
@@ -263,10 +262,9 @@ class Controller:
             )
             partitions = list(topic.partitions)
             for index, state in enumerate(partitions):
-                # A broker shutting down still holds its log: never lose it to an unclean
-                # election; the partition waits for it (or another in-sync replica).
-                allow_unclean = unclean and not self.shutting_down.intersection(state.isr)
-                change = change_partition(state, eligible, lost_data, allow_unclean, preferred)
+                change = change_partition(
+                    state, eligible, lost_data, unclean, preferred, frozenset(self.shutting_down)
+                )
                 if change is None:
                     continue
                 partitions[index] = change.state
@@ -378,12 +376,6 @@ class Controller:
             for p in topic.partitions
             if p.leader_id == broker_id or (p.leader_id < 0 and broker_id in p.isr)
         ]
-
-    def offline_partitions(self) -> int:
-        return sum(p.leader_id < 0 for t in self.topics.values() for p in t.partitions)
-
-    def preferred_replica_imbalance(self) -> int:
-        return sum(preferred_imbalance(p) for t in self.topics.values() for p in t.partitions)
 
     # -- topics ---------------------------------------------------------------------------
 

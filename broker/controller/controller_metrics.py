@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from broker.controller.controller import Controller
-from broker.controller.election import Election
+from broker.controller.election import Election, preferred_imbalance
 from broker.ops.metrics import gauge
+from protocol.messages import PartitionState
 
 
 def controller_families(
@@ -31,12 +32,12 @@ def controller_families(
         yield gauge(
             "purgatory_offline_partitions",
             "Partitions without a leader (no in-sync replica is live), on the controller.",
-            active.offline_partitions() if active else 0,
+            sum(p.leader_id < 0 for p in _partitions(active)),
         )
         yield gauge(
             "purgatory_preferred_replica_imbalance",
             "Partitions not led by their preferred (first) replica, on the controller.",
-            active.preferred_replica_imbalance() if active else 0,
+            sum(preferred_imbalance(p) for p in _partitions(active)),
         )
         yield gauge(
             "purgatory_fenced_brokers",
@@ -60,3 +61,9 @@ def controller_families(
         yield elections
 
     return collect
+
+
+def _partitions(controller: Controller | None) -> Iterator[PartitionState]:
+    if controller is not None:
+        for topic in controller.topics.values():
+            yield from topic.partitions

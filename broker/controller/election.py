@@ -44,14 +44,18 @@ def change_partition(
     lost_data: frozenset[int] = frozenset(),
     unclean: bool = False,
     preferred: bool = False,
+    shutting_down: frozenset[int] = frozenset(),
 ) -> ElectionResult | None:
     """The partition after applying the rules; None if nothing changes.
 
     ``eligible``: brokers that may lead or stay in the ISR now (live, not fenced, not
     shutting down). ``lost_data``: brokers that restarted without their log; they leave
     every ISR at once. ``preferred``: move leadership to the first replica if it is an
-    eligible ISR member (Kafka's preferred replica election).
+    eligible ISR member (Kafka's preferred replica election). ``shutting_down``: brokers
+    in controlled shutdown; they still hold their logs, so a partition whose ISR holds one
+    is never elected uncleanly (it waits for that broker or another ISR member).
     """
+    unclean = unclean and not shutting_down.intersection(state.isr)
     isr = [r for r in state.isr if r not in lost_data]
     live_isr = [r for r in isr if r in eligible]
     new_isr = live_isr if live_isr else isr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,7 +23,10 @@ ACTIONS = ("start", "stop", "kill", "pause", "resume", "restart")
 
 
 def serve_control(
-    supervisor: Supervisor, host: str, port: int, on_action: Any = None
+    supervisor: Supervisor,
+    host: str,
+    port: int,
+    on_action: Callable[[int, str], None] | None = None,
 ) -> ThreadingHTTPServer:
     """Serve the control API on a daemon thread; ``on_action(broker, action)`` is told of
     every action carried out (to print it). Returns the server (``shutdown()`` stops it)."""

@@ -221,9 +221,12 @@ class Supervisor:
             self._expected_exit.update(self.ids)
             for proc in self.procs.values():
                 _wait_or_kill(proc, 0.1)
-            for handle in self._logs.values():
-                handle.close()
-            self._logs.clear()
+            self.close_logs()
+
+    def close_logs(self) -> None:
+        for handle in self._logs.values():
+            handle.close()
+        self._logs.clear()
 
 
 def _wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> None:

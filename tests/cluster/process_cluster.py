@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import subprocess
-import sys
+import tempfile
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.local_cluster import broker_commands
+from broker.ops.supervisor import Supervisor
 from clients import AdminClient, Producer
-from tests.support import free_ports, metric_samples, wait_until
+from experiments.processes import free_port_range
+from tests.support import metric_samples, wait_until
 
 SETTINGS = {
     "replica.lag.time.max.ms": "1000",
@@ -22,48 +27,62 @@ SETTINGS = {
     "replica.fetch.backoff.ms": "50",
     "broker.heartbeat.interval.ms": "100",
     "broker.session.timeout.ms": "1500",
+    # The broker defaults, not `purgatory cluster`'s replicated ones: tests say what they use.
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
 }
 
 
 class ProcessCluster:
+    """``size`` brokers as `purgatory cluster` starts them (its command lines and its
+    Supervisor), on free ports, logging at WARNING to BROKER_TEST_LOGS=<dir> if set (to
+    debug a failure), else to a temporary directory."""
+
     def __init__(self, size: int = 3, **settings: str) -> None:
         self.settings = {**SETTINGS, **settings}
-        ports = free_ports(2 * size)
-        self.ports, self.admin_ports = ports[:size], ports[size:]
-        self.members = ",".join(f"{i}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        base = free_port_range(2 * size)
+        self.ports = [base + i for i in range(size)]
+        self.admin_ports = [base + size + i for i in range(size)]
+        commands = broker_commands(
+            argparse.Namespace(
+                brokers=size,
+                host="127.0.0.1",
+                base_port=base,
+                admin_base_port=base + size,
+                set=[f"{name}={value}" for name, value in self.settings.items()],
+                config=None,
+                log_format=None,
+                log_level="WARNING",
+            ),
+            environ={},
+        )
+        kept = os.environ.get("BROKER_TEST_LOGS")
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        if kept:
+            log_dir = Path(kept)
+        else:
+            self._scratch = tempfile.TemporaryDirectory(prefix="broker-logs-")
+            log_dir = Path(self._scratch.name)
+        self.supervisor = Supervisor(
+            commands, [f"http://127.0.0.1:{p}" for p in self.admin_ports], log_dir
+        )
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
+    @property
+    def procs(self) -> dict[int, subprocess.Popen[bytes]]:
+        return self.supervisor.procs
+
     def start(self, broker_id: int) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "purgatory",
-            "broker",
-            "--id",
-            str(broker_id),
-            "--port",
-            str(self.ports[broker_id]),
-            "--admin-port",
-            str(self.admin_ports[broker_id]),
-            "--cluster",
-            self.members,
-            "--log-level",
-            "WARNING",
-        ]
-        for name, value in self.settings.items():
-            cmd += ["--set", f"{name}={value}"]
-        # BROKER_TEST_LOGS=<dir> keeps each broker's log there (to debug a failure).
-        log_dir = os.environ.get("BROKER_TEST_LOGS")
-        out = open(f"{log_dir}/broker-{broker_id}.log", "ab") if log_dir else subprocess.DEVNULL  # noqa: SIM115
-        self.procs[broker_id] = subprocess.Popen(cmd, stdout=out, stderr=out)
+        self.supervisor.start(broker_id)
 
     def kill(self, broker_id: int) -> None:
-        self.procs[broker_id].kill()
-        self.procs[broker_id].wait(10)
+        self.supervisor.kill(broker_id)
+
+    def healthy(self, broker_id: int) -> bool:
+        return self.supervisor.healthy(broker_id)
 
     def state(self, broker_id: int) -> dict[str, Any]:
         with urllib.request.urlopen(
@@ -77,26 +96,18 @@ class ProcessCluster:
         ) as r:
             return metric_samples(r.read().decode())
 
-    def healthy(self, broker_id: int) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.admin_ports[broker_id]}/healthz", timeout=1
-            ) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
     def partition_state(self, broker_id: int, topic: str) -> dict[str, Any]:
         return next(p for p in self.state(broker_id)["partitions"] if p["topic"] == topic)
 
     def stop_all(self) -> None:
         """SIGKILL every broker: a test's teardown needs no handover (tests of controlled
         shutdown send SIGTERM themselves)."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-        for proc in self.procs.values():
-            proc.wait(10)
+        for broker_id in self.supervisor.ids:
+            if self.supervisor.running(broker_id):
+                self.supervisor.kill(broker_id)
+        self.supervisor.close_logs()
+        if self._scratch is not None:
+            self._scratch.cleanup()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from typing import get_args
 
 import pytest
 
+from broker.config.addresses import parse_members
 from broker.config.broker_config import (
     BoolConfig,
     FloatConfig,
@@ -19,7 +20,6 @@ from broker.config.definitions import (
     TOPIC_CONFIGS,
     TOPIC_ONLY_CONFIGS,
     ConfigError,
-    parse_members,
 )
 
 DOC = (Path(__file__).parents[2] / "docs" / "configs.md").read_text()

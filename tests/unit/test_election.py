@@ -152,3 +152,8 @@ def test_alter_isr_refuses_stale_senders_bad_sets_and_ineligible_replicas() -> N
     assert alter_isr(current, 0, 5, 7, [0, 0], live(0, 1, 2)) == ErrorCode.INVALID_REQUEST
     # Broker 2 is not eligible (fenced, or in controlled shutdown): it may not join.
     assert alter_isr(current, 0, 5, 7, [0, 1, 2], live(0, 1)) == ErrorCode.INELIGIBLE_REPLICA
+
+
+def test_a_broker_in_controlled_shutdown_is_never_replaced_by_an_unclean_election() -> None:
+    change = change_partition(state(0, [0]), live(1, 2), unclean=True, shutting_down=live(0))
+    assert change is not None and change.offline and change.state.isr == [0]
