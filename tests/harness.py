@@ -63,6 +63,7 @@ class Harness:
             self._leader_endpoint,
         )
         self.topics: dict[str, m.TopicState] = {}
+        self.leaders: dict[int, LeaderEndPoint] = {}  # what followers fetch from (else silence)
         self.epoch = 0
         self.replica_manager.start()  # its periodic tasks run on the manual clock
 
@@ -78,7 +79,7 @@ class Harness:
         return LeaderAndIsr(new.leader_id, new.leader_epoch, new.isr, new.partition_epoch)
 
     def _leader_endpoint(self, broker_id: int) -> LeaderEndPoint:
-        return SilentLeader()
+        return self.leaders.get(broker_id) or SilentLeader()
 
     def create(self, topic: str, partitions: int = 1, **configs: str) -> None:
         self.topics[topic] = m.TopicState(

@@ -374,7 +374,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "replica.fetch.backoff.ms",
         int,
         1000,
-        "Pause of a follower's fetcher after an error before it fetches again.",
+        "How long a follower leaves out a partition the leader answered with an error "
+        "(the others keep fetching), or pauses its fetcher after a failed fetch.",
         _at_least(0),
         dynamic=True,
     ),

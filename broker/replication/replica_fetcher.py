@@ -75,9 +75,14 @@ class ReplicaFetcher:
     A partition starts *truncating* whenever it follows a new leader epoch: the fetcher
     asks the leader where the follower's latest epoch ends (OffsetForLeaderEpoch) and cuts
     its log back to there before fetching it (KIP-101/279). Each round sends one fetch
-    (``replica_id`` = this broker) asking for each other partition from its log end offset; the leader holds it up to ``replica.fetch.wait.max.ms`` for
+    (``replica_id`` = this broker) asking for each other partition from its log end
+    offset; the leader holds it up to ``replica.fetch.wait.max.ms`` for
     ``replica.fetch.min.bytes``. The round's latency is recorded as total and *true*
     (total minus the leader's ``wait_time_ms``), with the wait itself.
+
+    Errors back off as in Kafka's fetcher thread: a partition the leader answered with an
+    error is left out for ``replica.fetch.backoff.ms`` while the others carry on; a round
+    that fails as a whole (connection lost, request-level error) pauses every partition.
     """
 
     def __init__(
@@ -98,6 +103,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.truncating: set[TopicPartition] = set()
         self._truncated_in: dict[TopicPartition, int] = {}  # the leader epoch truncated for
+        self._delayed: dict[TopicPartition, int] = {}  # partition -> left out until (ms)
         self.paused = False  # tests and fault injection hold a fetcher here
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -119,6 +125,7 @@ class ReplicaFetcher:
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition
+        self._delayed.pop(partition.key, None)
         if self._truncated_in.get(partition.key) != partition.leader_epoch:
             self.truncating.add(partition.key)
         self._wakeup.set()
@@ -127,6 +134,7 @@ class ReplicaFetcher:
         self.partitions.pop(key, None)
         self.truncating.discard(key)
         self._truncated_in.pop(key, None)
+        self._delayed.pop(key, None)
         self.stats.lag.pop(key, None)
 
     def set_paused(self, paused: bool) -> None:
@@ -135,23 +143,45 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         while True:
-            if not self.partitions or self.paused:
-                self._wakeup.clear()
-                await self._wakeup.wait()
+            ready = self._ready()
+            if not ready or self.paused:
+                await self._wait_for_work()
                 continue
             try:
-                ok = await self._truncate() if self.truncating else True
-                if len(self.truncating) < len(self.partitions):
-                    ok &= await self._fetch_once()
+                if ready & self.truncating:
+                    await self._truncate(ready & self.truncating)
+                if ready - self.truncating:
+                    await self._fetch_once(ready - self.truncating)
             except (ConnectionError, KafkaError) as exc:
                 self.stats.errors += 1
                 self.log.warning("replica_fetch_failed", error=str(exc))
                 await self.leader.close()
-                ok = False
-            if not ok:
                 await asyncio.sleep(self.config["replica.fetch.backoff.ms"] / 1000)
 
-    def _params(self) -> FetchParams:
+    def _ready(self) -> set[TopicPartition]:
+        """The partitions not backing off after an error."""
+        now = self.scheduler.now_ms()
+        for key, until in list(self._delayed.items()):
+            if until <= now:
+                del self._delayed[key]
+        return self.partitions.keys() - self._delayed.keys()
+
+    def _delay(self, key: TopicPartition) -> None:
+        self._delayed[key] = self.scheduler.now_ms() + self.config["replica.fetch.backoff.ms"]
+
+    async def _wait_for_work(self) -> None:
+        """Until a partition is added or unpaused, or the first backoff ends."""
+        self._wakeup.clear()
+        timer = None
+        if self._delayed and not self.paused:
+            timer = self.scheduler.call_at(min(self._delayed.values()), self._wakeup.set)
+        try:
+            await self._wakeup.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _params(self, keys: set[TopicPartition]) -> FetchParams:
         config = self.config
         partition_max = config["replica.fetch.max.bytes"]
         return FetchParams(
@@ -167,31 +197,29 @@ class ReplicaFetcher:
                     ),
                 )
                 for key, partition in self.partitions.items()
-                if key not in self.truncating
+                if key in keys
             ],
         )
 
-    async def _fetch_once(self) -> bool:
-        """One round; False if a partition had an error (the fetcher backs off)."""
+    async def _fetch_once(self, keys: set[TopicPartition]) -> None:
+        """One round for ``keys``; a partition answered with an error backs off."""
         started = self.scheduler.precise_s()
-        result = await self.leader.fetch(self._params())
+        result = await self.leader.fetch(self._params(keys))
         total = self.scheduler.precise_s() - started
         stats = self.stats
         stats.requests += 1
         stats.latency.observe(total, result.wait_ms / 1000)
         stats.samples.append((self.scheduler.wall_ms() / 1000, total, result.wait_ms / 1000))
-        ok = True
         for key, data in result.partitions:
             partition = self.partitions.get(key)
-            if partition is not None:
-                ok &= self._process(partition, data)
-        return ok
+            if partition is not None and not self._process(partition, data):
+                self._delay(key)
 
-    async def _truncate(self) -> bool:
+    async def _truncate(self, keys: set[TopicPartition]) -> None:
         """Ask the leader where each truncating partition's latest epoch ends and cut the
-        log back to there; False if the leader could not answer for one (retried)."""
+        log back to there; one the leader could not answer for backs off (then asks again)."""
         asks = []
-        for key in list(self.truncating):
+        for key in sorted(keys):
             partition = self.partitions[key]
             latest = partition.log.leader_epochs.latest_epoch
             if latest < 0:  # nothing written under any epoch: nothing to cut
@@ -199,16 +227,15 @@ class ReplicaFetcher:
                 continue
             asks.append((key, partition.leader_epoch, latest))
         if not asks:
-            return True
+            return
         answers = await self.leader.offsets_for_leader_epoch(asks)
-        ok = True
         for key, _, _ in asks:
             current = self.partitions.get(key)
             if current is None or key not in answers or key not in self.truncating:
                 continue  # removed (or moved to another epoch) while the leader answered
             error, (epoch, end_offset) = answers[key]
             if error:
-                ok = False
+                self._delay(key)
                 self.log.info(
                     "offset_for_leader_epoch_error",
                     topic=key[0],
@@ -217,7 +244,6 @@ class ReplicaFetcher:
                 )
                 continue
             self._truncate_to_leader(current, epoch, end_offset)
-        return ok
 
     def _truncate_to_leader(self, partition: Partition, epoch: int, end_offset: int) -> None:
         """KIP-279: the leader's epoch ``epoch`` (at most the one asked about) ends at
