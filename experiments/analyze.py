@@ -6,8 +6,11 @@ Writes, under ``DIR/analysis/``:
 - ``windows/`` (Parquet): per time window and (source, destination, kind): count and
   p50/p90/p99/p99.9 of the latency and of the true latency (latency minus purgatory wait);
 - ``pairs/`` (Parquet): the same per phase of the scenario;
-- ``metrics/``, and the scenario's own tables (``lag``, ``backfill``, ``purgatory``) as
-  Parquet when the run wrote them;
+- ``metrics/``, and the scenario's own tables (``lag``, ``backfill``, ``purgatory``,
+  ``history``, ``events``) as Parquet when the run wrote them;
+- for leader-failover, from the history of every record sent: ``outcomes/`` (per topic
+  and phase: records acknowledged and failed, acknowledgement latency) and ``gaps/`` (per
+  partition: the longest time without an acknowledgement, and when it began);
 - ``report.md``: the findings; for grey-failure the slow broker (the culprit): the one
   broker common to every pair whose true latency rose against the first phase.
 """
@@ -30,7 +33,7 @@ QUANTILE_NAMES = ("p50", "p90", "p99", "p999")
 # first phase's.
 RISE_FACTOR = 2.0
 RISE_MS = 10.0
-TABLES = ("metrics", "lag", "backfill", "purgatory")
+TABLES = ("metrics", "lag", "backfill", "purgatory", "history", "events")
 # Scenarios that slow one broker down and ask the analysis to find it (KIP-736's question);
 # the others' reports have no "culprit".
 SLOW_BROKER_SCENARIOS = frozenset({"grey-failure"})
@@ -223,12 +226,60 @@ def analyze(directory: Path, master: str = "local[*]", window_s: float = 5.0) ->
                 frame = spark.read.json(str(path))
                 frame.write.mode("overwrite").parquet(str(out / table))
                 summary.setdefault("tables", {})[table] = frame.count()
+        history = directory / "history.jsonl"
+        if history.exists() and history.stat().st_size:
+            summary |= history_tables(spark, history, out, manifest["started_at"])
     finally:
         spark.stop()
     results_path = directory / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     (out / "report.md").write_text(report(manifest, summary, results, window_s))
     return summary
+
+
+def history_tables(spark: Any, path: Path, out: Path, started_at: float) -> dict[str, Any]:
+    """Per topic and phase, the records acknowledged and failed and their latency; per
+    partition, the longest wait between two acknowledgements (a failover's stall)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    history = spark.read.json(str(path)).withColumn(
+        "latency_ms", (F.col("ts") - F.col("sent_ts")) * 1000
+    )
+    acked = F.col("error").isNull()
+    quantiles = F.percentile_approx(F.when(acked, F.col("latency_ms")), [0.5, 0.99], 10000)
+    outcomes = history.groupBy("topic", "phase").agg(
+        F.min("ts").alias("first_ts"),
+        F.sum(F.when(acked, 1).otherwise(0)).alias("acked"),
+        F.sum(F.when(acked, 0).otherwise(1)).alias("failed"),
+        quantiles[0].alias("latency_p50_ms"),
+        quantiles[1].alias("latency_p99_ms"),
+        F.max(F.when(acked, F.col("latency_ms"))).alias("latency_max_ms"),
+    )
+    outcomes.write.mode("overwrite").parquet(str(out / "outcomes"))
+    by_partition = Window.partitionBy("topic", "partition").orderBy("ts")
+    gaps = (
+        history.where(acked)
+        .withColumn("previous_ts", F.lag("ts").over(by_partition))
+        .where(F.col("previous_ts").isNotNull())
+        .withColumn("gap_ms", (F.col("ts") - F.col("previous_ts")) * 1000)
+        .withColumn(
+            "rank",
+            F.row_number().over(Window.partitionBy("topic", "partition").orderBy(F.desc("gap_ms"))),
+        )
+        .where(F.col("rank") == 1)
+        .select(
+            "topic",
+            "partition",
+            "gap_ms",
+            (F.col("previous_ts") - F.lit(started_at)).alias("gap_began_s"),
+        )
+    )
+    gaps.write.mode("overwrite").parquet(str(out / "gaps"))
+    return {
+        "outcomes": [r.asDict() for r in outcomes.orderBy("first_ts").collect()],
+        "gaps": [r.asDict() for r in gaps.orderBy("topic", "partition").collect()],
+    }
 
 
 def report(
@@ -264,6 +315,31 @@ def report(
                 f"{r['true_p50_ms']:.1f} | {r['true_p99_ms']:.1f} |"
             )
         lines.append("")
+    if summary.get("outcomes"):
+        lines += [
+            "## Records sent, per phase",
+            "",
+            "| topic | phase | acknowledged | failed | p50 ms | p99 ms | max ms |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in summary["outcomes"]:
+            lines.append(
+                f"| {r['topic']} | {r['phase']} | {r['acked']} | {r['failed']} | "
+                f"{_ms(r['latency_p50_ms'])} | {_ms(r['latency_p99_ms'])} | "
+                f"{_ms(r['latency_max_ms'])} |"
+            )
+        lines += [
+            "",
+            "## Longest wait between two acknowledgements, per partition",
+            "",
+            "| topic | partition | gap ms | began (s after start) |",
+            "|---|---|---|---|",
+        ]
+        for r in summary["gaps"]:
+            lines.append(
+                f"| {r['topic']} | {r['partition']} | {r['gap_ms']:.1f} | {r['gap_began_s']:.1f} |"
+            )
+        lines.append("")
     if results:
         lines += [
             "## The scenario's figures",
@@ -274,6 +350,10 @@ def report(
             "",
         ]
     return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def main(args: argparse.Namespace) -> int:

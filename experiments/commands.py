@@ -18,7 +18,8 @@ def add_commands(sub: Any) -> None:
         "run",
         help="run a scenario, writing samples, scraped metrics and a manifest to --out",
         description="Scenarios: grey-failure (KIP-736), purgatory (the timing-wheel post), "
-        "remote-backfill (KIP-1018), consumer-lag (the old consumer's MaxLag). "
+        "remote-backfill (KIP-1018), consumer-lag (the old consumer's MaxLag), "
+        "leader-failover (acks=all durability across a killed leader). "
         "See docs/experiments.md.",
     )
     run.add_argument("scenario", choices=sorted(SCENARIOS))

@@ -5,7 +5,10 @@
 - purgatory: the timing-wheel post's curves (actual vs target rate, CPU);
 - remote-backfill: expirations and completion time per remote.fetch.max.wait.ms, and the
   consumer's fetch latency over time;
-- consumer-lag: MaxLag against the offset checker's lag over time, per queue shape.
+- consumer-lag: MaxLag against the offset checker's lag over time, per queue shape;
+- leader-failover: produce latency and acknowledged records/s around each kill, per
+  topic (the clean and the unclean phase), with the kill, the elections and the restart
+  marked.
 """
 
 from __future__ import annotations
@@ -158,6 +161,91 @@ def plot_lag(directory: Path) -> Path | None:
     return _save(lag_figure(rows), directory / "plots" / "consumer-lag.png")
 
 
+# How the failover figure marks what happened (events.jsonl): colour and label.
+MARKS = {
+    "followers-cut-off": ("tab:orange", "followers cut off"),
+    "isr-shrunk": ("tab:purple", "ISR is the leader alone"),
+    "kill": ("tab:red", "leader killed"),
+    "election": ("tab:green", "election"),
+    "restart": ("tab:blue", "restarted"),
+}
+
+
+def failover_figure(history: list[dict[str, Any]], events: list[dict[str, Any]]) -> Any:
+    """Per topic (a column): acknowledgement latency and acknowledged records/s over time,
+    seconds from the kill, with the kill, each partition's election and the restart."""
+    topics = list(dict.fromkeys(r["topic"] for r in history))
+    fig, axes = plt.subplots(2, len(topics), figsize=(7 * len(topics), 7), squeeze=False)
+    for column, topic in enumerate(topics):
+        rows = [r for r in history if r["topic"] == topic]
+        first, last = min(r["sent_ts"] for r in rows), max(r["ts"] for r in rows)
+        marks = _failover_marks([e for e in events if first <= e["ts"] <= last], topic)
+        zero = next((ts for kind, ts in marks if kind == "kill"), first)
+        acked = [r for r in rows if r["error"] is None]
+        latency_ax, rate_ax = axes[0, column], axes[1, column]
+        latency_ax.scatter(
+            [r["ts"] - zero for r in acked],
+            [(r["ts"] - r["sent_ts"]) * 1000 for r in acked],
+            s=2,
+            alpha=0.3,
+        )
+        latency_ax.set(
+            title=f"{topic}: produce latency (acks=all), each record",
+            ylabel="ms",
+            yscale="log",
+        )
+        bin_s = 0.25
+        counts: dict[int, int] = defaultdict(int)
+        for r in acked:
+            counts[int((r["ts"] - zero) // bin_s)] += 1
+        xs = range(min(counts), max(counts) + 1) if counts else range(0)
+        rate_ax.plot([x * bin_s for x in xs], [counts.get(x, 0) / bin_s for x in xs])
+        rate_ax.set(
+            title=f"{topic}: records acknowledged per second ({bin_s:g} s bins)",
+            ylabel="records/s",
+            xlabel="seconds from the kill",
+        )
+        for ax in (latency_ax, rate_ax):
+            seen: set[str] = set()
+            for kind, ts in marks:
+                colour, label = MARKS[kind]
+                ax.axvline(
+                    ts - zero,
+                    color=colour,
+                    linestyle="-" if kind == "kill" else "--",
+                    linewidth=1,
+                    label=None if kind in seen else label,
+                )
+                seen.add(kind)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle("Leader failover: acks=all produce around a SIGKILL of the leader")
+    fig.tight_layout()
+    return fig
+
+
+def _failover_marks(events: list[dict[str, Any]], topic: str) -> list[tuple[str, float]]:
+    """(kind, ts) to draw: the run's kills, cut-offs and restarts, and each election of
+    ``topic``: a partition's leader changing after a kill."""
+    marks: list[tuple[str, float]] = []
+    killed = False
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if e["event"] in MARKS:
+            marks.append((e["event"], e["ts"]))
+            killed = killed or e["event"] == "kill"
+        elif e["event"] == "leader" and e["topic"] == topic and killed and e["leader"] >= 0:
+            marks.append(("election", e["ts"]))
+    return marks
+
+
+def plot_failover(directory: Path) -> Path | None:
+    history = read_jsonl(directory / "history.jsonl")
+    if not history:
+        return None
+    figure = failover_figure(history, read_jsonl(directory / "events.jsonl"))
+    return _save(figure, directory / "plots" / "leader-failover.png")
+
+
 def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -173,6 +261,7 @@ def plot(directory: Path) -> list[Path]:
         plot_purgatory(directory),
         plot_backfill(directory),
         plot_lag(directory),
+        plot_failover(directory),
     ]
     return [p for p in made if p is not None]
 

@@ -47,6 +47,11 @@ SCRAPED = (
     "purgatory_isr_shrinks_total",
     "purgatory_fault_injections_total",
     "purgatory_requests_total",
+    "purgatory_active_controller",
+    "purgatory_offline_partitions",
+    "purgatory_fenced_brokers",
+    "purgatory_leader_elections_total",
+    "purgatory_log_truncations_total",
 )
 
 
@@ -169,48 +174,52 @@ class Scraper:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        with contextlib.suppress(aiohttp.ClientError, OSError):
-            await self.scrape_once()  # the last second too
+        await self.scrape_once()  # the last second too
         await self._session.close()
 
     async def _run(self) -> None:
         while True:
             started = time.monotonic()
-            with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
-                await self.scrape_once()
+            await self.scrape_once()
             await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
     async def scrape_once(self) -> None:
+        """One round over the brokers; one that does not answer (killed, paused, starting)
+        is skipped this round."""
         for broker_id, base in self.admins.items():
-            now = time.time()
-            async with self._session.get(f"{base}/metrics") as response:
-                text = await response.text()
-            for family in text_string_to_metric_families(text):
-                for s in family.samples:
-                    if s.name.startswith(SCRAPED):  # histogram samples add suffixes
-                        self.recorder.write(
-                            "metrics.jsonl",
-                            {
-                                "ts": now,
-                                "broker": broker_id,
-                                "metric": s.name,
-                                "labels": s.labels,
-                                "value": s.value,
-                            },
-                        )
-            async with self._session.get(
-                f"{base}/v1/samples/replica-fetch", params={"since": str(self._since[broker_id])}
-            ) as response:
-                payload = await response.json()
-            for row in payload["samples"]:
-                self._since[broker_id] = max(self._since[broker_id], row["ts"])
-                self.recorder.sample(
-                    "follower_fetch",
-                    f"broker-{broker_id}",
-                    f"broker-{row['source_broker']}",
-                    row["total_ms"],
-                    row["wait_ms"],
-                    ts=row["ts"],
-                )
+            with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
+                await self._scrape(broker_id, base)
         self.scrapes += 1
         self.recorder.flush()
+
+    async def _scrape(self, broker_id: int, base: str) -> None:
+        now = time.time()
+        async with self._session.get(f"{base}/metrics") as response:
+            text = await response.text()
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name.startswith(SCRAPED):  # histogram samples add suffixes
+                    self.recorder.write(
+                        "metrics.jsonl",
+                        {
+                            "ts": now,
+                            "broker": broker_id,
+                            "metric": s.name,
+                            "labels": s.labels,
+                            "value": s.value,
+                        },
+                    )
+        async with self._session.get(
+            f"{base}/v1/samples/replica-fetch", params={"since": str(self._since[broker_id])}
+        ) as response:
+            payload = await response.json()
+        for row in payload["samples"]:
+            self._since[broker_id] = max(self._since[broker_id], row["ts"])
+            self.recorder.sample(
+                "follower_fetch",
+                f"broker-{broker_id}",
+                f"broker-{row['source_broker']}",
+                row["total_ms"],
+                row["wait_ms"],
+                ts=row["ts"],
+            )

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from experiments.harness import Options
 from experiments.recorder import Recorder
-from experiments.scenarios import SCENARIOS, Options
+from experiments.scenarios import SCENARIOS
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:
@@ -66,5 +67,12 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"stopped; what was recorded is in {options.out}", file=sys.stderr)
         return 130
+    except (RuntimeError, OSError) as exc:  # brokers that would not start, a wait that ran out
+        print(
+            f"purgatory experiment run {args.scenario}: {exc}; what was recorded is in "
+            f"{options.out}",
+            file=sys.stderr,
+        )
+        return 1
     print(json.dumps({"scenario": args.scenario, "out": str(options.out), "results": results}))
     return 0

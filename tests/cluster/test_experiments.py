@@ -167,7 +167,88 @@ def test_consumer_lag_contrasts_maxlag_with_the_checker_and_stops_cleanly_on_ctr
     assert (stopped / "lag.jsonl").read_text().strip()  # what was written is kept
 
 
+def test_leader_failover_loses_nothing_acknowledged_cleanly_and_shows_what_unclean_loses(
+    tmp_path: Path, spark_ready: None
+) -> None:
+    out = tmp_path / "failover"
+    session_ms = 2000
+    result = run(
+        "experiment",
+        "run",
+        "leader-failover",
+        "--out",
+        str(out),
+        "--duration",
+        "9",
+        "--partitions",
+        "4",
+        "--param",
+        f"session_timeout_ms={session_ms}",
+        "--param",
+        "replica_lag_time_max_ms=1000",
+        "--no-progress",
+    )["results"]
+    clean, unclean = result["clean"], result["unclean"]
+    # A clean election from the ISR: every acknowledged record is there, once, in order.
+    assert clean["acked"] > 300 and clean["failed"] == 0
+    assert clean["lost"] == 0 and clean["out_of_order"] == 0 and clean["offsets_reused"] == 0
+    assert clean["partitions_led"] and clean["elections"]["clean"] >= len(clean["partitions_led"])
+    # The dead leader's partitions wait for the session timeout, then carry on.
+    for window in clean["window_ms"].values():
+        assert session_ms <= window <= session_ms + 5000
+    # Unclean: what only the dead leader held is gone, and its offsets were given again.
+    assert unclean["elections"]["unclean"] >= len(unclean["partitions_led"])
+    assert unclean["acked_by_the_leader_alone"] > 0
+    assert 0 < unclean["lost"] == unclean["lost_of_those"] <= unclean["acked_by_the_leader_alone"]
+    assert unclean["offsets_reused"] > 0
+    assert set(unclean["lost_by_partition"]) <= {str(p) for p in unclean["partitions_led"]}
+    m = manifest(out)
+    assert m["completed"] and [p["name"] for p in m["phases"]] == [
+        "clean-baseline",
+        "clean-leader-killed",
+        "clean-restarted",
+        "unclean-baseline",
+        "unclean-followers-cut-off",
+        "unclean-isr-is-the-leader",
+        "unclean-leader-killed",
+        "unclean-restarted",
+    ]
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events if e["event"] in ("kill", "restart")] == [
+        "kill",
+        "restart",
+        "kill",
+        "restart",
+    ]
+    analysis = run("experiment", "analyze", str(out), "--master", "local[2]", "--window", "1")
+    report = Path(analysis["report"]).read_text()
+    assert "## Longest wait between two acknowledgements" in report
+    assert "leader-failover.png" in plots(out)
+
+
 @pytest.mark.parametrize("argv", [["experiment", "run", "nope", "--out", "x"]])
 def test_an_unknown_scenario_is_refused(argv: list[str]) -> None:
     done = subprocess.run([*PURGATORY, *argv], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+def test_leader_failover_refuses_brokers_it_cannot_kill(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            *PURGATORY,
+            "experiment",
+            "run",
+            "leader-failover",
+            "--out",
+            str(tmp_path / "x"),
+            "--bootstrap",
+            "127.0.0.1:9",
+            "--admin",
+            "http://127.0.0.1:9",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1 and "drop --bootstrap" in done.stderr
+    assert "Traceback" not in done.stderr

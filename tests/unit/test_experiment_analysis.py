@@ -6,6 +6,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from experiments.analyze import analyze, find_culprit
 from experiments.recorder import Recorder
 
@@ -126,3 +128,48 @@ def test_only_a_slow_broker_scenario_names_a_culprit(tmp_path: Path, spark_ready
     assert "culprit" not in summary
     report = (tmp_path / "analysis" / "report.md").read_text().lower()
     assert "culprit" not in report and "slow broker" not in report
+
+
+def test_a_failover_history_gives_records_per_phase_and_each_partitions_longest_stall(
+    tmp_path: Path, spark_ready: None
+) -> None:
+    """Two partitions, a record acknowledged every 100 ms on each; partition 0 stalls for
+    2.5 s after 10 s (its leader died), and its queued records then arrive late."""
+    recorder = Recorder(tmp_path, "leader-failover", {"generated": True})
+    start = recorder.manifest["started_at"]
+    recorder.manifest["phases"] = [
+        {"name": "clean-baseline", "started_at": start},
+        {"name": "clean-leader-killed", "started_at": start + 10},
+    ]
+    for i in range(200):
+        sent = start + i / 10
+        for partition in (0, 1):
+            stalled = partition == 0 and 10 <= i / 10 < 12.5
+            ts = start + 12.5 if stalled else sent + 0.002
+            recorder.write(
+                "history.jsonl",
+                {
+                    "ts": ts,
+                    "phase": recorder.phase_at(ts),
+                    "topic": "failover",
+                    "partition": partition,
+                    "producer": 0,
+                    "seq": i,
+                    "sent_ts": sent,
+                    "offset": i,
+                    "error": None,
+                },
+            )
+    recorder.close(completed=True)
+    summary = analyze(tmp_path, "local[1]", window_s=5)
+    phases = {r["phase"]: r for r in summary["outcomes"]}
+    assert phases["clean-baseline"]["acked"] == 2 * 100
+    assert phases["clean-leader-killed"]["acked"] == 2 * 100
+    assert phases["clean-leader-killed"]["latency_max_ms"] == pytest.approx(2500, abs=1)
+    gaps = {r["partition"]: r for r in summary["gaps"]}
+    assert gaps[0]["gap_ms"] == pytest.approx(2598, abs=1)  # 9.902 s -> 12.5 s
+    assert gaps[0]["gap_began_s"] == pytest.approx(9.9, abs=0.01)
+    assert gaps[1]["gap_ms"] == pytest.approx(100, abs=1)
+    assert list((tmp_path / "analysis" / "gaps").glob("*.parquet"))
+    report = (tmp_path / "analysis" / "report.md").read_text()
+    assert "| failover | 0 | 2598.0 | 9.9 |" in report

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.plot import backfill_figure, lag_figure
+from experiments.plot import backfill_figure, failover_figure, lag_figure
 
 
 def lag_rows(chunks: int, size: int, lag: int) -> list[dict[str, Any]]:
@@ -45,3 +45,34 @@ def test_backfill_bars_carry_their_values() -> None:
     labels = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert {"16", "0", "0.85 s", "0.23 s"} <= set(labels)
     assert fig.get_suptitle()
+
+
+def test_the_failover_figure_marks_the_kill_each_election_and_the_restart() -> None:
+    history = [
+        {
+            "ts": 100.0 + i / 10 + 0.002,
+            "sent_ts": 100.0 + i / 10,
+            "topic": "failover",
+            "partition": i % 2,
+            "error": None,
+        }
+        for i in range(100)
+    ]
+    events = [
+        {"ts": 103.0, "event": "kill", "broker": 0},
+        # Before the kill, a leader event is the topic's first picture, not an election.
+        {"ts": 100.5, "event": "leader", "topic": "failover", "partition": 0, "leader": 0},
+        {"ts": 105.0, "event": "leader", "topic": "failover", "partition": 0, "leader": 1},
+        {"ts": 105.1, "event": "leader", "topic": "failover", "partition": 1, "leader": 2},
+        {"ts": 106.0, "event": "restart", "broker": 0},
+    ]
+    fig = failover_figure(history, events)
+    latency_ax, rate_ax = fig.axes
+    lines = sorted(round(line.get_xdata()[0], 3) for line in latency_ax.get_lines())
+    assert lines == [0.0, 2.0, 2.1, 3.0]  # seconds from the kill
+    assert [t.get_text() for t in latency_ax.get_legend().get_texts()] == [
+        "leader killed",
+        "election",
+        "restarted",
+    ]
+    assert "per second" in rate_ax.get_title() and fig.get_suptitle()
