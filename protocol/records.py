@@ -4,7 +4,10 @@ A batch is a fixed 43-byte big-endian header followed by the records, MessagePac
 The broker assigns ``base_offset`` and ``partition_leader_epoch`` by rewriting the first 16
 bytes; everything after them (covered by the CRC) is stored and served byte for byte, so a
 fetch never re-encodes records. Several batches are concatenated in a fetch response; each
-one's ``batch_length`` tells where the next starts. Layout (offsets in bytes)::
+one's ``batch_length`` tells where the next starts. The first 17 bytes are those of
+Kafka's record batch v2 (magic 2, protocol/kafka_records.py), which a log stores beside
+ours: ``validate_batch`` and ``decode_records`` take either, told apart by the magic byte.
+Layout (offsets in bytes)::
 
     0  base_offset             int64   assigned by the broker (producers send 0)
     8  batch_length            int32   bytes after this field, to the end of the batch
@@ -31,6 +34,8 @@ import msgspec
 from protocol.errors import DECODE_ERRORS
 
 MAGIC = 1
+KAFKA_MAGIC = 2  # Kafka's record batch v2, stored beside ours (protocol/kafka_records.py)
+_MAGIC_AT = 16
 HEADER = struct.Struct(">qiibIhqqi")
 HEADER_SIZE = HEADER.size  # 43
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
@@ -129,8 +134,13 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
     """Check one produced batch and return its header figures, or raise CorruptRecordError.
 
     Checks the length, magic, CRC and record count; with ``verify_records`` it also decodes
-    the records to prove the count and their shape (what the broker does before appending).
+    the records of one of ours to prove the count and their shape (what the broker does
+    before appending). A Kafka v2 batch is checked by its header and CRC-32C alone.
     """
+    if len(batch) > _MAGIC_AT and batch[_MAGIC_AT] == KAFKA_MAGIC:
+        from protocol import kafka_records
+
+        return kafka_records.validate(batch)
     if len(batch) < HEADER_SIZE:
         raise CorruptRecordError(f"batch of {len(batch)} bytes is shorter than its header")
     _, length, _, magic, crc, _, base_ts, max_ts, count = HEADER.unpack_from(batch)
@@ -195,6 +205,11 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
     """Decode every complete batch in ``data`` into consumer records with absolute offsets."""
     out: list[ConsumerRecord] = []
     for batch in iter_batches(data):
+        if batch[_MAGIC_AT] == KAFKA_MAGIC:
+            from protocol import kafka_records
+
+            out.extend(kafka_records.decode(batch))
+            continue
         base_offset, _, _, _, crc, _, base_ts, _, count = HEADER.unpack_from(batch)
         if zlib.crc32(batch[_CRC_START:]) != crc:
             raise CorruptRecordError(f"batch at offset {base_offset} fails its CRC")

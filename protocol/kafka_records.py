@@ -1,0 +1,257 @@
+"""Kafka's record batch v2 (magic 2): the format Kafka clients produce and fetch.
+
+Layout (big-endian; Kafka's "Record Batch")::
+
+    0  base_offset             int64   assigned by the broker
+    8  batch_length            int32   bytes after this field
+    12 partition_leader_epoch  int32   assigned by the broker
+    16 magic                   int8    2
+    17 crc                     uint32  CRC-32C of bytes 21..end
+    21 attributes              int16   bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4,
+                                       4 zstd), 3 timestamp type, 4 transactional, 5 control
+    23 last_offset_delta       int32
+    27 base_timestamp          int64
+    35 max_timestamp           int64
+    43 producer_id             int64   -1 without idempotence
+    51 producer_epoch          int16
+    53 base_sequence           int32
+    57 record_count            int32
+    61 records                 compressed as a whole when a codec is set
+
+The first 17 bytes are laid out as in our own batches (protocol/records.py), so the
+broker assigns offsets and leader epochs to both kinds by rewriting the same 16 bytes, and
+one log holds both. Validation reads the header and checks the CRC; it never decompresses
+(the offsets a batch takes are in its header). Records are decoded (and decompressed)
+only by a reader: a consumer, or the broker converting for the other protocol.
+
+A record: length varint, attributes int8, timestamp_delta varlong, offset_delta varint,
+key (varint length, -1 for null, bytes), value (the same), header count varint, each
+header a key (varint length, UTF-8) and a value (varint length, -1 for null). Varints are
+zigzag-encoded, as in Protocol Buffers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Sequence
+
+import cramjam
+from crc32c import crc32c
+
+from protocol.records import BatchInfo, ConsumerRecord, CorruptRecordError, Header
+
+MAGIC = 2
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+_CRC_START = 21
+_LENGTH_END = 12
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count
+_PRE_CRC = struct.Struct(">qiib")  # base_offset, batch_length, leader epoch, magic
+
+NO_PRODUCER_ID = -1
+CODEC_MASK = 0x07
+CONTROL_FLAG = 0x20
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+# Java's snappy (xerial) framing: this magic, two int32 versions, then int32-sized blocks.
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def is_kafka_batch(batch: bytes | memoryview) -> bool:
+    return len(batch) > 16 and batch[16] == MAGIC
+
+
+def validate(batch: bytes | memoryview) -> BatchInfo:
+    """Check a produced v2 batch (length, magic, CRC-32C, counts, codec) and return its
+    header figures, or raise CorruptRecordError. Records are not decompressed."""
+    size = len(batch)
+    if size < HEADER_SIZE:
+        raise CorruptRecordError(f"batch of {size} bytes is shorter than its v2 header")
+    (_, length, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count) = (
+        HEADER.unpack_from(batch)
+    )
+    if length != size - _LENGTH_END:
+        raise CorruptRecordError(
+            f"batch_length says {length} bytes but {size - _LENGTH_END} follow it"
+        )
+    if magic != MAGIC:
+        raise CorruptRecordError(f"unsupported batch magic {magic} (expected {MAGIC})")
+    if crc32c(memoryview(batch)[_CRC_START:]) != crc:
+        raise CorruptRecordError("batch CRC-32C does not match its contents")
+    if attributes & CODEC_MASK not in CODECS:
+        raise CorruptRecordError(f"unknown compression codec {attributes & CODEC_MASK}")
+    if count < 1 or last_delta != count - 1:
+        raise CorruptRecordError(
+            f"record_count {count} does not match last_offset_delta {last_delta}"
+        )
+    return BatchInfo(count, base_ts, max(max_ts, base_ts), size)
+
+
+def decode(batch: bytes | memoryview) -> list[ConsumerRecord]:
+    """The records of one stored v2 batch with absolute offsets and timestamps (none for a
+    control batch: transaction markers are not application records)."""
+    (base_offset, _, _, _, crc, attributes, _, base_ts, _, _, _, _, count) = HEADER.unpack_from(
+        batch
+    )
+    if crc32c(memoryview(batch)[_CRC_START:]) != crc:
+        raise CorruptRecordError(f"batch at offset {base_offset} fails its CRC-32C")
+    if attributes & CONTROL_FLAG:
+        return []
+    data = _decompress(attributes & CODEC_MASK, bytes(batch[HEADER_SIZE:]), base_offset)
+    out: list[ConsumerRecord] = []
+    pos = 0
+    try:
+        for _ in range(count):
+            length, pos = _read_varint(data, pos)
+            end = pos + length
+            pos += 1  # record attributes (unused)
+            ts_delta, pos = _read_varint(data, pos)
+            offset_delta, pos = _read_varint(data, pos)
+            key, pos = _read_bytes(data, pos)
+            value, pos = _read_bytes(data, pos)
+            n_headers, pos = _read_varint(data, pos)
+            headers = []
+            for _ in range(n_headers):
+                name, pos = _read_bytes(data, pos)
+                header_value, pos = _read_bytes(data, pos)
+                headers.append(Header((name or b"").decode(), header_value))
+            if pos != end or end > len(data):
+                raise CorruptRecordError(f"a record of batch {base_offset} overruns its length")
+            out.append(
+                ConsumerRecord(base_offset + offset_delta, base_ts + ts_delta, key, value, headers)
+            )
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(f"batch at offset {base_offset} does not decode: {exc}") from None
+    return out
+
+
+def encode(
+    records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[Header]]],
+    *,
+    base_offset: int = 0,
+    leader_epoch: int = -1,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """One uncompressed v2 batch of (timestamp_ms, key, value, headers) records, at
+    consecutive offsets from ``base_offset``."""
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    base_ts = min(r[0] for r in records)
+    max_ts = max(r[0] for r in records)
+    body = bytearray()
+    for delta, (ts, key, value, headers) in enumerate(records):
+        record = bytearray(b"\x00")  # attributes
+        _write_varint(record, ts - base_ts)
+        _write_varint(record, delta)
+        _write_bytes(record, key)
+        _write_bytes(record, value)
+        _write_varint(record, len(headers))
+        for header in headers:
+            _write_bytes(record, header.key.encode())
+            _write_bytes(record, header.value)
+        _write_varint(body, len(record))
+        body += record
+    tail = (
+        _AFTER_CRC.pack(
+            0,
+            len(records) - 1,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + body
+    )
+    return (
+        _PRE_CRC.pack(base_offset, len(tail) + 9, leader_epoch, MAGIC)
+        + struct.pack(">I", crc32c(tail))
+        + tail
+    )
+
+
+def from_records(records: Sequence[ConsumerRecord], base_offset: int, leader_epoch: int) -> bytes:
+    """A v2 batch holding ``records`` (offsets from ``base_offset`` up, without gaps): how
+    a batch of our own protocol is served to a Kafka client."""
+    return encode(
+        [(r.timestamp, r.key, r.value, r.headers) for r in records],
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+    )
+
+
+def _decompress(codec: int, data: bytes, base_offset: int) -> bytes:
+    try:
+        if codec == 0:
+            return data
+        if codec == 1:
+            return gzip.decompress(data)
+        if codec == 2:
+            return _snappy(data)
+        if codec == 3:
+            return bytes(cramjam.lz4.decompress(data))
+        if codec == 4:
+            return bytes(cramjam.zstd.decompress(data))
+    except (OSError, EOFError, cramjam.DecompressionError, ValueError, struct.error) as exc:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} does not decompress ({CODECS[codec]}): {exc}"
+        ) from None
+    raise CorruptRecordError(f"batch at offset {base_offset} has unknown codec {codec}")
+
+
+def _snappy(data: bytes) -> bytes:
+    """Raw snappy, or Java's xerial framing (what the Java client writes)."""
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = bytearray()
+    pos = len(_XERIAL_MAGIC) + 8  # magic, version, compatible version
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out += cramjam.snappy.decompress_raw(data[pos : pos + size])
+        pos += size
+    return bytes(out)
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos``: (value, position after it)."""
+    shift = 0
+    raw = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("a varint runs past 10 bytes")
+
+
+def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(data, pos)
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(data):
+        raise CorruptRecordError("a key, value or header runs past its record")
+    return data[pos:end], end
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    raw = (value << 1) ^ (value >> 63)
+    while raw & ~0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def _write_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        _write_varint(out, -1)
+        return
+    _write_varint(out, len(value))
+    out += value
