@@ -167,7 +167,8 @@ class RunResult:
     gc_cpu_ms: list[float]
     expirations: int
     watched_after: int
-    delayed_after: int
+    delayed_after: int  # entries left in the timer or heap (the heap keeps completed ones)
+    pending_after: int  # operations neither completed nor expired: 0 when the run drained
     rss_mb_start: float
     rss_mb_end: float
 
@@ -251,6 +252,7 @@ async def run(
         gc.callbacks.remove(gc_watch)
     cpu_ms = int((cpu_seconds() - cpu_start) * 1000)
     gc.collect()
+    watched_after, delayed_after = purgatory.watched, purgatory.delayed
     result = RunResult(
         impl=impl,
         num=num,
@@ -266,12 +268,12 @@ async def run(
         gc_counts=gc_watch.counts,
         gc_cpu_ms=[round(t, 1) for t in gc_watch.cpu_ms],
         expirations=purgatory.expirations,
-        watched_after=purgatory.watched,
-        delayed_after=purgatory.delayed,
+        watched_after=watched_after,
+        delayed_after=delayed_after,
+        pending_after=purgatory.cancel_all(),
         rss_mb_start=rss_start,
         rss_mb_end=rss_mb(),
     )
-    purgatory.cancel_all()
     return result
 
 

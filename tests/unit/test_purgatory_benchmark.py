@@ -36,7 +36,9 @@ async def test_every_operation_completes_or_expires_and_structures_drain(impl: s
     result = await run(impl, num=3000, rate=60_000, timeout_ms=50, pct75=80.0, pct50=30.0, seed=1)
     assert result.num == 3000
     assert 0 < result.expirations < 3000  # some latencies exceed the timeout, most do not
-    assert result.delayed_after == 0
+    assert result.pending_after == 0  # every operation completed or expired
+    if impl != "heap":  # the heap keeps completed entries until their expiry pops them
+        assert result.delayed_after == 0
     if impl == "wheel":
         assert result.watched_after == 0  # eager removal: nothing left in watcher lists
     assert result.line().count("\t") == 5  # the original's six columns
