@@ -21,37 +21,18 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
-from clients import AdminClient, Consumer, Producer
+from clients import AdminClient, Producer
 from experiments.harness import Options, Steps, brokers_for
 from experiments.processes import Brokers, admin_call, metric
+from experiments.record_history import Outcome, check, read_back, unavailability
 from experiments.recorder import Recorder, Scraper
 
-Log = dict[int, list[tuple[int, bytes]]]  # partition -> (offset, value) as read back
 POLL_S = 0.02  # how often the watcher reads a broker's /v1/state
-
-
-@dataclass
-class Outcome:
-    """One record's history: acknowledged at ``offset`` or failed with ``error``."""
-
-    topic: str
-    partition: int
-    producer: int
-    seq: int
-    sent_ts: float
-    ts: float  # when the outcome arrived
-    offset: int = -1
-    error: str | None = None
-
-    @property
-    def value(self) -> bytes:
-        return f"{self.topic}/{self.producer}/{self.seq}".encode()
 
 
 class Load:
@@ -230,85 +211,6 @@ def event(recorder: Recorder, name: str, **details: Any) -> float:
     return now
 
 
-async def read_back(bootstrap: str, topic: str, partitions: int) -> Log:
-    """Every record of ``topic`` up to each partition's high watermark: (offset, value)."""
-    tps = [(topic, p) for p in range(partitions)]
-    async with AdminClient(bootstrap) as admin:
-        ends = await admin.log_end_offsets(tps)
-    got: Log = {p: [] for p in range(partitions)}
-    async with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
-        c.assign(tps)
-        deadline = time.monotonic() + 60
-        while any((got[p][-1][0] + 1 if got[p] else 0) < ends[(topic, p)] for p in got):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"could not read {topic} back to its high watermarks {ends}")
-            for record in await c.poll(timeout_ms=500):
-                if record.offset < ends[(topic, record.partition)]:
-                    got[record.partition].append((record.offset, record.value or b""))
-    return got
-
-
-def lost_records(outcomes: list[Outcome], log: Log) -> list[Outcome]:
-    """Acknowledged records that are not at their offset (gone, or replaced)."""
-    at = {(p, offset): value for p, records in log.items() for offset, value in records}
-    return [o for o in outcomes if o.error is None and at.get((o.partition, o.offset)) != o.value]
-
-
-def check(outcomes: list[Outcome], log: Log) -> dict[str, Any]:
-    """Each acknowledged record at its offset exactly once, in send order per producer and
-    partition; what was lost, duplicated or failed."""
-    at = {(p, offset) for p, records in log.items() for offset, _ in records}
-    copies = Counter(value for records in log.values() for _, value in records)
-    acked = [o for o in outcomes if o.error is None]
-    lost = lost_records(outcomes, log)
-    last: dict[tuple[int, int], int] = {}
-    out_of_order = 0
-    for o in sorted(acked, key=lambda o: (o.producer, o.partition, o.seq)):
-        if o.offset <= last.get((o.producer, o.partition), -1):
-            out_of_order += 1
-        last[(o.producer, o.partition)] = o.offset
-    failed = [o for o in outcomes if o.error is not None]
-    return {
-        "acked": len(acked),
-        "failed": len(failed),
-        "failed_but_written": sum(1 for o in failed if copies[o.value]),
-        "errors": dict(Counter((o.error or "").split(":")[0] for o in failed)),
-        "lost": len(lost),
-        "lost_by_partition": dict(Counter(str(o.partition) for o in lost)),
-        # Lost records whose offset now holds another record: the offset was reused.
-        "offsets_reused": sum(1 for o in lost if (o.partition, o.offset) in at),
-        "lost_sample": [
-            {"partition": o.partition, "offset": o.offset, "value": o.value.decode()}
-            for o in lost[:5]
-        ],
-        "duplicates": sum(n - 1 for n in copies.values() if n > 1),
-        "out_of_order": out_of_order,
-        "records_in_log": sum(len(r) for r in log.values()),
-    }
-
-
-def unavailability(
-    outcomes: list[Outcome], partitions: list[int], since: float, all_partitions: int
-) -> dict[str, Any]:
-    """Per partition: from ``since`` (the kill) to its first acknowledgement after it, ms;
-    for the other partitions the longest such wait (their records kept flowing)."""
-
-    def first_ack(p: int) -> float | None:
-        return min(
-            (o.ts for o in outcomes if o.partition == p and o.error is None and o.ts > since),
-            default=None,
-        )
-
-    def ms(ts: float | None) -> float | None:
-        return None if ts is None else round((ts - since) * 1000, 1)
-
-    others = [ms(first_ack(p)) for p in range(all_partitions) if p not in partitions]
-    return {
-        "window_ms": {str(p): ms(first_ack(p)) for p in partitions},
-        "other_partitions_max_ms": max((x for x in others if x is not None), default=None),
-    }
-
-
 async def elections(brokers: Brokers) -> dict[str, float]:
     """purgatory_leader_elections_total by kind, summed over the live brokers."""
     out: dict[str, float] = {}
@@ -396,7 +298,7 @@ async def _clean_phase(run: Run) -> dict[str, Any]:
         "partitions_led": led,
         "election_ms": round((elected - killed) * 1000, 1),
         **unavailability(load.outcomes, led, killed, options.partitions),
-        **check(load.outcomes, log),
+        **check(load.outcomes, log)[0],
         "elections": await elections(brokers),
     }
     async with AdminClient(brokers.bootstrap) as admin:
@@ -452,8 +354,7 @@ async def _unclean_phase(run: Run) -> dict[str, Any]:
         await steps.sleep(third, "unclean: restarted")
     recorder.flush()
     log = await read_back(brokers.bootstrap, topic, options.partitions)
-    result = check(load.outcomes, log)
-    lost = lost_records(load.outcomes, log)
+    result, lost = check(load.outcomes, log)
     exposed = {
         o.value
         for o in load.outcomes

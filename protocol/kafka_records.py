@@ -39,9 +39,9 @@ from collections.abc import Sequence
 import cramjam
 from crc32c import crc32c
 
+from protocol.records import KAFKA_MAGIC as MAGIC
 from protocol.records import BatchInfo, ConsumerRecord, CorruptRecordError, Header
 
-MAGIC = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 _CRC_START = 21
@@ -55,10 +55,6 @@ CONTROL_FLAG = 0x20
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 # Java's snappy (xerial) framing: this magic, two int32 versions, then int32-sized blocks.
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def is_kafka_batch(batch: bytes | memoryview) -> bool:
-    return len(batch) > 16 and batch[16] == MAGIC
 
 
 def validate(batch: bytes | memoryview) -> BatchInfo:

@@ -130,6 +130,11 @@ def encode_batch(records: Sequence[RecordInput], *, timestamp_ms: int = 0) -> by
     )
 
 
+def is_kafka_batch(batch: bytes | memoryview) -> bool:
+    """Whether a batch is Kafka's v2 (magic 2) rather than ours."""
+    return len(batch) > _MAGIC_AT and batch[_MAGIC_AT] == KAFKA_MAGIC
+
+
 def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
     """Check one produced batch and return its header figures, or raise CorruptRecordError.
 
@@ -137,7 +142,7 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
     the records of one of ours to prove the count and their shape (what the broker does
     before appending). A Kafka v2 batch is checked by its header and CRC-32C alone.
     """
-    if len(batch) > _MAGIC_AT and batch[_MAGIC_AT] == KAFKA_MAGIC:
+    if is_kafka_batch(batch):
         from protocol import kafka_records
 
         return kafka_records.validate(batch)
@@ -205,7 +210,7 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
     """Decode every complete batch in ``data`` into consumer records with absolute offsets."""
     out: list[ConsumerRecord] = []
     for batch in iter_batches(data):
-        if batch[_MAGIC_AT] == KAFKA_MAGIC:
+        if is_kafka_batch(batch):
             from protocol import kafka_records
 
             out.extend(kafka_records.decode(batch))

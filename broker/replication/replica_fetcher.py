@@ -148,10 +148,12 @@ class ReplicaFetcher:
                 await self._wait_for_work()
                 continue
             try:
-                if ready & self.truncating:
-                    await self._truncate(ready & self.truncating)
-                if ready - self.truncating:
-                    await self._fetch_once(ready - self.truncating)
+                truncating = ready & self.truncating
+                if truncating:
+                    await self._truncate(truncating)
+                fetchable = ready - self.truncating  # with those that just finished truncating
+                if fetchable:
+                    await self._fetch_once(fetchable)
             except (ConnectionError, KafkaError) as exc:
                 self.stats.errors += 1
                 self.log.warning("replica_fetch_failed", error=str(exc))

@@ -18,6 +18,7 @@ from protocol.records import (
     assign_offsets,
     decode_records,
     encode_batch,
+    is_kafka_batch,
     validate_batch,
 )
 from tests.harness import Harness
@@ -105,7 +106,7 @@ def test_a_batch_of_ours_becomes_the_same_records_in_a_v2_batch() -> None:
     )
     converted = kafka_records.from_records(decode_records(ours), 10, 2)
     assert as_tuples(decode_records(converted)) == as_tuples(decode_records(ours))
-    assert kafka_records.is_kafka_batch(converted) and not kafka_records.is_kafka_batch(ours)
+    assert is_kafka_batch(converted) and not is_kafka_batch(ours)
 
 
 @pytest.mark.parametrize(
