@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from broker.api.kafka.apis import KafkaListenerApis
 from broker.api.kafka_apis import KafkaApis
 from broker.config.addresses import parse_host_port
 from broker.config.broker_config import BrokerConfig, check_consistency
@@ -24,9 +25,10 @@ from broker.controller.controller_metrics import controller_families
 from broker.controller.forwarding_manager import ForwardingManager
 from broker.controller.metadata_cache import MetadataCache
 from broker.coordinator.group_coordinator import GroupCoordinator
+from broker.network.kafka_codec import KafkaCodec
 from broker.network.leader_endpoint import RemoteLeaderEndPoint
 from broker.network.msgpack_codec import MsgpackCodec
-from broker.network.socket_server import SocketServer
+from broker.network.socket_server import ServedProtocol, SocketServer
 from broker.ops.admin_http import AdminServer
 from broker.ops.faults import FaultInjector
 from broker.ops.metrics import BrokerMetrics
@@ -68,6 +70,7 @@ class Broker:
         self.faults = FaultInjector(self.scheduler)
         self.metrics.register(self.faults.collect_metrics)
         self.metrics.register(controller_families(lambda: self.controller))
+        self.metrics.register(lambda: self.socket_server.collect_metrics())
         self.alter_partition_manager = AlterPartitionManager(
             self.broker_id,
             lambda: self.controller,
@@ -88,7 +91,7 @@ class Broker:
             self.incarnation,
             config,
             self.metadata,
-            self._connection_to,
+            self.connection_to,
             self._become_controller,
             self.has_metadata,
         )
@@ -96,9 +99,10 @@ class Broker:
             config, self.metadata, lambda: self.controller, self._controller_connection, self._spawn
         )
         self.apis = KafkaApis(self)
+        self.kafka_apis = KafkaListenerApis(self)
         self.socket_server = SocketServer(
-            self.apis,
-            MsgpackCodec(),
+            ServedProtocol(MsgpackCodec(), self.apis.handlers),
+            ServedProtocol(KafkaCodec(self.kafka_apis.error_response), self.kafka_apis.handlers),
             self.metrics,
             max_request_bytes=config["socket.request.max.bytes"],
             max_queued_requests=config["queued.max.requests"],
@@ -251,14 +255,14 @@ class Broker:
             self.config,
             self.members,
             self._apply_local,
-            self._connection_to,
+            self.connection_to,
             self.lifecycle.newest_snapshot,
             self.incarnation,
         )
         await self.controller.start()
         self.log.info("became_controller", metadata_epoch=self.controller.epoch)
 
-    async def _connection_to(self, broker_id: int, timeout_s: float | None = None) -> Connection:
+    async def connection_to(self, broker_id: int, timeout_s: float | None = None) -> Connection:
         conn = self._connections.get(broker_id)
         if conn is None or conn.closed:
             host, port = self.members[broker_id]
@@ -285,7 +289,7 @@ class Broker:
     async def _controller_connection(self) -> Connection:
         if self.controller_id == self.broker_id and self.controller is None:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller yet")
-        return await self._connection_to(self.controller_id)
+        return await self.connection_to(self.controller_id)
 
     # -- dynamic configuration ----------------------------------------------------------
 
@@ -325,6 +329,7 @@ class Broker:
                 )
             ],
             "connections": len(self.socket_server.connections),
+            "clients": self.socket_server.describe_clients(),
             "config_changes": list(self.config.changes),
             "faults": self.faults.describe(),
         }

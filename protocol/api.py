@@ -28,13 +28,18 @@ class ApiKey(enum.IntEnum):
     CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
     ALTER_PARTITION = 56
     FETCH_SNAPSHOT = 59
+    DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
 
     @property
@@ -60,6 +65,11 @@ _NAMES = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
     ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
     ApiKey.ELECT_LEADERS: "ElectLeaders",
+    ApiKey.FIND_COORDINATOR: "FindCoordinator",
+    ApiKey.INIT_PRODUCER_ID: "InitProducerId",
+    ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
+    ApiKey.CREATE_PARTITIONS: "CreatePartitions",
+    ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
 }
 
 # (api_key, version) -> (request type, response type)
@@ -204,10 +214,10 @@ def decode_request_body(header: RequestHeader) -> Any:
     """Decode the body for the header's API and version, or raise RequestError."""
     decoder = _body_decoders.get((header.api_key, header.api_version))
     if decoder is None:
-        if header.api_key not in ApiKey._value2member_map_:
+        versions = sorted(v for k, v in SCHEMAS if k == header.api_key)
+        if not versions:
             raise RequestError(ErrorCode.INVALID_REQUEST, f"unknown api_key {header.api_key}")
         key = ApiKey(header.api_key)
-        versions = sorted(v for k, v in SCHEMAS if k == key)
         raise RequestError(
             ErrorCode.UNSUPPORTED_VERSION,
             f"{key.api_name} version {header.api_version} is not supported "

@@ -40,7 +40,15 @@ import cramjam
 from crc32c import crc32c
 
 from protocol.records import KAFKA_MAGIC as MAGIC
-from protocol.records import BatchInfo, ConsumerRecord, CorruptRecordError, Header
+from protocol.records import (
+    BatchInfo,
+    ConsumerRecord,
+    CorruptRecordError,
+    Header,
+    batch_base_offset,
+    batch_leader_epoch,
+    decode_records,
+)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -48,9 +56,12 @@ _CRC_START = 21
 _LENGTH_END = 12
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count
 _PRE_CRC = struct.Struct(">qiib")  # base_offset, batch_length, leader epoch, magic
+_LENGTH = struct.Struct(">i")
+_MAGIC_AT = 16
 
 NO_PRODUCER_ID = -1
 CODEC_MASK = 0x07
+TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 # Java's snappy (xerial) framing: this magic, two int32 versions, then int32-sized blocks.
@@ -63,9 +74,21 @@ def validate(batch: bytes | memoryview) -> BatchInfo:
     size = len(batch)
     if size < HEADER_SIZE:
         raise CorruptRecordError(f"batch of {size} bytes is shorter than its v2 header")
-    (_, length, _, magic, crc, attributes, last_delta, base_ts, max_ts, _, _, _, count) = (
-        HEADER.unpack_from(batch)
-    )
+    (
+        _,
+        length,
+        _,
+        magic,
+        crc,
+        attributes,
+        last_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = HEADER.unpack_from(batch)
     if length != size - _LENGTH_END:
         raise CorruptRecordError(
             f"batch_length says {length} bytes but {size - _LENGTH_END} follow it"
@@ -80,7 +103,11 @@ def validate(batch: bytes | memoryview) -> BatchInfo:
         raise CorruptRecordError(
             f"record_count {count} does not match last_offset_delta {last_delta}"
         )
-    return BatchInfo(count, base_ts, max(max_ts, base_ts), size)
+    if attributes & TRANSACTIONAL_FLAG:
+        raise CorruptRecordError("transactional batches are not supported (no transactions)")
+    return BatchInfo(
+        count, base_ts, max(max_ts, base_ts), size, producer_id, producer_epoch, base_sequence
+    )
 
 
 def decode(batch: bytes | memoryview) -> list[ConsumerRecord]:
@@ -251,3 +278,29 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
         return
     _write_varint(out, len(value))
     out += value
+
+
+def as_kafka_batches(data: bytes) -> bytes:
+    """Stored batches as a Kafka client reads them: v2 batches as they are (no copy when
+    all are), each of ours (magic 1) converted to an uncompressed v2 batch with the same
+    offsets, timestamps, keys, values and headers. A partial trailing batch (a fetch cut
+    at its byte limit) is kept if it is v2 and dropped if it is ours (it cannot be
+    converted; the client fetches it whole next time)."""
+    end = len(data)
+    pos = 0
+    while pos < end and end - pos > _MAGIC_AT and data[pos + _MAGIC_AT] == MAGIC:
+        pos += _LENGTH_END + _LENGTH.unpack_from(data, pos + 8)[0]
+    if pos >= end:
+        return data
+    out = bytearray(data[:pos])
+    view = memoryview(data)
+    while end - pos > _MAGIC_AT:
+        stop = pos + _LENGTH_END + _LENGTH.unpack_from(data, pos + 8)[0]
+        if data[pos + _MAGIC_AT] == MAGIC:
+            out += view[pos:stop]
+        elif stop <= end:
+            batch = view[pos:stop]
+            records = decode_records(batch)
+            out += from_records(records, batch_base_offset(batch), batch_leader_epoch(batch))
+        pos = stop
+    return bytes(out)

@@ -76,12 +76,16 @@ class ConsumerRecord(msgspec.Struct, frozen=True):
 
 
 class BatchInfo(msgspec.Struct, frozen=True):
-    """What the broker needs of a batch without decoding its records."""
+    """What the broker needs of a batch without decoding its records (the producer fields
+    are those of an idempotent Kafka producer's v2 batch; -1 otherwise)."""
 
     record_count: int
     base_timestamp: int
     max_timestamp: int
     size: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
 
 _records_encoder = msgspec.msgpack.Encoder()

@@ -124,6 +124,12 @@ class Harness:
     ) -> asyncio.Future[PartitionResponse]:
         """Append one batch to partition 0; its outcome (a done future unless it waits)."""
         batch = encode_batch([(None, v) for v in values], timestamp_ms=self.clock.wall_ms())
+        return self.produce_batch(topic, batch, acks=acks, timeout_ms=timeout_ms)
+
+    def produce_batch(
+        self, topic: str, batch: bytes, *, acks: int = -1, timeout_ms: int = 30_000
+    ) -> asyncio.Future[PartitionResponse]:
+        """Append an encoded batch (ours or Kafka's v2) to partition 0."""
         responses, done = self.replica_manager.append_records(
             timeout_ms, acks, [((topic, 0), batch)]
         )

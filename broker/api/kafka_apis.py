@@ -15,10 +15,9 @@ controller, registrations).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-import msgspec
 import structlog
 
 from broker.controller.election import Election
@@ -49,10 +48,12 @@ class Deferred(NamedTuple, Generic[T]):
     to into the response body (called by the network layer when it resolves)."""
 
     future: asyncio.Future[T]
-    to_response: Callable[[T], msgspec.Struct]
+    to_response: Callable[[T], Any]
 
 
-Result = msgspec.Struct | None | Awaitable[msgspec.Struct] | Deferred[Any]
+# A response body (a msgspec Struct on our protocol, a kio dataclass on Kafka's), None, a
+# Deferred or an awaitable of a body: Any, as the two protocols' bodies share no type.
+Result = Any
 
 
 class CloseConnection(Exception):
@@ -91,24 +92,34 @@ class KafkaApis:
     def handle_produce(self, request: m.ProduceRequest, version: int) -> Result:
         topics = request.topics
         if len(topics) != 1 or len(topics[0].partitions) > MAX_PARTITIONS_PER_REQUEST:
-            _check_partition_count(topics)
+            check_partition_count(topics)
         entries = [((t.name, p.index), p.records) for t in topics for p in t.partitions]
         responses, done = self.replica_manager.append_records(
             request.timeout_ms, request.acks, entries
         )
+        if not self.appended(responses, request.acks):
+            return None
+        if done is None:
+            return _produce_response(responses)
+        return Deferred(done, _produce_response)
+
+    def appended(
+        self, responses: list[tuple[TopicPartition, PartitionResponse]], acks: int
+    ) -> bool:
+        """After a produce's appends (either protocol): start creating unknown topics (so
+        the client's retry finds them) and say whether a response is due: not for acks=0,
+        whose failures close the connection instead, as in Kafka."""
         failed = 0
         for (topic, _), response in responses:
             if response.error:
                 failed += 1
                 if response.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     self.broker.forwarding.auto_create_in_background(topic)
-        if request.acks == 0:
-            if failed:
-                raise CloseConnection(f"acks=0 produce failed for {failed} partition(s)")
-            return None
-        if done is None:
-            return _produce_response(responses)
-        return Deferred(done, _produce_response)
+        if acks != 0:
+            return True
+        if failed:
+            raise CloseConnection(f"acks=0 produce failed for {failed} partition(s)")
+        return False
 
     def handle_fetch(self, request: m.FetchRequest, version: int) -> Result:
         if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
@@ -116,7 +127,7 @@ class KafkaApis:
                 ErrorCode.INVALID_REQUEST,
                 "max_wait_ms, min_bytes and max_bytes must not be negative",
             )
-        _check_partition_count(request.topics)
+        check_partition_count(request.topics)
         partitions = []
         for topic in request.topics:
             name = topic.topic
@@ -148,7 +159,7 @@ class KafkaApis:
         return Deferred(result, to_response)
 
     def handle_list_offsets(self, request: m.ListOffsetsRequest, version: int) -> Result:
-        _check_partition_count(request.topics)
+        check_partition_count(request.topics)
         offset_for = self.replica_manager.fetch_offset_for_timestamp
         topics = []
         for topic in request.topics:
@@ -164,7 +175,7 @@ class KafkaApis:
     def handle_offset_for_leader_epoch(
         self, request: m.OffsetForLeaderEpochRequest, version: int
     ) -> Result:
-        _check_partition_count(request.topics)
+        check_partition_count(request.topics)
         end_offset_for = self.replica_manager.last_offset_for_leader_epoch
         topics = []
         for topic in request.topics:
@@ -178,7 +189,7 @@ class KafkaApis:
         return m.OffsetForLeaderEpochResponse(topics)
 
     def handle_offset_commit(self, request: m.OffsetCommitRequest, version: int) -> Result:
-        _check_partition_count(request.topics)
+        check_partition_count(request.topics)
         errors = iter(
             self.group_coordinator.commit_offsets(
                 request.group_id,
@@ -203,7 +214,7 @@ class KafkaApis:
         )
 
     def handle_offset_fetch(self, request: m.OffsetFetchRequest, version: int) -> Result:
-        _check_partition_count(request.topics, lambda t: t.partition_indexes)
+        check_partition_count(request.topics, lambda t: t.partition_indexes)
         results = iter(
             self.group_coordinator.fetch_offsets(
                 request.group_id,
@@ -226,7 +237,7 @@ class KafkaApis:
 
     def handle_metadata(self, request: m.MetadataRequest, version: int) -> Result:
         if request.topics is not None:
-            _check_topic_count(len(request.topics))
+            check_topic_count(len(request.topics))
         missing = [
             t
             for t in (request.topics or ())
@@ -311,11 +322,11 @@ class KafkaApis:
         )
 
     def handle_create_topics(self, request: m.CreateTopicsRequest, version: int) -> Result:
-        _check_topic_count(len(request.topics))
+        check_topic_count(len(request.topics))
         return self.broker.forwarding.create_topics(request)
 
     def handle_delete_topics(self, request: m.DeleteTopicsRequest, version: int) -> Result:
-        _check_topic_count(len(request.topic_names))
+        check_topic_count(len(request.topic_names))
         return self.broker.forwarding.delete_topics(request)
 
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
@@ -329,7 +340,7 @@ class KafkaApis:
                 f"{m.UNCLEAN_ELECTION} (unclean), got {request.election_type}",
             )
         if request.topic_partitions is not None:
-            _check_topic_count(len(request.topic_partitions))
+            check_topic_count(len(request.topic_partitions))
         return self._elect_leaders(controller, request)
 
     async def _elect_leaders(
@@ -470,7 +481,7 @@ def _produce_response(
 # -- request limits --------------------------------------------------------------------------
 
 
-def _check_topic_count(count: int) -> None:
+def check_topic_count(count: int) -> None:
     if count > MAX_PARTITIONS_PER_REQUEST:
         raise RequestError(
             ErrorCode.INVALID_REQUEST, f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request"
@@ -481,7 +492,7 @@ def _partitions_of(topic: Any) -> list[Any]:
     return topic.partitions  # type: ignore[no-any-return]
 
 
-def _check_partition_count(
+def check_partition_count(
     topics: list[Any], partitions_of: Callable[[Any], list[Any]] = _partitions_of
 ) -> None:
     """Refuse requests naming more partitions than one request may (bounded loop time)."""

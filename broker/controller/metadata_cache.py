@@ -47,6 +47,7 @@ class MetadataCache:
         self.members = members
         self.controller_id = controller_id
         self.topics: dict[str, TopicState] = {}
+        self.topic_names: dict[str, str] = {}  # topic id (hex) -> name
         self.live_brokers: frozenset[int] = frozenset(members) or frozenset({controller_id})
         self.broker_incarnations: dict[int, str] = {}
         self.incarnation = ""
@@ -93,6 +94,7 @@ class MetadataCache:
         # Removals first, so a re-created topic's partitions start from empty logs.
         changes.sort(key=lambda c: c.state is not None)
         self.topics = new
+        self.topic_names = {t.topic_id: name for name, t in new.items()}
         self.live_brokers = frozenset(update.live_brokers)
         self.broker_incarnations = dict(update.broker_incarnations)
         self.incarnation = update.controller_incarnation

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from broker.log.leader_epoch_cache import LeaderEpochCache
+from broker.log.producer_state import ProducerStateManager
 from protocol.records import BatchInfo, assign_offsets, batch_leader_epoch, decode_records
 
 # Kafka's "use the value of retention.*" marker for local.retention.*.
@@ -147,6 +148,7 @@ class Log:
         "local_log_start_offset",
         "log_end_offset",
         "log_start_offset",
+        "producer_state",
         "remote_segments",
         "remote_size_bytes",
         "segments",
@@ -166,6 +168,7 @@ class Log:
         self.size_bytes = 0
         self.remote_size_bytes = 0
         self.leader_epochs = LeaderEpochCache()
+        self.producer_state = ProducerStateManager()
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.segments)
@@ -181,10 +184,12 @@ class Log:
     # -- appends ---------------------------------------------------------------------------
 
     def append(self, batch: bytes, info: BatchInfo, leader_epoch: int) -> int:
-        """Append a validated batch, assigning its offsets; return its base offset."""
+        """Append a validated batch, assigning its offsets; return its base offset. (An
+        idempotent producer's batch is first checked with ``producer_state.check``.)"""
         base = self.log_end_offset
         self.leader_epochs.assign(leader_epoch, base)
         self._store(base, assign_offsets(batch, base, leader_epoch), info)
+        self.producer_state.update(info, base)
         return base
 
     def append_as_follower(self, batch: bytes, info: BatchInfo, base_offset: int) -> None:
@@ -199,6 +204,7 @@ class Log:
             )
         self.leader_epochs.assign(batch_leader_epoch(batch), base_offset)
         self._store(base_offset, batch, info)
+        self.producer_state.update(info, base_offset)
 
     def reset_to(self, offset: int) -> None:
         """Drop everything, both tiers, and start empty at ``offset`` (a follower behind the
@@ -210,6 +216,7 @@ class Log:
         self.size_bytes = self.remote_size_bytes = 0
         self.log_start_offset = self.local_log_start_offset = self.log_end_offset = offset
         self.leader_epochs.clear()
+        self.producer_state.clear()
 
     def truncate_to(self, offset: int) -> None:
         """Drop the records at ``offset`` and after (a follower's divergent suffix); a batch
@@ -238,6 +245,7 @@ class Log:
             self._appended_bytes = last
         new_end = self.log_end_offset = segment.next_offset
         self.leader_epochs.truncate_from_end(new_end)
+        self.producer_state.truncate_from(new_end)
 
     def _store(self, base: int, batch: bytes, info: BatchInfo) -> None:
         segment = self.segments[-1]
@@ -428,6 +436,21 @@ class Log:
                     if record.timestamp >= timestamp:
                         return record.offset, record.timestamp
         return None
+
+    def max_timestamp_record(self, below: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first local record below offset ``below`` with the
+        largest timestamp (ListOffsets -3)."""
+        best: tuple[int, int] | None = None
+        for segment in self.segments:
+            if segment.base_offset >= below or (
+                best is not None and segment.max_timestamp <= best[1]
+            ):
+                continue
+            for batch in segment.batches:
+                for record in decode_records(batch):
+                    if record.offset < below and (best is None or record.timestamp > best[1]):
+                        best = record.offset, record.timestamp
+        return best
 
 
 def _deletable(

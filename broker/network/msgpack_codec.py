@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import msgspec
 
-from broker.network.request_channel import Request, RequestHeader, UnreadableRequest
+from broker.network.request_channel import PURGATORY, Request, RequestHeader, UnreadableRequest
 from protocol.api import ApiKey, decode_request, encode_response_into
 
 _FETCH = int(ApiKey.FETCH)
 
 
 class MsgpackCodec:
-    def __init__(self, listener: str = "PURGATORY") -> None:
+    def __init__(self, listener: str = PURGATORY) -> None:
         self.listener = listener
 
     def decode(self, frame: bytes, received_s: float) -> Request:

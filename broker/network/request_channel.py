@@ -1,6 +1,6 @@
 """What a listener's codec hands the broker, and how the broker answers through it.
 
-A listener is a socket server plus a sans-I/O ``Codec``: the codec turns a frame (the
+A listener is a socket server plus a sans-I/O ``Codec`` per protocol it speaks: the codec turns a frame (the
 bytes after the length prefix) into a ``Request`` (its header fields, the decoded body,
 the listener it came from, when it arrived) and a response body, or an error, back into a
 frame. The socket server knows frames, slots and back-pressure, never a body's schema;
@@ -12,6 +12,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import msgspec
+
+# Listener names, as in Kafka's ``listeners`` (and the ``listener`` label of metrics).
+PURGATORY = "PURGATORY"  # our protocol: framed MessagePack
+PLAINTEXT = "PLAINTEXT"  # Kafka's binary protocol, as Kafka names its default listener
 
 
 class Request(msgspec.Struct, gc=False):
@@ -26,6 +30,8 @@ class Request(msgspec.Struct, gc=False):
     listener: str
     received_s: float  # the process clock when its handling began
     from_follower: bool = False  # a replica's fetch (its own request metrics)
+    # KIP-511: the client software's name and version, from ApiVersions v3+ (Kafka's wire).
+    client_software: tuple[str, str] | None = None
 
 
 class RequestHeader(Protocol):
@@ -37,7 +43,19 @@ class RequestHeader(Protocol):
 
 
 class UnreadableRequest(Exception):
-    """Not even the request header could be read: the connection cannot go on."""
+    """The request cannot be read, or not served at all as sent: the connection cannot go
+    on. ``reason`` labels the close in the bad-requests metric."""
+
+    def __init__(self, message: str, reason: str = "unreadable_header") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def speaks_kafka(frame: bytes) -> bool:
+    """Tell the protocols apart by a connection's first request: Kafka's begins with its
+    int16 api key, whose high byte is 0 for every key there is; ours with a MessagePack
+    array marker (0x90-0x9f, 0xdc or 0xdd), never 0."""
+    return bool(frame) and frame[0] == 0
 
 
 class Codec(Protocol):
@@ -48,9 +66,7 @@ class Codec(Protocol):
         when the header was read but the request cannot be served as sent."""
         ...
 
-    def encode_response_into(
-        self, buffer: bytearray, request: RequestHeader, body: msgspec.Struct
-    ) -> None:
+    def encode_response_into(self, buffer: bytearray, request: RequestHeader, body: Any) -> None:
         """Append one whole response frame, length prefix included."""
         ...
 

@@ -1,6 +1,9 @@
 """SocketServer: the broker's TCP front end on asyncio Protocols.
 
-Per connection: an incremental frame decoder, requests dispatched in arrival order, and
+One port serves both protocols: a connection's first request says which it speaks
+(``request_channel.speaks_kafka``), and from then on its frames go through that
+protocol's codec and API handlers. Per connection: an incremental frame decoder,
+requests dispatched in arrival order, and
 responses written in that same order even when an earlier one is still pending (Kafka's
 rule, kept by protocol.in_flight as on the client's end). Responses produced while
 handling one read are written together. Back-pressure: when the socket's send buffer is
@@ -12,16 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import structlog
+from prometheus_client.core import GaugeMetricFamily, Metric
 
-from broker.api.kafka_apis import CloseConnection, Deferred, KafkaApis
-from broker.network.request_channel import Codec, Request, RequestHeader, UnreadableRequest
+from broker.api.kafka_apis import CloseConnection, Deferred
+from broker.network.request_channel import (
+    Codec,
+    Request,
+    RequestHeader,
+    UnreadableRequest,
+    speaks_kafka,
+)
 from broker.ops.faults import FaultInjector, peer_broker
 from protocol.api import ApiKey, RequestError
 from protocol.errors import ErrorCode
@@ -34,6 +45,15 @@ if TYPE_CHECKING:
 
 _perf = time.perf_counter
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
+
+Handler = Callable[[Any, int], Any]
+
+
+class ServedProtocol(NamedTuple):
+    """A protocol the port speaks: its codec and its API handlers by api key."""
+
+    codec: Codec
+    handlers: Mapping[int, Handler]
 
 
 class _Waiting:
@@ -49,7 +69,7 @@ class _Waiting:
         times: RequestTimes,
         start: float,
         local_end: float,
-        to_response: Callable[[Any], msgspec.Struct] | None = None,
+        to_response: Callable[[Any], Any] | None = None,
     ) -> None:
         self.request = request
         self.times = times
@@ -61,8 +81,11 @@ class _Waiting:
 class BrokerConnection(asyncio.Protocol):
     def __init__(self, server: SocketServer) -> None:
         self.server = server
-        self.handlers = server.apis.handlers
-        self.codec = server.codec
+        # Chosen by the first request (``_speak``): our protocol until then.
+        self.handlers: Mapping[int, Handler] = server.msgpack.handlers
+        self.codec: Codec = server.msgpack.codec
+        self.chosen = False
+        self.client_software: tuple[str, str] | None = None  # KIP-511, Kafka clients
         self.metrics = server.metrics
         self.decoder = FrameDecoder(server.max_request_bytes)
         self.transport: asyncio.Transport | None = None
@@ -99,6 +122,8 @@ class BrokerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.server.connections.discard(self)
+        if self.client_software is not None:
+            self.server.clients[self.client_software] -= 1
         self.metrics.connections -= 1
         self.metrics.connections_closed += 1
         for task in list(self.pending):
@@ -157,26 +182,40 @@ class BrokerConnection(asyncio.Protocol):
 
     # -- requests -------------------------------------------------------------------------
 
+    def _speak(self, frame: bytes) -> None:
+        kafka = self.server.kafka
+        if kafka is not None and speaks_kafka(frame):
+            self.codec, self.handlers = kafka
+        self.chosen = True
+
     def _handle(self, frame: bytes) -> None:
         start = _perf()
+        if not self.chosen:
+            self._speak(frame)
         try:
             request = self.codec.decode(frame, start)
         except UnreadableRequest as exc:
-            self._bad_input("unreadable_header", str(exc))
+            self._bad_input(exc.reason, str(exc))
             return
         except RequestError as exc:
             assert exc.header is not None
             h = exc.header
-            self.metrics.for_request(h.api_key, h.api_version).count += 1
+            self.metrics.for_request(
+                h.api_key, h.api_version, listener=self.codec.listener
+            ).count += 1
             self._refuse(h, exc, start)
             return
         if self.client_id is None:
             self.client_id = request.client_id
             self.peer_broker_id = peer_broker(request.client_id)
+        if request.client_software is not None:
+            self._client_software(request.client_software)
         api_key = request.api_key
         if self.server.faults.active and self._inject(request):
             return
-        stats = self.metrics.for_request(api_key, request.api_version, request.from_follower)
+        stats = self.metrics.for_request(
+            api_key, request.api_version, request.from_follower, request.listener
+        )
         stats.count += 1
         times = stats.times
         try:
@@ -200,14 +239,14 @@ class BrokerConnection(asyncio.Protocol):
         if result is None:
             times.observe_immediate(_perf() - start)
             return
-        if isinstance(result, msgspec.Struct):
-            self.codec.encode_response_into(self._answer_buffer(request), request, result)
-            times.observe_immediate(_perf() - start)
-            return
-        # Waiting: later answers queue behind this one.
+        # Waiting (later answers queue behind it): in a purgatory, or on another task.
         if isinstance(result, Deferred):
             future: asyncio.Future[Any] = result.future
             waiting = _Waiting(request, times, start, _perf(), result.to_response)
+        elif isinstance(result, msgspec.Struct) or not inspect.isawaitable(result):
+            self.codec.encode_response_into(self._answer_buffer(request), request, result)
+            times.observe_immediate(_perf() - start)
+            return
         else:
             future = asyncio.ensure_future(result)
             waiting = _Waiting(request, times, start, _perf())
@@ -227,6 +266,13 @@ class BrokerConnection(asyncio.Protocol):
         self._respond_error(request, code, message)
         return True
 
+    def _client_software(self, software: tuple[str, str]) -> None:
+        if self.client_software is not None:
+            self.server.clients[self.client_software] -= 1
+        self.client_software = software
+        clients = self.server.clients
+        clients[software] = clients.get(software, 0) + 1
+
     def fault_check(self) -> bool:
         """Close this connection if a disconnect fault covers its peer; re-check pausing."""
         if self.server.faults.disconnects(self.peer_broker_id, self.client_id):
@@ -243,7 +289,8 @@ class BrokerConnection(asyncio.Protocol):
         key, version = request.api_key, request.api_version
         self.server.log_bad_input(self.peer, reason, exc.message, api_key=key, api_version=version)
         self._respond_error(request, exc.code, exc.message)
-        self.metrics.for_request(key, version).times.observe_immediate(_perf() - start)
+        stats = self.metrics.for_request(key, version, listener=self.codec.listener)
+        stats.times.observe_immediate(_perf() - start)
 
     def _complete(self, future: asyncio.Future[Any]) -> None:
         entry = self.pending.pop(future)
@@ -330,8 +377,8 @@ class BrokerConnection(asyncio.Protocol):
 class SocketServer:
     def __init__(
         self,
-        apis: KafkaApis,
-        codec: Codec,
+        msgpack: ServedProtocol,
+        kafka: ServedProtocol | None,
         metrics: BrokerMetrics,
         *,
         max_request_bytes: int,
@@ -339,8 +386,10 @@ class SocketServer:
         broker_id: int,
         faults: FaultInjector,
     ) -> None:
-        self.apis = apis
-        self.codec = codec
+        self.msgpack = msgpack
+        self.kafka = kafka
+        # Open Kafka connections by client software (name, version), from ApiVersions.
+        self.clients: dict[tuple[str, str], int] = {}
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self.max_queued_requests = max_queued_requests
@@ -350,6 +399,26 @@ class SocketServer:
         self.server: asyncio.Server | None = None
         self.log = structlog.get_logger("network").bind(broker_id=broker_id)
         self._logged_bad: set[tuple[str, str]] = set()
+
+    def describe_clients(self) -> list[dict[str, Any]]:
+        """Open Kafka connections by client software, as ``/v1/state`` shows them."""
+        return [
+            {"client_software_name": name, "client_software_version": version, "connections": n}
+            for (name, version), n in sorted(self.clients.items())
+            if n
+        ]
+
+    def collect_metrics(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "purgatory_client_connections",
+            "Open Kafka-protocol connections by client software name and version (KIP-511, "
+            "from ApiVersions v3+).",
+            labels=["client_software_name", "client_software_version"],
+        )
+        for (name, version), n in sorted(self.clients.items()):
+            if n:
+                family.add_metric([name, version], n)
+        yield family
 
     def _faults_changed(self) -> None:
         for conn in list(self.connections):

@@ -23,7 +23,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from broker.network.request_channel import PURGATORY
 from broker.purgatory import DelayedOperationPurgatory
+from protocol import kafka_schemas
 from protocol.api import SCHEMAS, ApiKey
 from protocol.errors import error_name
 from purgatory.common.histogram import Histogram
@@ -90,11 +92,12 @@ class RequestTimes:
 class RequestStats:
     """Count and times of one request type and version."""
 
-    __slots__ = ("count", "name", "times", "version")
+    __slots__ = ("count", "listener", "name", "times", "version")
 
-    def __init__(self, name: str, version: str, times: RequestTimes) -> None:
+    def __init__(self, name: str, version: str, listener: str, times: RequestTimes) -> None:
         self.name = name
         self.version = version
+        self.listener = listener
         self.count = 0
         self.times = times
 
@@ -113,8 +116,8 @@ class BrokerMetrics:
         self.connections_closed = 0
         self.errors: dict[tuple[str, int], int] = {}
         self.bad_requests: dict[str, int] = {}
-        self._requests: dict[tuple[int, int, bool], RequestStats] = {}
-        self._times: dict[str, RequestTimes] = {}
+        self._requests: dict[tuple[int, int, bool, str], RequestStats] = {}
+        self._times: dict[tuple[str, str], RequestTimes] = {}  # (request, listener)
         self.sources: list[MetricsSource] = []
         self.registry.register(_BrokerCollector(self))
 
@@ -122,25 +125,33 @@ class BrokerMetrics:
         """Add a component's families to every scrape, after the request-path ones."""
         self.sources.append(source)
 
-    def for_request(self, api_key: int, version: int, follower: bool = False) -> RequestStats:
-        """The stats of an API version, created once. Fetches are told apart as Kafka does
-        (FetchConsumer / FetchFollower). Unknown keys/versions share one entry, so a peer
-        cannot grow the label set."""
-        key = (api_key, version, follower)
+    def for_request(
+        self, api_key: int, version: int, follower: bool = False, listener: str = PURGATORY
+    ) -> RequestStats:
+        """The stats of an API version on a listener, created once. Fetches are told apart
+        as Kafka does (FetchConsumer / FetchFollower). Unknown keys/versions share one
+        entry per listener, so a peer cannot grow the label set."""
+        key = (api_key, version, follower, listener)
         stats = self._requests.get(key)
         if stats is None:
-            if (api_key, version) in SCHEMAS:
+            known = (
+                (api_key, version) in SCHEMAS
+                if listener == PURGATORY
+                else kafka_schemas.supports(api_key, version)
+            )
+            if known:
                 name = ApiKey(api_key).api_name
                 if api_key == ApiKey.FETCH:
                     name = "FetchFollower" if follower else "FetchConsumer"
                 label = str(version)
             else:
-                name, label, key = "Unknown", "unknown", (-1, -1, False)
+                name, label, key = "Unknown", "unknown", (-1, -1, False, listener)
             stats = self._requests.get(key)
             if stats is None:
-                stats = RequestStats(name, label, self._times.setdefault(name, RequestTimes()))
+                times = self._times.setdefault((name, listener), RequestTimes())
+                stats = RequestStats(name, label, listener, times)
                 self._requests[key] = stats
-            self._requests[(api_key, version, follower)] = stats
+            self._requests[(api_key, version, follower, listener)] = stats
         return stats
 
     def record_error(self, request: str, code: int, count: int = 1) -> None:
@@ -213,14 +224,15 @@ class _BrokerCollector(Collector):
         yield info
         requests = CounterMetricFamily(
             "purgatory_requests",
-            "Requests received, by request type and version.",
-            labels=["request", "version"],
+            "Requests received, by request type, version and listener (PURGATORY: our "
+            "protocol, PLAINTEXT: Kafka's).",
+            labels=["request", "version", "listener"],
         )
         seen: set[int] = set()
         for stats in mt._requests.values():
             if id(stats) not in seen:
                 seen.add(id(stats))
-                requests.add_metric([stats.name, stats.version], stats.count)
+                requests.add_metric([stats.name, stats.version, stats.listener], stats.count)
         yield requests
         for part, doc in (
             ("total", "Time from a request's arrival to its response being queued for the socket."),
@@ -229,11 +241,11 @@ class _BrokerCollector(Collector):
             ("total_local", "Total time minus remote time: what the broker itself took (KIP-736)."),
         ):
             family = HistogramMetricFamily(
-                f"purgatory_request_{part}_time_seconds", doc, labels=["request"]
+                f"purgatory_request_{part}_time_seconds", doc, labels=["request", "listener"]
             )
-            for name, times in sorted(mt._times.items()):
+            for (name, listener), times in sorted(mt._times.items()):
                 hist = getattr(times, part)
-                family.add_metric([name], hist.cumulative(), hist.sum)
+                family.add_metric([name, listener], hist.cumulative(), hist.sum)
             yield family
         errors = CounterMetricFamily(
             "purgatory_errors",

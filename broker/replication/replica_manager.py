@@ -47,11 +47,13 @@ from broker.replication.log_read import LogReadResult, read_from_local_log
 from broker.replication.partition import Partition
 from broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
 from broker.replication.replication_metrics import ReplicationMetrics
-from protocol.errors import ErrorCode
-from protocol.records import CorruptRecordError, validate_batch
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import CorruptRecordError, is_kafka_batch, validate_batch
 
 LATEST_TIMESTAMP = -1  # ListOffsets: the latest offset (the high watermark)
 EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
+MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
+EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets: the local log start (tiered storage, KIP-1005)
 
 
 class ReplicaManager:
@@ -232,10 +234,16 @@ class ReplicaManager:
     # -- produce -------------------------------------------------------------------------
 
     def append_records(
-        self, timeout_ms: int, acks: int, entries: list[tuple[TopicPartition, bytes]]
+        self,
+        timeout_ms: int,
+        acks: int,
+        entries: list[tuple[TopicPartition, bytes]],
+        kafka_batches_only: bool = False,
     ) -> tuple[ProduceResult, asyncio.Future[ProduceResult] | None]:
         """Append every partition's batch, in order; with acks=-1, wait in the Produce
         purgatory until the ISR has what was appended (unless it already does).
+        ``kafka_batches_only``: refuse batches other than Kafka's v2 (the Kafka listener's
+        Produce v3+, as in Kafka) with INVALID_RECORD.
 
         Returns one response per entry, and, while a produce waits, a future that resolves
         to the same responses once each holds its final outcome."""
@@ -243,7 +251,7 @@ class ReplicaManager:
         waiting: dict[TopicPartition, ProducePartitionStatus] = {}
         for key, records in entries:
             if acks in (-1, 0, 1):
-                response = self._append(key, records, acks, waiting)
+                response = self._append(key, records, acks, waiting, kafka_batches_only)
             else:
                 response = PartitionResponse(
                     ErrorCode.INVALID_REQUIRED_ACKS,
@@ -264,6 +272,7 @@ class ReplicaManager:
         records: bytes,
         acks: int,
         waiting: dict[TopicPartition, ProducePartitionStatus],
+        kafka_batches_only: bool = False,
     ) -> PartitionResponse:
         partition = self.leader_partition(*key)
         if isinstance(partition, ErrorCode):
@@ -281,11 +290,27 @@ class ReplicaManager:
                 error_message=f"{len(partition.isr)} in-sync replicas {partition.isr}, "
                 f"min.insync.replicas is {partition.min_insync_replicas}",
             )
+        if kafka_batches_only and not is_kafka_batch(records):
+            return PartitionResponse(
+                ErrorCode.INVALID_RECORD,
+                error_message="Produce v3+ carries record batches of magic 2 only",
+            )
         try:
             info = validate_batch(records)
         except CorruptRecordError as exc:
             return PartitionResponse(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
         log = partition.log
+        try:
+            retried = log.producer_state.check(info)
+        except KafkaError as exc:
+            return PartitionResponse(exc.code, error_message=str(exc))
+        if retried is not None:  # an idempotent producer's retry: answered, not appended
+            response = PartitionResponse(
+                ErrorCode.NONE, retried.first_offset, -1, log.log_start_offset
+            )
+            if acks == -1 and partition.high_watermark <= retried.last_offset:
+                waiting[key] = ProducePartitionStatus(retried.last_offset + 1, response)
+            return response
         base = log.append(records, info, partition.leader_epoch)
         metrics = self.metrics
         metrics.bytes_in += size
@@ -467,6 +492,7 @@ class ReplicaManager:
     ) -> tuple[int, int, int]:
         """ListOffsets for one partition: (error, timestamp, offset). ``timestamp`` -1 asks
         for the latest offset (the high watermark), -2 for the earliest (the log start),
+        -3 for the record with the largest timestamp, -4 for the earliest local offset,
         else for the first offset whose record timestamp is at least it."""
         partition = self.leader_partition(*key)
         if isinstance(partition, ErrorCode):
@@ -476,6 +502,12 @@ class ReplicaManager:
             return ErrorCode.NONE, -1, partition.high_watermark
         if timestamp == EARLIEST_TIMESTAMP:
             return ErrorCode.NONE, -1, log.log_start_offset
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return ErrorCode.NONE, -1, log.local_log_start_offset
+        if timestamp == MAX_TIMESTAMP:
+            found = log.max_timestamp_record(partition.high_watermark)
+            offset, ts = found if found is not None else (-1, -1)
+            return ErrorCode.NONE, ts, offset
         if timestamp < 0:
             return ErrorCode.INVALID_REQUEST, -1, -1
         found = log.offset_for_timestamp(timestamp)

@@ -1,0 +1,260 @@
+"""KafkaListenerApis: the Kafka listener's handler table, ApiVersions, and each API's error
+response.
+
+Kafka's protocol has no request-level error: a request refused as a whole (a limit, an
+injected fault, a bug) is answered with the API's own response, the code in every
+place it has one (every partition of a Produce, every topic of a CreateTopics, ...), as
+Kafka's ``AbstractRequest.getErrorResponse`` does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from broker.api.kafka.cluster import ClusterApis
+from broker.api.kafka.offsets import OffsetApis
+from broker.api.kafka.records import RecordApis
+from broker.api.kafka_apis import Result
+from broker.network.request_channel import Request
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from protocol.kafka_fetch import FetchPartition, FetchResponseBody, FetchTopic, topic_id_bytes
+from protocol.kafka_schemas import VERSIONS, build, response_module
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+# KIP-511: what a broker accepts as client software name and version.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+class KafkaListenerApis:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.handlers: dict[int, Callable[[Any, int], Result]] = {
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            **RecordApis(broker).handlers(),
+            **ClusterApis(broker).handlers(),
+            **OffsetApis(broker).handlers(),
+        }
+        missing = set(VERSIONS) - set(self.handlers)
+        assert not missing, f"advertised without a handler: {missing}"
+
+    def handle_api_versions(self, request: Any, version: int) -> Result:
+        if request is None:  # a version we do not serve: v0's shape, so any client reads it
+            return _api_versions(0, ErrorCode.UNSUPPORTED_VERSION)
+        if version >= 3 and not (
+            _SOFTWARE.fullmatch(request.client_software_name)
+            and _SOFTWARE.fullmatch(request.client_software_version)
+        ):
+            return _api_versions(version, ErrorCode.INVALID_REQUEST)
+        return _api_versions(version, ErrorCode.NONE)
+
+    # -- error responses ---------------------------------------------------------------------
+
+    def error_response(self, request: Request, code: int, message: str) -> Any:
+        """The response of ``request``'s API and version answering it ``code`` throughout."""
+        body, version = request.body, request.api_version
+        key = request.api_key
+        schema: Any = response_module(key, version) if key != ApiKey.FETCH else None
+        if key == ApiKey.API_VERSIONS:
+            return _api_versions(version if body is not None else 0, code)
+        if key == ApiKey.PRODUCE:
+            if body.acks == 0:
+                return None
+            return build(
+                schema.ProduceResponse,
+                throttle_time=0,
+                responses=[
+                    build(
+                        schema.TopicProduceResponse,
+                        name=t.name,
+                        partition_responses=[
+                            build(
+                                schema.PartitionProduceResponse,
+                                index=p.index,
+                                error_code=code,
+                                base_offset=-1,
+                                record_errors=(),
+                                error_message=message,
+                            )
+                            for p in t.partition_data
+                        ],
+                    )
+                    for t in body.topic_data
+                ],
+            )
+        if key == ApiKey.FETCH:
+            topics = [
+                FetchTopic(
+                    getattr(t, "topic", "") or "",
+                    topic_id_bytes(t.topic_id.hex) if getattr(t, "topic_id", None) else bytes(16),
+                    [FetchPartition(p.partition, code, -1, -1, b"") for p in t.partitions],
+                )
+                for t in body.topics
+            ]
+            return FetchResponseBody(version, topics, 0, code)
+        if key == ApiKey.LIST_OFFSETS:
+            return build(
+                schema.ListOffsetsResponse,
+                throttle_time=0,
+                topics=[
+                    build(
+                        schema.ListOffsetsTopicResponse,
+                        name=t.name,
+                        partitions=[
+                            build(
+                                schema.ListOffsetsPartitionResponse,
+                                partition_index=p.partition_index,
+                                error_code=code,
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in body.topics
+                ],
+            )
+        if key == ApiKey.METADATA:
+            return build(
+                schema.MetadataResponse,
+                throttle_time=0,
+                brokers=[],
+                topics=[
+                    build(
+                        schema.MetadataResponseTopic,
+                        error_code=code,
+                        name=t.name,
+                        topic_id=None,
+                        partitions=[],
+                    )
+                    for t in body.topics or ()
+                ],
+            )
+        if key == ApiKey.OFFSET_COMMIT:
+            return build(
+                schema.OffsetCommitResponse,
+                throttle_time=0,
+                topics=[
+                    build(
+                        schema.OffsetCommitResponseTopic,
+                        name=t.name,
+                        partitions=[
+                            build(
+                                schema.OffsetCommitResponsePartition,
+                                partition_index=p.partition_index,
+                                error_code=code,
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in body.topics
+                ],
+            )
+        if key == ApiKey.OFFSET_FETCH:
+            if version >= 8:
+                return build(
+                    schema.OffsetFetchResponse,
+                    throttle_time=0,
+                    groups=[
+                        build(
+                            schema.OffsetFetchResponseGroup,
+                            group_id=g.group_id,
+                            topics=[],
+                            error_code=code,
+                        )
+                        for g in body.groups
+                    ],
+                )
+            return build(schema.OffsetFetchResponse, throttle_time=0, topics=[], error_code=code)
+        if key == ApiKey.FIND_COORDINATOR:
+            if version >= 4:
+                return build(
+                    schema.FindCoordinatorResponse,
+                    throttle_time=0,
+                    coordinators=[
+                        build(
+                            schema.Coordinator,
+                            key=k,
+                            node_id=-1,
+                            host="",
+                            port=-1,
+                            error_code=code,
+                            error_message=message,
+                        )
+                        for k in body.coordinator_keys
+                    ],
+                )
+            return build(
+                schema.FindCoordinatorResponse,
+                throttle_time=0,
+                error_code=code,
+                error_message=message,
+                node_id=-1,
+                host="",
+                port=-1,
+            )
+        if key == ApiKey.CREATE_TOPICS:
+            return build(
+                schema.CreateTopicsResponse,
+                throttle_time=0,
+                topics=[
+                    build(
+                        schema.CreatableTopicResult,
+                        name=t.name,
+                        topic_id=None,
+                        error_code=code,
+                        error_message=message,
+                        configs=None,
+                    )
+                    for t in body.topics
+                ],
+            )
+        if key == ApiKey.DELETE_TOPICS:
+            names = [t.name for t in body.topics] if version >= 6 else list(body.topic_names)
+            return build(
+                schema.DeleteTopicsResponse,
+                throttle_time=0,
+                responses=[
+                    build(
+                        schema.DeletableTopicResult,
+                        name=name,
+                        topic_id=None,
+                        error_code=code,
+                        error_message=message,
+                    )
+                    for name in names
+                ],
+            )
+        if key == ApiKey.INIT_PRODUCER_ID:
+            return build(
+                schema.InitProducerIdResponse,
+                throttle_time=0,
+                error_code=code,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        if key == ApiKey.DESCRIBE_CLUSTER:
+            return build(
+                schema.DescribeClusterResponse,
+                throttle_time=0,
+                error_code=code,
+                error_message=message,
+                cluster_id="",
+                brokers=[],
+            )
+        raise AssertionError(f"no error response for api key {key}")  # pragma: no cover
+
+
+def _api_versions(version: int, code: int) -> Any:
+    schema = response_module(ApiKey.API_VERSIONS, version)
+    return build(
+        schema.ApiVersionsResponse,
+        error_code=code,
+        api_keys=[
+            build(schema.ApiVersion, api_key=int(k), min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(VERSIONS.items())
+        ],
+        throttle_time=0,
+    )

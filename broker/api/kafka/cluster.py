@@ -1,0 +1,210 @@
+"""The Kafka listener's cluster and topic APIs: Metadata, DescribeCluster, CreateTopics and
+DeleteTopics.
+
+They share the broker's domain answers with our own protocol (KafkaApis builds the
+metadata picture, the ForwardingManager creates and deletes topics on the controller) and
+only reshape them into the version asked. Metadata lists the live brokers at the one
+address that serves both protocols, and real topic ids (UUIDs).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from broker.api.kafka_apis import Result, check_topic_count
+from protocol import messages as m
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from protocol.kafka_schemas import build, response_module
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+_DEFAULT_TIMEOUT_MS = 30000
+
+
+class ClusterApis:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def handlers(self) -> dict[int, Any]:
+        return {
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+        }
+
+    # -- Metadata ----------------------------------------------------------------------------
+
+    def handle_metadata(self, request: Any, version: int) -> Result:
+        topics: list[str] | None
+        if request.topics is None or (version == 0 and not request.topics):
+            topics = None  # v0 asks for every topic with an empty list, later versions with null
+        else:
+            topics = [t.name for t in request.topics if t.name is not None]
+        allow = getattr(request, "allow_auto_topic_creation", True)
+        answer = self.broker.apis.handle_metadata(m.MetadataRequest(topics, allow), 0)
+        if inspect.isawaitable(answer):
+            return self._after(answer, version)
+        return self._metadata(answer, version)
+
+    async def _after(self, answer: Any, version: int) -> Any:
+        return self._metadata(await answer, version)
+
+    def _metadata(self, answer: m.MetadataResponse, version: int) -> Any:
+        schema = response_module(ApiKey.METADATA, version)
+        live = self.broker.metadata.live_brokers
+        brokers = [
+            build(schema.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port)
+            for b in answer.brokers
+            if b.node_id in live
+        ]
+        topics = [
+            build(
+                schema.MetadataResponseTopic,
+                error_code=t.error_code,
+                name=t.name,
+                topic_id=t.topic_id or None,
+                is_internal=False,
+                partitions=[
+                    build(
+                        schema.MetadataResponsePartition,
+                        error_code=p.error_code,
+                        partition_index=p.partition_index,
+                        leader_id=p.leader_id,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=p.replica_nodes,
+                        isr_nodes=p.isr_nodes,
+                        offline_replicas=[r for r in p.replica_nodes if r not in live],
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in answer.topics
+        ]
+        return build(
+            schema.MetadataResponse,
+            throttle_time=0,
+            brokers=brokers,
+            cluster_id=answer.cluster_id,
+            controller_id=answer.controller_id,
+            topics=topics,
+        )
+
+    # -- DescribeCluster ---------------------------------------------------------------------
+
+    def handle_describe_cluster(self, request: Any, version: int) -> Result:
+        schema = response_module(ApiKey.DESCRIBE_CLUSTER, version)
+        metadata = self.broker.metadata
+        brokers = [
+            build(schema.DescribeClusterBroker, broker_id=i, host=h, port=p)
+            for i, (h, p) in sorted(self.broker.members.items())
+            if i in metadata.live_brokers
+        ]
+        return build(
+            schema.DescribeClusterResponse,
+            throttle_time=0,
+            error_code=0,
+            error_message=None,
+            cluster_id=self.broker.config["cluster.id"],
+            controller_id=metadata.controller_id,
+            brokers=brokers,
+        )
+
+    # -- CreateTopics / DeleteTopics ---------------------------------------------------------
+
+    def handle_create_topics(self, request: Any, version: int) -> Result:
+        check_topic_count(len(request.topics))
+        asked = m.CreateTopicsRequest(
+            [
+                m.CreatableTopic(
+                    t.name,
+                    t.num_partitions,
+                    t.replication_factor,
+                    {c.name: c.value for c in t.configs if c.value is not None},
+                )
+                for t in request.topics
+            ],
+            _timeout_ms(request),
+            request.validate_only,
+        )
+        refused = [t.name for t in request.topics if t.assignments]
+        return self._create(asked, refused, version)
+
+    async def _create(self, asked: m.CreateTopicsRequest, refused: list[str], version: int) -> Any:
+        schema = response_module(ApiKey.CREATE_TOPICS, version)
+        wanted = m.CreateTopicsRequest(
+            [t for t in asked.topics if t.name not in refused],
+            asked.timeout_ms,
+            asked.validate_only,
+        )
+        created = await self.broker.forwarding.create_topics(wanted) if wanted.topics else None
+        results = {r.name: r for r in created.topics} if created is not None else {}
+        out = []
+        for t in asked.topics:
+            r = results.get(t.name)
+            if r is None:
+                code: int = ErrorCode.INVALID_REQUEST
+                message: str | None = "manual replica assignments are not supported"
+                partitions, factor = -1, -1
+            else:
+                code, message = r.error_code, r.error_message
+                partitions, factor = r.num_partitions, r.replication_factor
+            state = self.broker.metadata.topics.get(t.name)
+            out.append(
+                build(
+                    schema.CreatableTopicResult,
+                    name=t.name,
+                    topic_id=state.topic_id if state is not None and code == 0 else None,
+                    error_code=code,
+                    error_message=message,
+                    num_partitions=partitions,
+                    replication_factor=factor,
+                    configs=None if code else [],
+                )
+            )
+        return build(schema.CreateTopicsResponse, throttle_time=0, topics=out)
+
+    def handle_delete_topics(self, request: Any, version: int) -> Result:
+        if version >= 6:
+            names = self.broker.metadata.topic_names
+            topics = [
+                (t.name or names.get(t.topic_id.hex if t.topic_id else "", ""), t.topic_id)
+                for t in request.topics
+            ]
+        else:
+            topics = [(name, None) for name in request.topic_names]
+        check_topic_count(len(topics))
+        return self._delete(topics, _timeout_ms(request), version)
+
+    async def _delete(self, topics: list[tuple[str, Any]], timeout_ms: int, version: int) -> Any:
+        schema = response_module(ApiKey.DELETE_TOPICS, version)
+        ids = {name: self.broker.metadata.topics.get(name) for name, _ in topics}
+        named = [name for name, _ in topics if name]
+        deleted = (
+            await self.broker.forwarding.delete_topics(m.DeleteTopicsRequest(named, timeout_ms))
+            if named
+            else None
+        )
+        results = {r.name: r for r in deleted.responses} if deleted is not None else {}
+        out = []
+        for name, topic_id in topics:
+            r = results.get(name)
+            state = ids.get(name)
+            out.append(
+                build(
+                    schema.DeletableTopicResult,
+                    name=name or None,
+                    topic_id=topic_id or (state.topic_id if state is not None else None),
+                    error_code=r.error_code if r is not None else ErrorCode.UNKNOWN_TOPIC_ID,
+                    error_message=r.error_message if r is not None else None,
+                )
+            )
+        return build(schema.DeleteTopicsResponse, throttle_time=0, responses=out)
+
+
+def _timeout_ms(request: Any) -> int:
+    timeout = getattr(request, "timeout", None)
+    return int(timeout.total_seconds() * 1000) if timeout is not None else _DEFAULT_TIMEOUT_MS

@@ -1,0 +1,262 @@
+"""The Kafka listener's record APIs: Produce, Fetch, ListOffsets and InitProducerId.
+
+Each handler turns a kio request into the replica manager's domain parameters and its
+answer into the response of the request's version. Produce and Fetch wait in the same
+purgatories as on our own protocol; Fetch answers with the hand-written response of
+protocol/kafka_fetch.py, which carries the purgatory wait as a tagged field (KIP-736).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from broker.api.kafka_apis import Deferred, Result, check_partition_count
+from broker.replication.delayed_produce import PartitionResponse
+from broker.replication.fetch_params import (
+    FetchParams,
+    FetchPartitionData,
+    FetchResult,
+    PartitionFetchInfo,
+    TopicPartition,
+)
+from protocol.api import ApiKey, RequestError
+from protocol.errors import ErrorCode
+from protocol.kafka_fetch import FetchPartition, FetchResponseBody, FetchTopic, topic_id_bytes
+from protocol.kafka_records import as_kafka_batches
+from protocol.kafka_schemas import build, response_module
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+_PRODUCER_ID_BROKER_BITS = 10  # the low bits of a producer id: the broker that gave it
+
+
+class ProducerIdManager:
+    """Producer ids unique across the cluster and across restarts, without asking the
+    controller (Kafka allocates blocks of them through it): the id is a millisecond
+    timestamp (never reused: at least one more than the last) above the broker id's 10
+    bits. A restarted broker starts from the clock, after every id it gave before."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id % (1 << _PRODUCER_ID_BROKER_BITS)
+        self.last = 0
+
+    def next_id(self) -> int:
+        self.last = max(self.last + 1, int(time.time() * 1000))
+        return (self.last << _PRODUCER_ID_BROKER_BITS) | self.broker_id
+
+
+class RecordApis:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.replica_manager = broker.replica_manager
+        self.producer_ids = ProducerIdManager(broker.broker_id)
+        self._fetch_answers = {v: _FetchAnswer(v, broker) for v in range(4, 17)}
+
+    def handlers(self) -> dict[int, Any]:
+        return {
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+        }
+
+    # -- Produce -----------------------------------------------------------------------------
+
+    def handle_produce(self, request: Any, version: int) -> Result:
+        topics = request.topic_data
+        check_partition_count(topics, lambda t: t.partition_data)
+        entries = [((t.name, p.index), p.records or b"") for t in topics for p in t.partition_data]
+        acks = request.acks
+        timeout_ms = int(request.timeout.total_seconds() * 1000)
+        responses, done = self.replica_manager.append_records(
+            timeout_ms, acks, entries, kafka_batches_only=True
+        )
+        if not self.broker.apis.appended(responses, acks):
+            return None
+        to_response = _ProduceAnswer(version)
+        if done is None:
+            return to_response(responses)
+        return Deferred(done, to_response)
+
+    # -- Fetch -------------------------------------------------------------------------------
+
+    def handle_fetch(self, request: Any, version: int) -> Result:
+        max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+        if request.max_bytes < 0 or request.min_bytes < 0 or max_wait_ms < 0:
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST, "max_wait, min_bytes and max_bytes must not be negative"
+            )
+        check_partition_count(request.topics)
+        names = self.broker.metadata.topic_names if version >= 13 else None
+        partitions = []
+        for topic in request.topics:
+            name = topic.topic if names is None else _name_of(names, topic.topic_id.hex)
+            for p in topic.partitions:
+                if p.partition_max_bytes < 0 or p.fetch_offset < 0:
+                    raise RequestError(
+                        ErrorCode.INVALID_REQUEST,
+                        "fetch_offset and partition_max_bytes must not be negative",
+                    )
+                partitions.append(
+                    (
+                        (name, p.partition),
+                        PartitionFetchInfo(
+                            p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch
+                        ),
+                    )
+                )
+        params = FetchParams(-1, max_wait_ms, request.min_bytes, request.max_bytes, partitions)
+        result = self.replica_manager.fetch_messages(params)
+        to_response = self._fetch_answers[version]
+        if isinstance(result, FetchResult):
+            return to_response(result)
+        return Deferred(result, to_response)
+
+    # -- ListOffsets -------------------------------------------------------------------------
+
+    def handle_list_offsets(self, request: Any, version: int) -> Result:
+        check_partition_count(request.topics)
+        offset_for = self.replica_manager.fetch_offset_for_timestamp
+        schema = response_module(ApiKey.LIST_OFFSETS, version)
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for p in topic.partitions:
+                error, timestamp, offset = offset_for((topic.name, p.partition_index), p.timestamp)
+                parts.append(
+                    build(
+                        schema.ListOffsetsPartitionResponse,
+                        partition_index=p.partition_index,
+                        error_code=error,
+                        timestamp=timestamp,
+                        offset=offset,
+                        leader_epoch=self._leader_epoch(topic.name, p.partition_index),
+                    )
+                )
+            topics.append(build(schema.ListOffsetsTopicResponse, name=topic.name, partitions=parts))
+        return build(schema.ListOffsetsResponse, throttle_time=0, topics=topics)
+
+    def _leader_epoch(self, topic: str, index: int) -> int:
+        partition = self.replica_manager.partitions.get((topic, index))
+        return partition.leader_epoch if partition is not None else -1
+
+    # -- InitProducerId ----------------------------------------------------------------------
+
+    def handle_init_producer_id(self, request: Any, version: int) -> Result:
+        cls = response_module(ApiKey.INIT_PRODUCER_ID, version).InitProducerIdResponse
+        if request.transactional_id is not None:
+            return build(
+                cls,
+                throttle_time=0,
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        producer_id = getattr(request, "producer_id", -1)
+        epoch = getattr(request, "producer_epoch", -1)
+        if producer_id >= 0 and 0 <= epoch < 32766:  # KIP-360: the same id, the next epoch
+            return build(
+                cls,
+                throttle_time=0,
+                error_code=0,
+                producer_id=producer_id,
+                producer_epoch=epoch + 1,
+            )
+        return build(
+            cls,
+            throttle_time=0,
+            error_code=0,
+            producer_id=self.producer_ids.next_id(),
+            producer_epoch=0,
+        )
+
+
+class _ProduceAnswer:
+    """Turns the replica manager's per-partition outcomes into a ProduceResponse."""
+
+    __slots__ = ("schema",)
+
+    def __init__(self, version: int) -> None:
+        self.schema = response_module(ApiKey.PRODUCE, version)
+
+    def __call__(self, responses: list[tuple[TopicPartition, PartitionResponse]]) -> Any:
+        schema = self.schema
+        topics: list[Any] = []
+        current: str | None = None
+        parts: list[Any] = []
+        for (topic, index), r in responses:
+            if topic != current:
+                if current is not None:
+                    topics.append(
+                        build(schema.TopicProduceResponse, name=current, partition_responses=parts)
+                    )
+                current, parts = topic, []
+            parts.append(
+                build(
+                    schema.PartitionProduceResponse,
+                    index=index,
+                    error_code=r.error,
+                    base_offset=r.base_offset,
+                    log_append_time=r.log_append_time_ms,
+                    log_start_offset=r.log_start_offset,
+                    record_errors=(),
+                    error_message=r.error_message,
+                )
+            )
+        if current is not None:
+            topics.append(
+                build(schema.TopicProduceResponse, name=current, partition_responses=parts)
+            )
+        return build(schema.ProduceResponse, responses=topics, throttle_time=0)
+
+
+class _FetchAnswer:
+    """Turns a FetchResult into the FetchResponse of one version: batches of our own
+    protocol converted to v2 (Kafka clients read only those), topic ids from the
+    metadata, UNKNOWN_TOPIC_ID for ids not known (v13+)."""
+
+    __slots__ = ("broker", "version")
+
+    def __init__(self, version: int, broker: Broker) -> None:
+        self.version = version
+        self.broker = broker
+
+    def __call__(self, result: FetchResult) -> FetchResponseBody:
+        topics: list[FetchTopic] = []
+        current: str | None = None
+        parts: list[FetchPartition] = []
+        known = self.broker.metadata.topics
+        by_ids = self.version >= 13
+        for (topic, index), data in result.partitions:
+            if topic != current:
+                state = known.get(topic)
+                if state is not None:
+                    topic_id = topic_id_bytes(state.topic_id)
+                elif topic.startswith(_UNKNOWN_ID):
+                    topic_id = topic_id_bytes(topic[len(_UNKNOWN_ID) :])
+                else:
+                    topic_id = topic_id_bytes("")
+                parts = []
+                topics.append(FetchTopic(topic, topic_id, parts))
+                current = topic
+            parts.append(_partition(index, data, by_ids))
+        return FetchResponseBody(self.version, topics, result.wait_ms)
+
+
+# A fetch by a topic id the broker does not know reads a topic named after it, which no
+# topic can be ("?" is not allowed in names): answered UNKNOWN_TOPIC_ID, with its id.
+_UNKNOWN_ID = "?"
+
+
+def _name_of(names: dict[str, str], topic_id: str) -> str:
+    return names.get(topic_id) or _UNKNOWN_ID + topic_id
+
+
+def _partition(index: int, data: FetchPartitionData, by_ids: bool) -> FetchPartition:
+    error = data.error
+    if by_ids and error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        error = ErrorCode.UNKNOWN_TOPIC_ID
+    records = as_kafka_batches(data.records) if data.records else b""
+    return FetchPartition(index, error, data.high_watermark, data.log_start_offset, records)

@@ -1,0 +1,233 @@
+"""Kafka's wire protocol byte by byte: version negotiation, bad input, the KIP-736 wait-time
+tagged field, idempotent retries and faults, with exact requests (tests/kafka_wire.py)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator
+
+import pytest
+from prometheus_client import generate_latest
+
+from broker.server import Broker
+from protocol import kafka_records
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from protocol.kafka_fetch import WAIT_TIME_TAG
+from protocol.kafka_schemas import VERSIONS
+from tests.integration.test_dynamic_config import call
+from tests.kafka_wire import KafkaWire, request, request_frame, schema
+from tests.support import metric_samples, running_cluster, wait_until
+
+
+@pytest.fixture
+async def broker() -> AsyncIterator[Broker]:
+    async with running_cluster(1, **{"num.partitions": 1}) as brokers:
+        yield brokers[0]
+
+
+@pytest.fixture
+async def wire(broker: Broker) -> AsyncIterator[KafkaWire]:
+    conn = await KafkaWire.open(broker.port)
+    yield conn
+    await conn.close()
+
+
+def bad_requests(broker: Broker, reason: str) -> float:
+    samples = metric_samples(generate_latest(broker.metrics.registry).decode())
+    return samples.get(("purgatory_bad_requests_total", (("reason", reason),)), 0.0)
+
+
+async def create_topic(wire: KafkaWire, name: str) -> None:
+    s = schema(ApiKey.CREATE_TOPICS, 7)
+    body = request(
+        ApiKey.CREATE_TOPICS,
+        7,
+        topics=(
+            s.CreatableTopic(
+                name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()
+            ),
+        ),
+        timeout=10_000,
+        validate_only=False,
+    )
+    answer = await wire.call(ApiKey.CREATE_TOPICS, 7, body)
+    assert answer.topics[0].error_code.value == 0 and answer.topics[0].topic_id is not None
+
+
+def produce_body(topic: str, batch: bytes, acks: int = -1, version: int = 9) -> object:
+    s = schema(ApiKey.PRODUCE, version)
+    return request(
+        ApiKey.PRODUCE,
+        version,
+        transactional_id=None,
+        acks=acks,
+        timeout=5_000,
+        topic_data=(
+            s.TopicProduceData(
+                name=topic, partition_data=(s.PartitionProduceData(index=0, records=batch),)
+            ),
+        ),
+    )
+
+
+async def test_api_versions_lists_the_served_ranges_and_names_the_client(
+    broker: Broker, wire: KafkaWire
+) -> None:
+    body = request(
+        ApiKey.API_VERSIONS, 3, client_software_name="wire-test", client_software_version="1.0"
+    )
+    answer = await wire.call(ApiKey.API_VERSIONS, 3, body)
+    assert answer.error_code.value == 0
+    assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == {
+        int(k): v for k, v in VERSIONS.items()
+    }
+    clients = broker.state()["clients"]
+    assert clients == [
+        {"client_software_name": "wire-test", "client_software_version": "1.0", "connections": 1}
+    ]
+    text = generate_latest(broker.metrics.registry).decode()
+    assert (
+        'purgatory_client_connections{client_software_name="wire-test",'
+        'client_software_version="1.0"} 1.0' in text
+    )
+
+
+async def test_api_versions_of_an_unknown_version_is_answered_in_v0_with_the_ranges(
+    wire: KafkaWire,
+) -> None:
+    body = request(ApiKey.API_VERSIONS, 4, client_software_name="a", client_software_version="1")
+    frame = request_frame(ApiKey.API_VERSIONS, 4, 7, body)
+    await wire.send_raw(frame[:6] + struct.pack(">h", 99) + frame[8:])  # as version 99
+    frame = await wire.read_frame()
+    correlation_id, error_code, count = struct.unpack_from(">ihi", frame)
+    assert (correlation_id, error_code) == (7, ErrorCode.UNSUPPORTED_VERSION)
+    assert count == len(VERSIONS)
+
+
+async def test_an_unknown_api_key_closes_the_connection_and_is_counted(
+    broker: Broker, wire: KafkaWire
+) -> None:
+    payload = struct.pack(">hhih", 11, 5, 1, 1) + b"x" + b"\x00" * 8  # JoinGroup: not served
+    await wire.send_raw(struct.pack(">i", len(payload)) + payload)
+    assert await wire.closed()
+    assert bad_requests(broker, "unknown_api_key") == 1
+
+
+async def test_a_body_that_does_not_parse_closes_the_connection(
+    broker: Broker, wire: KafkaWire
+) -> None:
+    payload = struct.pack(">hhih", ApiKey.PRODUCE, 9, 1, 1) + b"x" + b"\xff\xff\x07"
+    await wire.send_raw(struct.pack(">i", len(payload)) + payload)
+    assert await wire.closed()
+    assert bad_requests(broker, "malformed_request") == 1
+    # The broker goes on serving.
+    other = await KafkaWire.open(broker.port)
+    answer = await other.call(ApiKey.API_VERSIONS, 0, request(ApiKey.API_VERSIONS, 0))
+    assert answer.error_code.value == 0
+    await other.close()
+
+
+async def test_a_fetch_response_carries_its_purgatory_wait_as_a_tagged_field(
+    wire: KafkaWire,
+) -> None:
+    await create_topic(wire, "waits")
+    s = schema(ApiKey.FETCH, 12)
+    body = request(
+        ApiKey.FETCH,
+        12,
+        replica_id=-1,
+        max_wait=300,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            s.FetchTopic(
+                topic="waits",
+                partitions=(
+                    s.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    await wire.send_raw(request_frame(ApiKey.FETCH, 12, 41, body))
+    frame = await wire.read_frame()
+    # The response ends with one tagged field: WAIT_TIME_TAG, 4 bytes, the wait in ms.
+    tail = frame[-8:]
+    assert tail[0] == 1 and tail[1:3] == bytes([0xE0, 0x05]) and tail[3] == 4
+    assert WAIT_TIME_TAG == 0x05 << 7 | 0x60
+    (wait_ms,) = struct.unpack(">i", tail[4:])
+    assert 250 <= wait_ms <= 5_000  # it waited its max_wait (not answered at once)
+
+
+async def test_a_retried_idempotent_batch_is_answered_with_its_offset_not_appended(
+    broker: Broker, wire: KafkaWire
+) -> None:
+    await create_topic(wire, "idem")
+
+    def batch(seq: int, n: int) -> bytes:
+        return kafka_records.encode(
+            [(1000, None, b"%d" % (seq + i), []) for i in range(n)],
+            producer_id=77,
+            producer_epoch=0,
+            base_sequence=seq,
+        )
+
+    offsets = []
+    for body in (batch(0, 3), batch(3, 2), batch(3, 2), batch(0, 3)):
+        answer = await wire.call(ApiKey.PRODUCE, 9, produce_body("idem", body))
+        part = answer.responses[0].partition_responses[0]
+        offsets.append((part.error_code.value, part.base_offset))
+    assert offsets == [(0, 0), (0, 3), (0, 3), (0, 0)]
+    answer = await wire.call(ApiKey.PRODUCE, 9, produce_body("idem", batch(9, 1)))
+    part = answer.responses[0].partition_responses[0]
+    assert part.error_code.value == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert broker.replica_manager.partitions[("idem", 0)].log.log_end_offset == 5
+
+
+async def test_a_batch_that_is_not_kafkas_v2_is_refused_as_an_invalid_record(
+    wire: KafkaWire,
+) -> None:
+    from protocol.records import encode_batch
+
+    await create_topic(wire, "v2only")
+    answer = await wire.call(
+        ApiKey.PRODUCE, 9, produce_body("v2only", encode_batch([(None, b"x")]))
+    )
+    assert answer.responses[0].partition_responses[0].error_code.value == ErrorCode.INVALID_RECORD
+
+
+async def test_an_error_fault_answers_kafka_clients_in_their_api_s_own_shape(
+    broker: Broker, wire: KafkaWire
+) -> None:
+    await create_topic(wire, "faulty")
+    await call(
+        broker,
+        "POST",
+        "/v1/faults",
+        {
+            "name": "nl",
+            "kind": "error",
+            "api": "Produce",
+            "error_code": "NOT_LEADER_OR_FOLLOWER",
+            "times": 1,
+        },
+    )
+    batch = kafka_records.encode([(1000, None, b"x", [])])
+    answer = await wire.call(ApiKey.PRODUCE, 9, produce_body("faulty", batch))
+    part = answer.responses[0].partition_responses[0]
+    assert part.error_code.value == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    answer = await wire.call(ApiKey.PRODUCE, 9, produce_body("faulty", batch))
+    assert answer.responses[0].partition_responses[0].error_code.value == 0
+    await wait_until(lambda: broker.faults.faults == {}, message="the fault gone")
