@@ -140,6 +140,10 @@ def run_cluster(args: argparse.Namespace) -> int:
             flush=True,
         )
         console.print(
+            f"bootstrap {bootstrap}: for Kafka clients (bootstrap.servers) and purgatory "
+            "tools alike; each port speaks both protocols"
+        )
+        console.print(
             f"[green]ready[/green]; Ctrl-C stops every broker. One broker: "
             f"`purgatory admin broker stop|kill|pause|resume|start|restart ID "
             f"--control {control_url}`"

@@ -64,7 +64,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         str,
         "PLAINTEXT://127.0.0.1:9092",
         "Address the broker binds for clients and other brokers (`host:port`, optionally "
-        "prefixed with `PLAINTEXT://`). Port 0 picks a free port.",
+        "prefixed with `PLAINTEXT://`). The one port speaks both our protocol and Kafka's (a "
+        "connection's first request tells them apart). Port 0 picks a free port.",
         _host_port,
     ),
     ConfigDef(

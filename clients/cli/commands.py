@@ -311,6 +311,26 @@ def add_perf_commands(sub: Any) -> None:
     _bootstrap(consume)
     consume.set_defaults(func=lazy("clients.perf.consume", "main"))
 
+    mock = sub.add_parser(
+        "kafka-mock",
+        help="confluent-kafka against librdkafka's mock cluster and against Purgatory, "
+        "side by side: produce throughput and end-to-end latency",
+    )
+    mock.add_argument("--num-records", type=int, default=200000)
+    mock.add_argument("--record-size", type=int, default=100)
+    mock.add_argument("--rate", type=int, default=200, help="records/s of the latency run")
+    mock.add_argument("--seconds", type=float, default=5.0, help="length of the latency run")
+    mock.add_argument(
+        "--target", choices=("both", "mock", "purgatory"), default="both", help="what to measure"
+    )
+    mock.add_argument(
+        "--bootstrap",
+        default=None,
+        help="a running Purgatory cluster to measure (default: start 3 local brokers)",
+    )
+    mock.add_argument("--json", action="store_true", help="one line of JSON")
+    mock.set_defaults(func=lazy("experiments.kafka_mock", "main"))
+
     echo = sub.add_parser(
         "echo", help="bare framed echo server+client: the ceiling of any broker here"
     )

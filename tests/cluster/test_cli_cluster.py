@@ -119,7 +119,7 @@ def test_create_produce_consume_and_describe_through_the_cli(cluster: dict) -> N
     assert "events" in listed.stdout.split()
     with urllib.request.urlopen(f"{cluster['admin'][0]}/metrics", timeout=5) as r:
         assert (
-            b'purgatory_requests_total{request="FetchConsumer"' in r.read()
+            b'purgatory_requests_total{listener="PURGATORY",request="FetchConsumer"' in r.read()
         )  # it leads partitions
 
 

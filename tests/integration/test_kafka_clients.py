@@ -357,3 +357,20 @@ async def test_kafka_requests_are_counted_with_their_listener_and_client_softwar
         and ("listener", "PLAINTEXT") in labels
         for name, labels in samples
     )
+
+
+# -- tiered storage ------------------------------------------------------------------------------
+
+
+async def test_a_kafka_client_backfills_a_tiered_topic_from_the_remote_tier() -> None:
+    from tests.integration.test_remote_fetch import FAST_TIERING, tiered_topic
+
+    async with running_cluster(1, **FAST_TIERING) as (broker,):
+        await tiered_topic(broker, "cold", 1, 200)
+        earliest_local = broker.replica_manager.partitions[("cold", 0)].log.local_log_start_offset
+        got = await in_thread(kafka_python_reads, bootstrap([broker]), "cold", 200)
+        remote_reads = broker.replica_manager.remote_fetch_purgatory.completions
+        assert [value for _, _, _, value, _ in got] == [b"0-%d" % i * 8 for i in range(200)]
+        assert (
+            earliest_local > 0 and remote_reads > 0
+        )  # the first offsets came from the remote tier

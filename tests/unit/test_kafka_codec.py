@@ -137,3 +137,12 @@ def test_mutated_valid_requests_are_read_or_refused(api_key: ApiKey, data: st.Da
     body = data.draw(st.binary(max_size=120))
     with contextlib.suppress(UnreadableRequest):
         codec().decode(frame + (b"\x00" if version >= 9 else b"") + body, 0.0)
+
+
+def test_the_protocol_document_lists_every_served_kafka_api_and_range() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
+    section = doc.split("## 7. Kafka's wire protocol", 1)[1]
+    for key, (lo, hi) in VERSIONS.items():
+        assert f"| {key.api_name} ({int(key)}) | {lo}-{hi} |" in section, key.api_name

@@ -1,0 +1,215 @@
+"""`purgatory perf kafka-mock`: the same confluent-kafka (librdkafka) producer and consumer
+against librdkafka's own mock cluster and against Purgatory, side by side in one run.
+
+Two measures per target (3 brokers each, topic of 3 partitions, replication factor 3):
+
+- produce throughput: ``--num-records`` records of ``--record-size`` bytes, acks=1 and
+  acks=all, linger.ms 5, from the first ``produce()`` to ``flush()`` returning;
+- end-to-end latency at a low rate: ``--rate`` records/s for ``--seconds`` seconds to one
+  partition, read by a consumer with ``fetch.wait.max.ms`` 500 (librdkafka's default): a
+  broker that parks fetches answers when the record arrives, one that answers an empty
+  fetch at MaxWait (the mock) makes records wait up to half a second.
+
+Prints one JSON document; figures are reported as measured, targets beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TOPIC = "kafka-mock-bench"
+_SENT_AT = struct.Struct(">d")
+
+
+def _producer(servers: str, **extra: Any) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": servers, "linger.ms": 5, **extra})
+
+
+def _create_topic(servers: str, create: bool) -> None:
+    """Create the topic (the mock's CreateTopics never answers: it is auto-created by a
+    first record) and wait until every partition has a leader."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        NewTopic,  # type: ignore[attr-defined]
+    )
+
+    admin = AdminClient({"bootstrap.servers": servers})
+    if create:
+        futures = admin.create_topics([NewTopic(TOPIC, 3, 3)], operation_timeout=10)
+        for future in futures.values():
+            future.result(timeout=20)
+    else:
+        producer = _producer(servers)
+        producer.produce(TOPIC, b"create")
+        producer.flush(10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # every partition has a leader
+        topic = admin.list_topics(TOPIC, timeout=5).topics.get(TOPIC)
+        if (
+            topic is not None
+            and topic.error is None
+            and topic.partitions
+            and all(p.leader >= 0 for p in topic.partitions.values())
+        ):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{TOPIC} did not get leaders in time")
+
+
+def throughput(servers: str, acks: str, records: int, size: int) -> dict[str, float]:
+    producer = _producer(servers, acks=acks, **{"queue.buffering.max.messages": 1_000_000})
+    value = b"x" * size
+    failed = 0
+
+    def delivered(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    start = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(TOPIC, value, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    left = producer.flush(60)
+    elapsed = time.perf_counter() - start
+    return {
+        "records_per_s": round(records / elapsed),
+        "mb_per_s": round(records * size / elapsed / 1e6, 2),
+        "failed": failed + left,
+    }
+
+
+def end_to_end(servers: str, rate: int, seconds: float) -> dict[str, float]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": "kafka-mock-bench",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 500,
+        }
+    )
+    producer = _producer(servers, acks="1", **{"linger.ms": 0})
+    producer.produce(TOPIC, b"warm-up", partition=0)
+    producer.flush(10)
+    high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(TOPIC, 0, high)])
+    consumer.poll(1.0)  # connected and fetching
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    start = time.perf_counter()
+    sent = 0
+    while len(latencies) < total and time.perf_counter() - start < seconds + 10:
+        due = start + sent / rate
+        if sent < total and time.perf_counter() >= due:
+            producer.produce(TOPIC, _SENT_AT.pack(time.perf_counter()), partition=0)
+            producer.poll(0)
+            sent += 1
+            continue
+        msg = consumer.poll(0.001)
+        value = msg.value() if msg is not None and msg.error() is None else None
+        if value is not None and len(value) == _SENT_AT.size:
+            latencies.append((time.perf_counter() - _SENT_AT.unpack(value)[0]) * 1000)
+    consumer.close()
+    producer.flush(10)
+    latencies.sort()
+    if not latencies:
+        return {"received": 0}
+    return {
+        "received": len(latencies),
+        "sent": sent,
+        "p50_ms": round(statistics.median(latencies), 1),
+        "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 1),
+        "max_ms": round(latencies[-1], 1),
+    }
+
+
+def measure(servers: str, args: argparse.Namespace, create: bool = True) -> dict[str, Any]:
+    _create_topic(servers, create)
+    return {
+        "acks=1": throughput(servers, "1", args.num_records, args.record_size),
+        "acks=all": throughput(servers, "all", args.num_records, args.record_size),
+        "end_to_end": end_to_end(servers, args.rate, args.seconds),
+    }
+
+
+def measure_mock(args: argparse.Namespace) -> dict[str, Any]:
+    """librdkafka's mock cluster lives inside the client that creates it; the others
+    connect to the brokers it lists."""
+    from confluent_kafka import Producer
+
+    holder = Producer({"test.mock.num.brokers": 3, "bootstrap.servers": ""})
+    brokers = holder.list_topics(timeout=10).brokers.values()
+    servers = ",".join(f"{b.host}:{b.port}" for b in brokers)
+    try:
+        return measure(servers, args, create=False)
+    finally:
+        holder.flush(5)
+
+
+async def _purgatory_brokers(args: argparse.Namespace) -> dict[str, Any]:
+    from experiments.processes import local_brokers
+
+    with tempfile.TemporaryDirectory(prefix="kafka-mock-bench-") as logs:
+        async with local_brokers(3, {"log.level": "WARNING"}, Path(logs)) as brokers:
+            return await asyncio.to_thread(measure, brokers.bootstrap, args)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "records": args.num_records,
+        "record_size": args.record_size,
+        "rate": args.rate,
+        "seconds": args.seconds,
+    }
+    targets = ("mock", "purgatory") if args.target == "both" else (args.target,)
+    if "mock" in targets:
+        out["mock"] = measure_mock(args)
+    if "purgatory" in targets:
+        if args.bootstrap:
+            out["purgatory"] = measure(args.bootstrap, args)
+        else:
+            out["purgatory"] = asyncio.run(_purgatory_brokers(args))
+    if "mock" in out and "purgatory" in out:
+        mock, ours = out["mock"], out["purgatory"]
+        out["vs_mock"] = {
+            acks: round(ours[acks]["records_per_s"] / mock[acks]["records_per_s"], 2)
+            for acks in ("acks=1", "acks=all")
+        }
+    out["targets"] = {"throughput_vs_mock": ">= 0.8", "end_to_end_p99_ms": "<= 20"}
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        import confluent_kafka
+    except ImportError:
+        print(
+            "purgatory perf kafka-mock: needs confluent-kafka (pip install confluent-kafka)",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        result = run(args)
+    except (RuntimeError, OSError, confluent_kafka.KafkaException) as exc:
+        print(f"purgatory perf kafka-mock: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
