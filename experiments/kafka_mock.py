@@ -39,9 +39,9 @@ def _producer(servers: str, **extra: Any) -> Any:
 def _create_topic(servers: str, create: bool) -> None:
     """Create the topic (the mock's CreateTopics never answers: it is auto-created by a
     first record) and wait until every partition has a leader."""
-    from confluent_kafka.admin import (
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
-        NewTopic,  # type: ignore[attr-defined]
+        NewTopic,
     )
 
     admin = AdminClient({"bootstrap.servers": servers})
