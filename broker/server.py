@@ -138,6 +138,7 @@ class Broker:
         self.log.info(
             "broker_started",
             port=self.port,
+            protocols="purgatory and kafka on this port",
             admin_port=self.admin_port,
             controller_id=self.controller_id,
             members=len(self.members),
