@@ -5,21 +5,24 @@ request body into the parameters of the component that serves it (``FetchParams`
 the replica manager, offsets for the group coordinator, ...), and that component's
 answer back into the response body of the request's API version.
 
-A handler returns the response body, ``None`` when no response is due (Produce with
-acks=0), a ``Deferred`` when the answer waits in a purgatory (its future resolves to a
-domain result, turned into the body when it does), or an awaitable when the answer needs
-another broker (metadata with topic auto-creation, CreateTopics forwarded to the
-controller, registrations).
+A handler returns what broker/api/results.py describes: the response body, nothing, a
+``Deferred`` (a purgatory's answer) or an awaitable (one that needs another broker).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.api.request_limits import (
+    MAX_PARTITIONS_PER_REQUEST,
+    check_partition_count,
+    check_topic_count,
+)
+from broker.api.results import CloseConnection, Deferred, Result
 from broker.controller.election import Election
 from broker.controller.topics import topic_name_problem
 from broker.replication.delayed_produce import PartitionResponse
@@ -37,27 +40,6 @@ from protocol.errors import ErrorCode, KafkaError, is_retriable
 if TYPE_CHECKING:
     from broker.controller.controller import Controller
     from broker.server import Broker
-
-MAX_PARTITIONS_PER_REQUEST = 10000
-
-T = TypeVar("T")
-
-
-class Deferred(NamedTuple, Generic[T]):
-    """An answer waiting in a purgatory: ``to_response`` turns what ``future`` resolves
-    to into the response body (called by the network layer when it resolves)."""
-
-    future: asyncio.Future[T]
-    to_response: Callable[[T], Any]
-
-
-# A response body (a msgspec Struct on our protocol, a kio dataclass on Kafka's), None, a
-# Deferred or an awaitable of a body: Any, as the two protocols' bodies share no type.
-Result = Any
-
-
-class CloseConnection(Exception):
-    """Kafka's answer to a failed acks=0 produce: close the connection so the client notices."""
 
 
 class KafkaApis:
@@ -476,33 +458,3 @@ def _produce_response(
             for topic, parts in _by_topic(responses, _produce_partition)
         ]
     )
-
-
-# -- request limits --------------------------------------------------------------------------
-
-
-def check_topic_count(count: int) -> None:
-    if count > MAX_PARTITIONS_PER_REQUEST:
-        raise RequestError(
-            ErrorCode.INVALID_REQUEST, f"at most {MAX_PARTITIONS_PER_REQUEST} topics per request"
-        )
-
-
-def _partitions_of(topic: Any) -> list[Any]:
-    return topic.partitions  # type: ignore[no-any-return]
-
-
-def check_partition_count(
-    topics: list[Any], partitions_of: Callable[[Any], list[Any]] = _partitions_of
-) -> None:
-    """Refuse requests naming more partitions than one request may (bounded loop time)."""
-    if len(topics) == 1 and len(partitions_of(topics[0])) <= MAX_PARTITIONS_PER_REQUEST:
-        return
-    count = 0
-    for topic in topics:
-        count += len(partitions_of(topic))
-    if count > MAX_PARTITIONS_PER_REQUEST:
-        raise RequestError(
-            ErrorCode.INVALID_REQUEST,
-            f"request names {count} partitions; at most {MAX_PARTITIONS_PER_REQUEST} are served per request",
-        )

@@ -27,6 +27,12 @@ from protocol.records import BatchInfo, assign_offsets, batch_leader_epoch, deco
 # Kafka's "use the value of retention.*" marker for local.retention.*.
 USE_TOTAL_RETENTION = -2
 
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants).
+LATEST_TIMESTAMP = -1  # the latest offset (the high watermark)
+EARLIEST_TIMESTAMP = -2  # the log start offset
+MAX_TIMESTAMP = -3  # the record with the largest timestamp (KIP-734)
+EARLIEST_LOCAL_TIMESTAMP = -4  # the local log start (tiered storage, KIP-1005)
+
 
 class OffsetOutOfRange(Exception):
     def __init__(self, offset: int, log_start: int, log_end: int) -> None:
@@ -425,6 +431,29 @@ class Log:
         return (
             last_segment.ends[last] - first_segment.ends[first] + len(first_segment.batches[first])
         )
+
+    def fetch_offset_by_timestamp(self, timestamp: int, high_watermark: int) -> tuple[int, int]:
+        """(timestamp, offset) for ListOffsets (Kafka's ``fetchOffsetByTimestamp``): -1
+        asks for the latest offset (the high watermark), -2 the earliest (the log start),
+        -3 the record with the largest timestamp, -4 the earliest local offset, else the
+        first offset whose record timestamp is at least ``timestamp``; (-1, -1) when no
+        record qualifies. Raises ValueError for another negative timestamp."""
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, high_watermark
+        if timestamp == EARLIEST_TIMESTAMP:
+            return -1, self.log_start_offset
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return -1, self.local_log_start_offset
+        if timestamp == MAX_TIMESTAMP:
+            found = self.max_timestamp_record(high_watermark)
+        elif timestamp < 0:
+            raise ValueError(f"no ListOffsets timestamp {timestamp}")
+        else:
+            found = self.offset_for_timestamp(timestamp)
+        if found is None:
+            return -1, -1
+        offset, ts = found
+        return ts, offset
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first local record with timestamp >= ``timestamp``."""

@@ -27,7 +27,7 @@ from kio.serial import entity_reader, entity_writer
 from broker.network.request_channel import PLAINTEXT, Request, RequestHeader, UnreadableRequest
 from protocol.api import ApiKey
 from protocol.framing import LENGTH_PREFIX
-from protocol.kafka_schemas import VERSIONS, is_flexible, request_class
+from protocol.kafka_schemas import VERSIONS, request_class
 
 _HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _I32 = struct.Struct(">i")
@@ -66,10 +66,11 @@ class KafkaCodec:
                 f"(served: {versions[0]}..{versions[1]})",
                 "unsupported_version",
             )
+        reader, flexible = _reader(api_key, version)
         try:
-            if is_flexible(api_key, version):
+            if flexible:
                 pos = _skip_tagged_fields(frame, pos)
-            body, _ = _reader(api_key, version)(frame, pos)
+            body, _ = reader(frame, pos)
         except Exception as exc:
             raise UnreadableRequest(
                 f"{ApiKey(api_key).api_name} v{version} body does not parse: {exc!r}",
@@ -112,8 +113,10 @@ class KafkaCodec:
 
 
 @functools.cache
-def _reader(api_key: int, version: int) -> Any:
-    return entity_reader(request_class(api_key, version))
+def _reader(api_key: int, version: int) -> tuple[Any, bool]:
+    """The body reader of an API version, and whether its header is v2 (flexible)."""
+    cls = request_class(api_key, version)
+    return entity_reader(cls), bool(cls.__flexible__)
 
 
 _writers: dict[type[Any], Callable[[Any, Any], None]] = {}

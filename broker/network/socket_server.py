@@ -25,7 +25,7 @@ import msgspec
 import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from broker.api.kafka_apis import CloseConnection, Deferred
+from broker.api.results import CloseConnection, Deferred
 from broker.network.request_channel import (
     Codec,
     Request,

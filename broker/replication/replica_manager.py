@@ -50,11 +50,6 @@ from broker.replication.replication_metrics import ReplicationMetrics
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import CorruptRecordError, is_kafka_batch, validate_batch
 
-LATEST_TIMESTAMP = -1  # ListOffsets: the latest offset (the high watermark)
-EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
-MAX_TIMESTAMP = -3  # ListOffsets: the record with the largest timestamp (KIP-734)
-EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets: the local log start (tiered storage, KIP-1005)
-
 
 class ReplicaManager:
     """Owns the partition replicas of this broker and the purgatories where requests wait:
@@ -490,26 +485,15 @@ class ReplicaManager:
     def fetch_offset_for_timestamp(
         self, key: TopicPartition, timestamp: int
     ) -> tuple[int, int, int]:
-        """ListOffsets for one partition: (error, timestamp, offset). ``timestamp`` -1 asks
-        for the latest offset (the high watermark), -2 for the earliest (the log start),
-        -3 for the record with the largest timestamp, -4 for the earliest local offset,
-        else for the first offset whose record timestamp is at least it."""
+        """ListOffsets for one partition: (error, timestamp, offset); ``timestamp`` as
+        ``Log.fetch_offset_by_timestamp`` takes it, answered up to the high watermark."""
         partition = self.leader_partition(*key)
         if isinstance(partition, ErrorCode):
             return partition, -1, -1
-        log = partition.log
-        if timestamp == LATEST_TIMESTAMP:
-            return ErrorCode.NONE, -1, partition.high_watermark
-        if timestamp == EARLIEST_TIMESTAMP:
-            return ErrorCode.NONE, -1, log.log_start_offset
-        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
-            return ErrorCode.NONE, -1, log.local_log_start_offset
-        if timestamp == MAX_TIMESTAMP:
-            found = log.max_timestamp_record(partition.high_watermark)
-            offset, ts = found if found is not None else (-1, -1)
-            return ErrorCode.NONE, ts, offset
-        if timestamp < 0:
+        try:
+            ts, offset = partition.log.fetch_offset_by_timestamp(
+                timestamp, partition.high_watermark
+            )
+        except ValueError:
             return ErrorCode.INVALID_REQUEST, -1, -1
-        found = log.offset_for_timestamp(timestamp)
-        offset, ts = found if found is not None else (-1, -1)
         return ErrorCode.NONE, ts, offset

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from broker.api.kafka.cluster import ClusterApis
 from broker.api.kafka.offsets import OffsetApis
 from broker.api.kafka.records import RecordApis
-from broker.api.kafka_apis import Result
+from broker.api.results import Result
 from broker.network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -64,28 +64,21 @@ class KafkaListenerApis:
         if key == ApiKey.PRODUCE:
             if body.acks == 0:
                 return None
-            return build(
-                schema.ProduceResponse,
-                throttle_time=0,
-                responses=[
-                    build(
-                        schema.TopicProduceResponse,
-                        name=t.name,
-                        partition_responses=[
-                            build(
-                                schema.PartitionProduceResponse,
-                                index=p.index,
-                                error_code=code,
-                                base_offset=-1,
-                                record_errors=(),
-                                error_message=message,
-                            )
-                            for p in t.partition_data
-                        ],
-                    )
-                    for t in body.topic_data
-                ],
+            topics = _each_partition(
+                schema,
+                (
+                    "TopicProduceResponse",
+                    "partition_responses",
+                    "PartitionProduceResponse",
+                    "index",
+                ),
+                [(t.name, [p.index for p in t.partition_data]) for t in body.topic_data],
+                error_code=code,
+                base_offset=-1,
+                record_errors=(),
+                error_message=message,
             )
+            return build(schema.ProduceResponse, throttle_time=0, responses=topics)
         if key == ApiKey.FETCH:
             topics = [
                 FetchTopic(
@@ -97,25 +90,18 @@ class KafkaListenerApis:
             ]
             return FetchResponseBody(version, topics, 0, code)
         if key == ApiKey.LIST_OFFSETS:
-            return build(
-                schema.ListOffsetsResponse,
-                throttle_time=0,
-                topics=[
-                    build(
-                        schema.ListOffsetsTopicResponse,
-                        name=t.name,
-                        partitions=[
-                            build(
-                                schema.ListOffsetsPartitionResponse,
-                                partition_index=p.partition_index,
-                                error_code=code,
-                            )
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in body.topics
-                ],
+            topics = _each_partition(
+                schema,
+                (
+                    "ListOffsetsTopicResponse",
+                    "partitions",
+                    "ListOffsetsPartitionResponse",
+                    "partition_index",
+                ),
+                [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics],
+                error_code=code,
             )
+            return build(schema.ListOffsetsResponse, throttle_time=0, topics=topics)
         if key == ApiKey.METADATA:
             return build(
                 schema.MetadataResponse,
@@ -133,25 +119,18 @@ class KafkaListenerApis:
                 ],
             )
         if key == ApiKey.OFFSET_COMMIT:
-            return build(
-                schema.OffsetCommitResponse,
-                throttle_time=0,
-                topics=[
-                    build(
-                        schema.OffsetCommitResponseTopic,
-                        name=t.name,
-                        partitions=[
-                            build(
-                                schema.OffsetCommitResponsePartition,
-                                partition_index=p.partition_index,
-                                error_code=code,
-                            )
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in body.topics
-                ],
+            topics = _each_partition(
+                schema,
+                (
+                    "OffsetCommitResponseTopic",
+                    "partitions",
+                    "OffsetCommitResponsePartition",
+                    "partition_index",
+                ),
+                [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics],
+                error_code=code,
             )
+            return build(schema.OffsetCommitResponse, throttle_time=0, topics=topics)
         if key == ApiKey.OFFSET_FETCH:
             if version >= 8:
                 return build(
@@ -245,6 +224,30 @@ class KafkaListenerApis:
                 brokers=[],
             )
         raise AssertionError(f"no error response for api key {key}")  # pragma: no cover
+
+
+def _each_partition(
+    schema: Any,
+    shape: tuple[str, str, str, str],
+    asked: list[tuple[str, list[int]]],
+    **values: Any,
+) -> list[Any]:
+    """The topic entries of a response answering every partition ``asked`` with
+    ``values``. ``shape``: the response's topic class, its partitions field, the
+    partition class and its index field (Kafka names them differently per API)."""
+    topic_cls, parts_field, part_cls, index_field = shape
+    return [
+        build(
+            getattr(schema, topic_cls),
+            name=name,
+            **{
+                parts_field: [
+                    build(getattr(schema, part_cls), **{index_field: i}, **values) for i in indexes
+                ]
+            },
+        )
+        for name, indexes in asked
+    ]
 
 
 def _api_versions(version: int, code: int) -> Any:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from broker.api.kafka_apis import Result, check_topic_count
+from broker.api.request_limits import check_topic_count
+from broker.api.results import Result
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode

@@ -12,9 +12,11 @@ coordinator.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
-from broker.api.kafka_apis import Result, check_partition_count, check_topic_count
+from broker.api.request_limits import check_partition_count, check_topic_count
+from broker.api.results import Result
 from broker.coordinator.group_coordinator import OffsetAndMetadata
 from broker.replication.fetch_params import TopicPartition
 from clients.connection import ConnectionClosed
@@ -101,6 +103,7 @@ class OffsetApis:
     ) -> Any:
         group = request.group_id
         errors = await self._route(
+            [key for key, _ in offsets],
             offsets,
             lambda local: self.coordinator.commit_offsets(group, local),
             lambda remote: m.OffsetCommitRequest(
@@ -205,6 +208,7 @@ class OffsetApis:
     ) -> list[tuple[int, OffsetAndMetadata]]:
         return await self._route(
             asked,
+            asked,
             lambda local: self.coordinator.fetch_offsets(group, local),
             lambda remote: m.OffsetFetchRequest(
                 group, [m.OffsetFetchTopic(t, [p]) for t, p in remote]
@@ -222,6 +226,7 @@ class OffsetApis:
 
     async def _route(
         self,
+        keys: list[TopicPartition],
         entries: list[Any],
         local: Any,
         remote_request: Any,
@@ -229,30 +234,32 @@ class OffsetApis:
         remote_results: Any,
         failed: Any,
     ) -> list[Any]:
-        """Serve each entry (keyed by its topic partition) where that partition's leader
-        is: here with ``local``, elsewhere by sending ``remote_request`` of the entries to
-        the leader; results in entry order."""
+        """Serve each entry where its partition's leader (``keys``, in the same order) is:
+        here with ``local``, elsewhere by sending ``remote_request`` of the entries to the
+        leader (all leaders at once); results in entry order."""
         by_leader: dict[int, list[int]] = {}
-        for i, entry in enumerate(entries):
-            key = entry[0] if isinstance(entry[0], tuple) else entry
+        for i, key in enumerate(keys):
             state = self.broker.metadata.partition(*key)
             leader = state.leader_id if state is not None else self.broker.broker_id
             by_leader.setdefault(leader, []).append(i)
         results: list[Any] = [None] * len(entries)
-        calls = []
+        remote: list[tuple[list[int], Any]] = []
         for leader, indexes in by_leader.items():
             chosen = [entries[i] for i in indexes]
             if leader == self.broker.broker_id or leader < 0:
                 for i, result in zip(indexes, local(chosen), strict=True):
                     results[i] = result
             else:
-                calls.append((indexes, self._send(leader, api, remote_request(chosen))))
-        for indexes, call in calls:
-            try:
-                answers = remote_results(await call)
-            except (ConnectionClosed, KafkaError, OSError, TimeoutError):
-                answers = [failed(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)] * len(indexes)
-            for i, result in zip(indexes, answers, strict=True):
+                remote.append((indexes, self._send(leader, api, remote_request(chosen))))
+        answers = await asyncio.gather(*(call for _, call in remote), return_exceptions=True)
+        for (indexes, _), answer in zip(remote, answers, strict=True):
+            if isinstance(answer, ConnectionClosed | KafkaError | OSError | TimeoutError):
+                served = [failed(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)] * len(indexes)
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                served = remote_results(answer)
+            for i, result in zip(indexes, served, strict=True):
                 results[i] = result
         return results
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker.api.kafka_apis import Deferred, Result, check_partition_count
+from broker.api.request_limits import check_partition_count
+from broker.api.results import Deferred, Result
 from broker.replication.delayed_produce import PartitionResponse
 from broker.replication.fetch_params import (
     FetchParams,
@@ -24,7 +25,7 @@ from protocol.api import ApiKey, RequestError
 from protocol.errors import ErrorCode
 from protocol.kafka_fetch import FetchPartition, FetchResponseBody, FetchTopic, topic_id_bytes
 from protocol.kafka_records import as_kafka_batches
-from protocol.kafka_schemas import build, response_module
+from protocol.kafka_schemas import VERSIONS, build, response_module
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -52,7 +53,9 @@ class RecordApis:
         self.broker = broker
         self.replica_manager = broker.replica_manager
         self.producer_ids = ProducerIdManager(broker.broker_id)
-        self._fetch_answers = {v: _FetchAnswer(v, broker) for v in range(4, 17)}
+        # One per version, made once: nothing is built per request to answer it.
+        self._produce_answers = {v: _ProduceAnswer(v) for v in _versions(ApiKey.PRODUCE)}
+        self._fetch_answers = {v: _FetchAnswer(v, broker) for v in _versions(ApiKey.FETCH)}
 
     def handlers(self) -> dict[int, Any]:
         return {
@@ -75,7 +78,7 @@ class RecordApis:
         )
         if not self.broker.apis.appended(responses, acks):
             return None
-        to_response = _ProduceAnswer(version)
+        to_response = self._produce_answers[version]
         if done is None:
             return to_response(responses)
         return Deferred(done, to_response)
@@ -171,6 +174,11 @@ class RecordApis:
             producer_id=self.producer_ids.next_id(),
             producer_epoch=0,
         )
+
+
+def _versions(api_key: ApiKey) -> range:
+    low, high = VERSIONS[api_key]
+    return range(low, high + 1)
 
 
 class _ProduceAnswer:
