@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import random
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -31,38 +32,52 @@ class Brokers:
         return self.admins[broker_id]
 
 
-def free_ports(n: int) -> list[int]:
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to outgoing connections (Linux's ip_local_port_range)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(ports: range) -> bool:
     socks = []
     try:
-        for _ in range(n):
+        for port in ports:
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+            s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
     finally:
         for s in socks:
             s.close()
 
 
 def free_port_range(n: int) -> int:
-    """A base port such that base .. base+n-1 are all free right now."""
-    for _ in range(100):
-        base = free_ports(1)[0]
-        if base + n > 65535:
-            continue
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
+    """A base port such that base .. base+n-1 are all free right now, below the ephemeral
+    range: a port handed out later to a process that has not bound it yet must not be
+    taken meanwhile by an outgoing connection (or by the health check polling it, which
+    would then connect to itself and read its own request back)."""
+    low = _ephemeral_range()[0]
+    floor = 10000 if low > 11000 + n else 1024
+    for _ in range(200):
+        base = random.randrange(floor, max(floor + 1, low - n))
+        if _bindable(range(base, base + n)):
             return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {n} consecutive free ports found")
+    raise RuntimeError(f"no {n} consecutive free ports found below {low}")
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports, each chosen as ``free_port_range`` chooses."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port_range(1)
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 @contextlib.asynccontextmanager

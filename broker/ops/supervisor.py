@@ -6,6 +6,7 @@ others: the cluster keeps running without it, as a real one would."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -114,8 +115,8 @@ class Supervisor:
         try:
             with urllib.request.urlopen(f"{self.admin_urls[broker_id]}/healthz", timeout=1) as r:
                 return bool(r.status == 200)
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+            return False  # not listening yet, or not an HTTP answer: not healthy (yet)
 
     def stop(self, broker_id: int, timeout: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (the broker hands its leaderships over first: a controlled shutdown),
