@@ -1,5 +1,5 @@
-"""AdminClient: create, delete and describe topics; leader elections; committed offsets and
-log ends."""
+"""AdminClient: create, delete, grow and describe topics; leader elections; committed offsets
+and log ends."""
 
 from __future__ import annotations
 
@@ -113,6 +113,34 @@ class AdminClient:
         [result] = await self.delete_topics([name])
         if result.error_code != ErrorCode.NONE:
             raise KafkaError(result.error_code, result.error_message)
+
+    async def create_partitions(
+        self,
+        counts: dict[str, int],
+        *,
+        assignments: dict[str, list[list[int]]] | None = None,
+        timeout_ms: int = 30000,
+        validate_only: bool = False,
+    ) -> list[m.CreatePartitionsTopicResult]:
+        """Grow topics to ``counts`` partitions (the new total); one result per topic
+        (check ``error_code``). ``assignments``: the replicas of each new partition of a
+        topic; default: placed by the controller."""
+        given = assignments or {}
+
+        async def ask(pending: list[str]) -> list[m.CreatePartitionsTopicResult]:
+            response: m.CreatePartitionsResponse = await self.cluster.send_to_controller(
+                ApiKey.CREATE_PARTITIONS,
+                m.CreatePartitionsRequest(
+                    [m.CreatePartitionsTopic(n, counts[n], given.get(n)) for n in pending],
+                    timeout_ms,
+                    validate_only,
+                ),
+                timeout_ms=timeout_ms + 5000,
+            )
+            return response.results
+
+        results = await self._on_controller(list(counts), ask, timeout_ms)
+        return [results[n] for n in counts]
 
     async def elect_leaders(
         self,

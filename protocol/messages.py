@@ -118,6 +118,31 @@ class DeleteTopicsResponse(Message):
     responses: list[DeletableTopicResult]
 
 
+# -- CreatePartitions (37) ----------------------------------------------------------------
+
+
+class CreatePartitionsTopic(Message):
+    name: str
+    count: int  # the new total number of partitions
+    assignments: list[list[int]] | None = None  # replicas of each new partition; None: placed
+
+
+class CreatePartitionsRequest(Message):
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: int = 30000
+    validate_only: bool = False
+
+
+class CreatePartitionsTopicResult(Message):
+    name: str
+    error_code: int
+    error_message: str | None = None
+
+
+class CreatePartitionsResponse(Message):
+    results: list[CreatePartitionsTopicResult]
+
+
 # -- Produce (0) --------------------------------------------------------------------------
 
 

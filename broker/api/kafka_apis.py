@@ -62,6 +62,7 @@ class KafkaApis:
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.FETCH_SNAPSHOT: self.handle_fetch_snapshot,
@@ -310,6 +311,10 @@ class KafkaApis:
     def handle_delete_topics(self, request: m.DeleteTopicsRequest, version: int) -> Result:
         check_topic_count(len(request.topic_names))
         return self.broker.forwarding.delete_topics(request)
+
+    def handle_create_partitions(self, request: m.CreatePartitionsRequest, version: int) -> Result:
+        check_topic_count(len(request.topics))
+        return self.broker.forwarding.create_partitions(request)
 
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
         controller = self.broker.controller

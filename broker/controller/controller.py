@@ -26,7 +26,7 @@ from broker.controller.election import (
     change_partition,
     elect_on_request,
 )
-from broker.controller.topics import new_topic
+from broker.controller.topics import grow_topics, new_topic, repeated_names
 from clients.connection import Connection, ConnectionClosed
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -38,6 +38,8 @@ from protocol.messages import (
     AlterPartitionTopicResponse,
     CreatableTopic,
     CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeletableTopicResult,
@@ -382,10 +384,9 @@ class Controller:
     async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
         results: list[CreatableTopicResult] = []
         created = False
-        seen: set[str] = set()
+        repeated = repeated_names(t.name for t in request.topics)
         for topic in request.topics:
-            result = self._create_one(topic, request.validate_only, duplicate=topic.name in seen)
-            seen.add(topic.name)
+            result = self._create_one(topic, request.validate_only, repeated=topic.name in repeated)
             results.append(result)
             created |= result.error_code == 0 and not request.validate_only
         if created:
@@ -394,13 +395,13 @@ class Controller:
         return CreateTopicsResponse(results)
 
     def _create_one(
-        self, topic: CreatableTopic, validate_only: bool, *, duplicate: bool
+        self, topic: CreatableTopic, validate_only: bool, *, repeated: bool
     ) -> CreatableTopicResult:
-        if duplicate:
+        if repeated:
             return CreatableTopicResult(
                 topic.name,
                 ErrorCode.INVALID_REQUEST,
-                f"topic {topic.name!r} appears twice in the request",
+                f"topic {topic.name!r} appears more than once in the request",
             )
         created = new_topic(topic, self.config, sorted(self.members), self._next_start, self.topics)
         if isinstance(created, CreatableTopicResult):
@@ -413,6 +414,17 @@ class Controller:
                 "topic_created", topic=topic.name, partitions=partitions, replication_factor=rf
             )
         return CreatableTopicResult(topic.name, ErrorCode.NONE, None, partitions, rf)
+
+    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        """Add partitions to topics (checked by ``topics.grow_topics``) and push the change."""
+        results, grown = grow_topics(request, self.topics, sorted(self.members))
+        for name, topic in grown.items():
+            self.topics[name] = topic
+            self.log.info("partitions_created", topic=name, partitions=len(topic.partitions))
+        if grown:
+            self.epoch += 1
+            await self._publish(request.timeout_ms)
+        return CreatePartitionsResponse(results)
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         """Remove topics from the picture and push it: every broker drops their partitions

@@ -1,9 +1,9 @@
 """ForwardingManager: topic changes go to the controller, here or over its connection.
 
-CreateTopics and DeleteTopics (and topic auto-creation) are served by the controller; a
-broker that is not the controller forwards them and answers only once its own metadata
-shows the change, so every broker answers the same metadata afterwards (Kafka's
-ForwardingManager and AutoTopicCreationManager)."""
+CreateTopics, DeleteTopics and CreatePartitions (and topic auto-creation) are served by
+the controller; a broker that is not the controller forwards them and answers only once
+its own metadata shows the change, so every broker answers the same metadata afterwards
+(Kafka's ForwardingManager and AutoTopicCreationManager)."""
 
 from __future__ import annotations
 
@@ -61,52 +61,93 @@ class ForwardingManager:
     def _no_controller(self) -> str:
         return f"controller (broker {self.metadata.controller_id}) unavailable; retry"
 
-    async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
-        """Create topics on the controller (here, or forwarded to it)."""
+    async def _on_controller(
+        self,
+        key: ApiKey,
+        request: Any,
+        timeout_ms: int,
+        unreachable: Callable[[str], Any],
+        landed: Callable[[Any], bool],
+    ) -> Any:
+        """Serve a topic change on the controller: here, or forwarded to it and answered
+        once this broker's metadata shows the change (``landed``). Unreachable: the
+        response ``unreachable(reason)`` (NOT_CONTROLLER throughout)."""
         controller = self.local_controller()
         if controller is not None:
-            return await controller.create_topics(request)
-        response: m.CreateTopicsResponse | None = await self._forward(
-            ApiKey.CREATE_TOPICS, request, request.timeout_ms
-        )
+            serve: dict[ApiKey, Callable[[Any], Awaitable[Any]]] = {
+                ApiKey.CREATE_TOPICS: controller.create_topics,
+                ApiKey.DELETE_TOPICS: controller.delete_topics,
+                ApiKey.CREATE_PARTITIONS: controller.create_partitions,
+            }
+            return await serve[key](request)
+        response = await self._forward(key, request, timeout_ms)
         if response is None:
-            return m.CreateTopicsResponse(
+            return unreachable(self._no_controller())
+        # The controller pushed the change before answering; wait for it to land here too.
+        await self._wait_for_topics(lambda: landed(response), timeout_ms)
+        return response
+
+    async def create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        """Create topics on the controller (here, or forwarded to it)."""
+        response: m.CreateTopicsResponse = await self._on_controller(
+            ApiKey.CREATE_TOPICS,
+            request,
+            request.timeout_ms,
+            lambda reason: m.CreateTopicsResponse(
                 [
-                    m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, self._no_controller())
+                    m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, reason)
                     for t in request.topics
                 ]
-            )
-        # The controller pushed the change before answering; wait for it to land here too.
-        await self._wait_for_topics(
-            lambda: all(
-                r.name in self.metadata.topics for r in response.topics if r.error_code == 0
             ),
-            request.timeout_ms,
+            lambda done: all(
+                r.name in self.metadata.topics for r in done.topics if r.error_code == 0
+            ),
         )
         return response
 
     async def delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
         """Delete topics on the controller (here, or forwarded to it)."""
-        controller = self.local_controller()
-        if controller is not None:
-            return await controller.delete_topics(request)
-        response: m.DeleteTopicsResponse | None = await self._forward(
-            ApiKey.DELETE_TOPICS, request, request.timeout_ms
-        )
-        if response is None:
-            return m.DeleteTopicsResponse(
+        response: m.DeleteTopicsResponse = await self._on_controller(
+            ApiKey.DELETE_TOPICS,
+            request,
+            request.timeout_ms,
+            lambda reason: m.DeleteTopicsResponse(
                 [
-                    m.DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, self._no_controller())
+                    m.DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, reason)
                     for name in request.topic_names
                 ]
-            )
-        await self._wait_for_topics(
-            lambda: (
-                not any(
-                    r.name in self.metadata.topics for r in response.responses if r.error_code == 0
-                )
             ),
+            lambda done: (
+                not any(r.name in self.metadata.topics for r in done.responses if r.error_code == 0)
+            ),
+        )
+        return response
+
+    async def create_partitions(
+        self, request: m.CreatePartitionsRequest
+    ) -> m.CreatePartitionsResponse:
+        """Add partitions on the controller (here, or forwarded to it)."""
+        counts = {t.name: t.count for t in request.topics}
+
+        def landed(done: m.CreatePartitionsResponse) -> bool:
+            topics = self.metadata.topics
+            return all(
+                r.name in topics and len(topics[r.name].partitions) >= counts[r.name]
+                for r in done.results
+                if r.error_code == 0 and not request.validate_only
+            )
+
+        response: m.CreatePartitionsResponse = await self._on_controller(
+            ApiKey.CREATE_PARTITIONS,
+            request,
             request.timeout_ms,
+            lambda reason: m.CreatePartitionsResponse(
+                [
+                    m.CreatePartitionsTopicResult(t.name, ErrorCode.NOT_CONTROLLER, reason)
+                    for t in request.topics
+                ]
+            ),
+            landed,
         )
         return response
 

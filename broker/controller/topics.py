@@ -1,20 +1,35 @@
 """The controller's rules for topics: legal names, the partition limit, a new topic's
-checks, and where its replicas go (Kafka's rack-unaware assignment)."""
+checks, where its replicas go (Kafka's rack-unaware assignment), and adding partitions."""
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Container
+from collections import Counter
+from collections.abc import Container, Iterable
 from typing import Any
 
 from broker.config.broker_config import BrokerConfig, validate_topic_configs
 from broker.config.definitions import ConfigError
 from protocol.errors import ErrorCode
-from protocol.messages import CreatableTopic, CreatableTopicResult, PartitionState, TopicState
+from protocol.messages import (
+    CreatableTopic,
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreatePartitionsTopicResult,
+    PartitionState,
+    TopicState,
+)
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 MAX_PARTITIONS_PER_TOPIC = 10000
+
+
+def repeated_names(names: Iterable[str]) -> set[str]:
+    """Topics named more than once in a request: Kafka refuses every entry of them."""
+    counts = Counter(names)
+    return {name for name, n in counts.items() if n > 1}
 
 
 def topic_name_problem(name: str) -> str | None:
@@ -99,3 +114,90 @@ def new_topic(
             for p, replicas in enumerate(assignment)
         ],
     )
+
+
+def grow_topics(
+    request: CreatePartitionsRequest, topics: dict[str, TopicState], brokers: list[int]
+) -> tuple[list[CreatePartitionsTopicResult], dict[str, TopicState]]:
+    """CreatePartitions checked topic by topic: one result per entry, and the topics that
+    grow (none when ``validate_only``)."""
+    results: list[CreatePartitionsTopicResult] = []
+    grown: dict[str, TopicState] = {}
+    repeated = repeated_names(t.name for t in request.topics)
+    for change in request.topics:
+        if change.name in repeated:
+            outcome: TopicState | tuple[ErrorCode, str] = (
+                ErrorCode.INVALID_REQUEST,
+                f"topic {change.name!r} appears more than once in the request",
+            )
+        else:
+            outcome = _grown(topics.get(change.name), change, brokers)
+        if isinstance(outcome, TopicState):
+            results.append(CreatePartitionsTopicResult(change.name, ErrorCode.NONE))
+            if not request.validate_only:
+                grown[change.name] = outcome
+        else:
+            results.append(CreatePartitionsTopicResult(change.name, *outcome))
+    return results, grown
+
+
+def _grown(
+    topic: TopicState | None, change: CreatePartitionsTopic, brokers: list[int]
+) -> TopicState | tuple[ErrorCode, str]:
+    """``topic`` with partitions added up to ``change.count`` (Kafka never removes
+    partitions: keys would move and offsets would vanish), or the error to answer. New
+    partitions keep the topic's replication factor; without explicit assignments they are
+    placed as if the topic had been created with that many partitions."""
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {change.name!r} does not exist"
+    current, count = len(topic.partitions), change.count
+    if count < current:
+        return (
+            ErrorCode.INVALID_PARTITIONS,
+            f"topic {change.name!r} has {current} partitions, more than the {count} asked "
+            "for; partitions can only be added",
+        )
+    if count == current:
+        return ErrorCode.INVALID_PARTITIONS, f"topic {change.name!r} already has {count} partitions"
+    if count > MAX_PARTITIONS_PER_TOPIC:
+        return (
+            ErrorCode.INVALID_PARTITIONS,
+            f"count must be at most {MAX_PARTITIONS_PER_TOPIC}, got {count}",
+        )
+    rf = len(topic.partitions[0].replicas)
+    if change.assignments is None:
+        first = topic.partitions[0].replicas[0]
+        start = brokers.index(first) if first in brokers else 0
+        added = assign_replicas(brokers, count, rf, start)[current:]
+    else:
+        added = change.assignments
+        problem = _assignment_problem(added, count - current, rf, brokers)
+        if problem:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+    partitions = [
+        *topic.partitions,
+        *(
+            PartitionState(current + i, replicas[0], 0, list(replicas), list(replicas))
+            for i, replicas in enumerate(added)
+        ),
+    ]
+    return TopicState(topic.name, topic.topic_id, topic.configs, partitions)
+
+
+def _assignment_problem(
+    assignments: list[list[int]], added: int, rf: int, brokers: list[int]
+) -> str | None:
+    if len(assignments) != added:
+        return f"{added} partitions are added but {len(assignments)} assignments were given"
+    for index, replicas in enumerate(assignments):
+        if len(replicas) != rf:
+            return (
+                f"assignment {index} has {len(replicas)} replicas; the topic's replication "
+                f"factor is {rf}"
+            )
+        if len(set(replicas)) != len(replicas):
+            return f"assignment {index} names a broker twice: {replicas}"
+        unknown = sorted(set(replicas) - set(brokers))
+        if unknown:
+            return f"assignment {index} names unknown brokers {unknown} (brokers: {brokers})"
+    return None

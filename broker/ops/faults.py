@@ -29,13 +29,13 @@ import msgspec
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from broker.purgatory.clock import Cancellable, Scheduler
-from protocol.api import SCHEMAS, ApiKey
+from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 
 Kind = Literal["latency", "error", "pause", "disconnect"]
 KINDS: tuple[str, ...] = ("latency", "error", "pause", "disconnect")
 _BROKER_CLIENT = re.compile(r"^(?:replica-fetcher|broker)-(\d+)$")
-API_NAMES = {ApiKey(key).api_name: key for key, _ in SCHEMAS}
+API_NAMES = {key.api_name: key for key in ApiKey}  # both protocols' APIs
 
 
 class FaultError(ValueError):

@@ -26,7 +26,7 @@ def _topic(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    topics = sub.add_parser("topics", help="create, list and describe topics")
+    topics = sub.add_parser("topics", help="create, alter, delete, list and describe topics")
     tsub = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
     create = tsub.add_parser("create", help="create a topic")
     _topic(create)
@@ -60,6 +60,24 @@ def add_commands(sub: Any) -> None:
     _topic(delete)
     delete.add_argument("--if-exists", action="store_true", help="no error if it does not exist")
     _bootstrap(delete)
+    alter = tsub.add_parser(
+        "alter",
+        help="add partitions to a topic",
+        description="Add partitions to a topic (CreatePartitions), as kafka-topics.sh "
+        "--alter does. Partitions are never removed: keys would move and offsets vanish.",
+    )
+    _topic(alter)
+    alter.add_argument(
+        "--partitions", type=int, required=True, help="the new total number of partitions"
+    )
+    alter.add_argument(
+        "--replica-assignment",
+        metavar="B:B,B:B",
+        help="replicas of every partition, as kafka-topics.sh takes them (partitions "
+        "separated by ',', a partition's brokers by ':'); the existing partitions' entries "
+        "are skipped. Default: the controller places the new ones",
+    )
+    _bootstrap(alter)
     describe = tsub.add_parser("describe", help="partitions, leaders, replicas of topics")
     describe.add_argument("topics", nargs="*", help="default: all topics")
     describe.add_argument(
@@ -330,6 +348,21 @@ def add_perf_commands(sub: Any) -> None:
     )
     mock.add_argument("--json", action="store_true", help="one line of JSON")
     mock.set_defaults(func=lazy("experiments.kafka_mock", "main"))
+
+    cross = sub.add_parser(
+        "cross-protocol",
+        help="what one log serving both protocols costs: each consumer reading its own "
+        "protocol's records and the other's, side by side",
+    )
+    cross.add_argument("--num-records", type=int, default=200000)
+    cross.add_argument("--record-size", type=int, default=100)
+    cross.add_argument(
+        "--bootstrap",
+        default=None,
+        help="a running Purgatory cluster to measure (default: start one local broker)",
+    )
+    cross.add_argument("--json", action="store_true", help="one line of JSON")
+    cross.set_defaults(func=lazy("experiments.cross_protocol", "main"))
 
     echo = sub.add_parser(
         "echo", help="bare framed echo server+client: the ceiling of any broker here"

@@ -49,8 +49,33 @@ def topic_of(args: argparse.Namespace) -> str:
     return str(topic)
 
 
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics.sh's ``--replica-assignment``: ``0:1,1:2`` is partition 0 on brokers
+    0 and 1, partition 1 on brokers 1 and 2."""
+    try:
+        return [[int(b) for b in part.split(":")] for part in text.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"--replica-assignment expects broker ids like 0:1,1:2,2:0, got {text!r}"
+        ) from None
+
+
+async def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
+    assignments = None
+    if args.replica_assignment:
+        described = await admin.describe_topics([args.topic])
+        existing = sum(len(t.partitions) for t in described.topics if t.error_code == 0)
+        given = parse_replica_assignment(args.replica_assignment)
+        assignments = {args.topic: given[existing:]}
+    [result] = await admin.create_partitions({args.topic: args.partitions}, assignments=assignments)
+    if result.error_code != ErrorCode.NONE:
+        raise KafkaError(result.error_code, result.error_message)
+    print(f"topic {args.topic} now has {args.partitions} partition(s)")
+    return 0
+
+
 def topics_command(args: argparse.Namespace) -> int:
-    if args.topics_command in ("create", "delete"):
+    if args.topics_command in ("create", "delete", "alter"):
         args.topic = topic_of(args)
     elif args.topics_command == "describe":
         args.topics = [*args.topics, *args.topic_option]
@@ -86,6 +111,8 @@ async def _topics(args: argparse.Namespace) -> int:
                     return 0
                 raise
             print(f"deleted topic {args.topic}")
+        elif args.topics_command == "alter":
+            return await _alter(admin, args)
         elif args.topics_command == "list":
             for name in await admin.list_topics():
                 print(name)

@@ -313,6 +313,31 @@ def test_topics_delete_removes_a_topic_and_its_records_everywhere(cluster: dict)
     assert read.stdout.split() == ["new"], read.stderr
 
 
+def test_topics_alter_adds_partitions_as_kafka_topics_does(cluster: dict) -> None:
+    bootstrap = cluster["bootstrap"]
+    one = bootstrap.split(",")[1]
+    made = cli("topics", "create", "widen", "--partitions", "2", "--replication-factor", "2",
+               "--bootstrap", bootstrap)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    grown = cli("topics", "alter", "--topic", "widen", "--partitions", "3", "--bootstrap", one)
+    assert grown.returncode == 0 and "now has 3 partition(s)" in grown.stdout, grown.stderr
+    # kafka-topics.sh's --replica-assignment lists every partition; existing ones are skipped.
+    placed = cli("topics", "alter", "widen", "--partitions", "4",
+                 "--replica-assignment", "0:1,1:2,2:0,2:1", "--bootstrap", bootstrap)  # fmt: skip
+    assert placed.returncode == 0, placed.stderr
+    described = json.loads(cli("topics", "describe", "widen", "--json", "--bootstrap", one).stdout)
+    partitions = described[0]["partitions"]
+    assert len(partitions) == 4 and partitions[3]["replicas"] == [2, 1]
+    shrink = cli("topics", "alter", "widen", "--partitions", "2", "--bootstrap", bootstrap)
+    assert shrink.returncode == 1 and "INVALID_PARTITIONS" in shrink.stderr
+    assert "can only be added" in shrink.stderr
+    garbled = cli("topics", "alter", "widen", "--partitions", "5",
+                  "--replica-assignment", "0;1", "--bootstrap", bootstrap)  # fmt: skip
+    assert garbled.returncode == 1 and "--replica-assignment expects" in garbled.stderr
+    sent = cli("produce", "widen", "--partition", "3", "--bootstrap", bootstrap, stdin="new\n")
+    assert sent.returncode == 0, sent.stderr
+
+
 def test_argument_errors_show_the_subcommand_usage() -> None:
     bad = cli("consume", "t", "--no-such-flag")
     assert bad.returncode == 2

@@ -33,7 +33,7 @@ MARK = re.compile(r"<!--\s*(illustrative|doc-test: servers)(?::\s*(.*?))?\s*-->"
 DOC_PORTS = (9092, 9093, 9094, 9644, 9645, 9646, 9640)  # bootstrap, admin, cluster control
 # Client commands that take --bootstrap, and admin commands that take --admin.
 BOOTSTRAP = re.compile(
-    r"purgatory (?:topics (?:create|list|describe|delete)|produce|consume|consumer-groups"
+    r"purgatory (?:topics (?:create|list|describe|alter|delete)|produce|consume|consumer-groups"
     r"|perf (?:produce|consume))\b"
 )
 ADMIN = re.compile(r"purgatory admin (?:config|fault) [a-z]+\b")

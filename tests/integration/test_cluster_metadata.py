@@ -162,3 +162,36 @@ async def test_a_hung_broker_in_the_bootstrap_list_is_skipped(broker: Broker) ->
     finally:
         for server in hung:
             server.close()
+
+
+async def test_partitions_added_through_a_follower_broker_are_served_everywhere(
+    cluster3: list[Broker],
+) -> None:
+    async with AdminClient(bootstrap(cluster3)) as admin:
+        await admin.create_topic("growing", 2, 2, {"retention.bytes": "100000"})
+        topic_id = cluster3[0].metadata.topics["growing"].topic_id
+        admin.cluster.controller_id = 1  # a non-controller: it must forward and wait
+        [result] = await admin.create_partitions({"growing": 5})
+        assert result.error_code == ErrorCode.NONE, result.error_message
+        # Answered only once the asked broker's own metadata shows the change.
+        assert len(cluster3[1].metadata.topics["growing"].partitions) == 5
+        [shrink] = await admin.create_partitions({"growing": 3})
+        assert shrink.error_code == ErrorCode.INVALID_PARTITIONS
+        assert "can only be added" in (shrink.error_message or "")
+    await wait_until(
+        lambda: all(len(b.metadata.topics["growing"].partitions) == 5 for b in cluster3),
+        message="five partitions everywhere",
+    )
+    answers = [await metadata(b, ["growing"]) for b in cluster3]
+    assert leaders(answers[0]) == leaders(answers[1]) == leaders(answers[2])
+    assert all(a.topics[0].topic_id == topic_id for a in answers)
+    # The topic keeps its id and configs: the new partitions' logs use the topic's retention.
+    new = [
+        b.replica_manager.partitions[("growing", 4)]
+        for b in cluster3
+        if ("growing", 4) in b.replica_manager.partitions
+    ]
+    assert len(new) == 2 and all(p.log.config.retention_bytes == 100000 for p in new)
+    async with Producer(bootstrap(cluster3), acks=-1) as producer:
+        sent = await producer.send_and_wait("growing", b"to the new one", partition=4)
+    assert sent.partition == 4 and sent.offset == 0

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 from prometheus_client import generate_latest
 
+from broker.config.definitions import BY_NAME
 from broker.server import Broker
 from clients.admin import AdminClient
 from clients.consumer import Consumer
@@ -213,6 +214,88 @@ async def test_aiokafka_produces_idempotently_and_consumes(brokers: list[Broker]
     assert await consumer.committed(tp) == 10
     await consumer.stop()
     assert got == [b"v%d" % i for i in range(10)]
+
+
+# -- admin clients: partitions and configs ------------------------------------------------------
+
+
+def kafka_python_admin(servers: str, topic: str) -> dict[str, Any]:
+    from kafka.admin import ConfigResource, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        admin.create_partitions({topic: 5})
+        partitions = admin.describe_topics([topic])[0]["partitions"]
+        configs = admin.describe_configs(
+            [ConfigResource("TOPIC", topic), ConfigResource("BROKER", "1")],
+            include_synonyms=True,
+            config_filter="all",
+        )
+    finally:
+        admin.close()
+    return {"partitions": len(partitions), "configs": configs}
+
+
+async def test_kafka_python_admin_adds_partitions_and_describes_configs(
+    brokers: list[Broker],
+) -> None:
+    await create(brokers, "kadm", partitions=2, **{"retention.ms": "600000"})
+    out = await in_thread(kafka_python_admin, bootstrap(brokers), "kadm")
+    assert out["partitions"] == 5
+    await wait_until(
+        lambda: all(len(b.metadata.topics["kadm"].partitions) == 5 for b in brokers),
+        message="five partitions on every broker",
+    )
+    topic = out["configs"]["topic"]["kadm"]
+    assert topic["retention.ms"]["value"] == "600000"
+    assert topic["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert [s["name"] for s in topic["retention.ms"]["synonyms"]] == [
+        "retention.ms",
+        "log.retention.ms",
+    ]
+    # Unset: follows the broker config it defaults from (min.insync.replicas=2 is --set).
+    assert topic["min.insync.replicas"]["value"] == "2"
+    assert topic["min.insync.replicas"]["config_source"] == "STATIC_BROKER_CONFIG"
+    assert topic["unclean.leader.election.enable"]["value"] == "false"
+    broker = out["configs"]["broker"]["1"]
+    assert broker["broker.id"]["value"] == "1" and broker["broker.id"]["read_only"]
+    assert not broker["unclean.leader.election.enable"]["read_only"]
+
+
+def confluent_admin(servers: str, topic: str) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient as CKAdmin
+    from confluent_kafka.admin import ConfigResource, NewPartitions, ResourceType
+
+    admin = CKAdmin({"bootstrap.servers": servers})
+    admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=20)
+    try:
+        admin.create_partitions([NewPartitions(topic, 2)])[topic].result(timeout=20)
+        shrink = "accepted"
+    except Exception as exc:  # the KafkaException carrying the broker's error
+        shrink = exc.args[0].name()
+    described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+    [future] = described.values()
+    entries = future.result(timeout=20)
+    partitions = len(admin.list_topics(topic, timeout=20).topics[topic].partitions)
+    return {
+        "partitions": partitions,
+        "shrink": shrink,
+        "configs": {name: (e.value, e.source) for name, e in entries.items()},
+    }
+
+
+async def test_confluent_admin_adds_partitions_and_describes_configs(
+    brokers: list[Broker],
+) -> None:
+    from confluent_kafka.admin import ConfigSource
+
+    await create(brokers, "cadm", partitions=2, **{"max.message.bytes": "20000"})
+    out = await in_thread(confluent_admin, bootstrap(brokers), "cadm")
+    assert out["partitions"] == 4
+    assert out["shrink"] == "INVALID_PARTITIONS"
+    assert out["configs"]["max.message.bytes"] == ("20000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    default = str(BY_NAME["log.retention.bytes"].default)
+    assert out["configs"]["retention.bytes"] == (default, ConfigSource.DEFAULT_CONFIG.value)
 
 
 # -- purgatory semantics through Kafka's wire ----------------------------------------------------

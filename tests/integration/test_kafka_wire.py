@@ -231,3 +231,109 @@ async def test_an_error_fault_answers_kafka_clients_in_their_api_s_own_shape(
     answer = await wire.call(ApiKey.PRODUCE, 9, produce_body("faulty", batch))
     assert answer.responses[0].partition_responses[0].error_code.value == 0
     await wait_until(lambda: broker.faults.faults == {}, message="the fault gone")
+
+
+async def test_describe_configs_says_where_each_value_comes_from(
+    broker: Broker, wire: KafkaWire
+) -> None:
+    await create_topic(wire, "described")
+    status, _ = await call(
+        broker, "PUT", "/v1/config/unclean.leader.election.enable", {"value": True}
+    )
+    assert status == 200
+    s = schema(ApiKey.DESCRIBE_CONFIGS, 4)
+    resources = (
+        s.DescribeConfigsResource(
+            resource_type=2,
+            resource_name="described",
+            configuration_keys=("unclean.leader.election.enable", "retention.ms"),
+        ),
+        s.DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=None),
+        s.DescribeConfigsResource(resource_type=4, resource_name="7", configuration_keys=None),
+        s.DescribeConfigsResource(resource_type=2, resource_name="ghost", configuration_keys=None),
+        s.DescribeConfigsResource(resource_type=3, resource_name="g", configuration_keys=None),
+    )
+    body = request(
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        resources=resources,
+        include_synonyms=True,
+        include_documentation=True,
+    )
+    topic, own, other, ghost, group = (await wire.call(ApiKey.DESCRIBE_CONFIGS, 4, body)).results
+    assert topic.error_code.value == 0
+    entries = {c.name: c for c in topic.configs}
+    assert sorted(entries) == ["retention.ms", "unclean.leader.election.enable"]  # as asked
+    unclean = entries["unclean.leader.election.enable"]
+    assert unclean.value == "true" and unclean.config_source == 2  # DYNAMIC_BROKER_CONFIG
+    assert [(y.value, y.source) for y in unclean.synonyms] == [("true", 2), ("false", 5)]
+    assert unclean.config_type == 1 and unclean.documentation  # BOOLEAN, documented
+    assert entries["retention.ms"].config_type == 5  # LONG, as Kafka types it
+    broker_entries = {c.name: c for c in own.configs}
+    assert broker_entries["broker.id"].read_only and broker_entries["broker.id"].value == "0"
+    assert broker_entries["unclean.leader.election.enable"].value == "true"
+    assert other.error_code.value == ErrorCode.INVALID_REQUEST and "broker 7" in other.error_message
+    assert ghost.error_code.value == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert group.error_code.value == ErrorCode.INVALID_REQUEST and group.configs == ()
+
+
+async def test_create_partitions_on_kafkas_wire_grows_a_topic_and_refuses_shrinking(
+    broker: Broker, wire: KafkaWire
+) -> None:
+    await create_topic(wire, "grown")
+
+    def grow(count: int, assignments: tuple[list[int], ...] | None = None, v: int = 3) -> object:
+        s = schema(ApiKey.CREATE_PARTITIONS, v)
+        given = (
+            None
+            if assignments is None
+            else tuple(s.CreatePartitionsAssignment(broker_ids=tuple(a)) for a in assignments)
+        )
+        return request(
+            ApiKey.CREATE_PARTITIONS,
+            v,
+            topics=(s.CreatePartitionsTopic(name="grown", count=count, assignments=given),),
+            timeout=10_000,
+            validate_only=False,
+        )
+
+    [ok] = (await wire.call(ApiKey.CREATE_PARTITIONS, 3, grow(2))).results
+    assert ok.error_code.value == 0 and ok.error_message is None
+    assert len(broker.metadata.topics["grown"].partitions) == 2
+    [bad] = (await wire.call(ApiKey.CREATE_PARTITIONS, 3, grow(3, ([0, 5],)))).results
+    assert bad.error_code.value == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert "replication factor is 1" in bad.error_message
+    [shrunk] = (await wire.call(ApiKey.CREATE_PARTITIONS, 0, grow(1, v=0))).results
+    assert shrunk.error_code.value == ErrorCode.INVALID_PARTITIONS
+
+
+async def test_error_faults_answer_create_partitions_and_describe_configs_per_entry(
+    broker: Broker, wire: KafkaWire
+) -> None:
+    for api in ("CreatePartitions", "DescribeConfigs"):
+        fault = {"name": api, "kind": "error", "api": api, "error_code": "NOT_CONTROLLER"}
+        status, _ = await call(broker, "POST", "/v1/faults", {**fault, "times": 1})
+        assert status in (200, 201)
+    s = schema(ApiKey.CREATE_PARTITIONS, 2)
+    body = request(
+        ApiKey.CREATE_PARTITIONS,
+        2,
+        topics=tuple(s.CreatePartitionsTopic(name=n, count=2, assignments=None) for n in "ab"),
+        timeout=1000,
+        validate_only=True,
+    )
+    answer = await wire.call(ApiKey.CREATE_PARTITIONS, 2, body)
+    assert [(r.name, r.error_code.value) for r in answer.results] == [
+        ("a", ErrorCode.NOT_CONTROLLER),
+        ("b", ErrorCode.NOT_CONTROLLER),
+    ]
+    d = schema(ApiKey.DESCRIBE_CONFIGS, 1)
+    body = request(
+        ApiKey.DESCRIBE_CONFIGS,
+        1,
+        resources=(d.DescribeConfigsResource(resource_type=4, resource_name="0"),),
+        include_synonyms=False,
+    )
+    [result] = (await wire.call(ApiKey.DESCRIBE_CONFIGS, 1, body)).results
+    assert result.error_code.value == ErrorCode.NOT_CONTROLLER and result.configs == ()
+    assert result.resource_name == "0"

@@ -13,7 +13,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.api.kafka.cluster import ClusterApis
+from broker.api.kafka.cluster import ClusterApis, create_partitions_response
+from broker.api.kafka.configs import ConfigApis, describe_configs_response
 from broker.api.kafka.offsets import OffsetApis
 from broker.api.kafka.records import RecordApis
 from broker.api.results import Result
@@ -38,6 +39,7 @@ class KafkaListenerApis:
             **RecordApis(broker).handlers(),
             **ClusterApis(broker).handlers(),
             **OffsetApis(broker).handlers(),
+            **ConfigApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
         assert not missing, f"advertised without a handler: {missing}"
@@ -205,6 +207,14 @@ class KafkaListenerApis:
                     )
                     for name in names
                 ],
+            )
+        if key == ApiKey.CREATE_PARTITIONS:
+            return create_partitions_response(
+                version, [(t.name, code, message) for t in body.topics]
+            )
+        if key == ApiKey.DESCRIBE_CONFIGS:
+            return describe_configs_response(
+                version, [(r, code, message, []) for r in body.resources]
             )
         if key == ApiKey.INIT_PRODUCER_ID:
             return build(

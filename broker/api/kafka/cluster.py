@@ -1,5 +1,5 @@
-"""The Kafka listener's cluster and topic APIs: Metadata, DescribeCluster, CreateTopics and
-DeleteTopics.
+"""The Kafka listener's cluster and topic APIs: Metadata, DescribeCluster, CreateTopics,
+DeleteTopics and CreatePartitions.
 
 They share the broker's domain answers with our own protocol (KafkaApis builds the
 metadata picture, the ForwardingManager creates and deletes topics on the controller) and
@@ -35,6 +35,7 @@ class ClusterApis:
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
         }
 
     # -- Metadata ----------------------------------------------------------------------------
@@ -204,6 +205,43 @@ class ClusterApis:
                 )
             )
         return build(schema.DeleteTopicsResponse, throttle_time=0, responses=out)
+
+    # -- CreatePartitions --------------------------------------------------------------------
+
+    def handle_create_partitions(self, request: Any, version: int) -> Result:
+        check_topic_count(len(request.topics))
+        asked = m.CreatePartitionsRequest(
+            [
+                m.CreatePartitionsTopic(
+                    t.name,
+                    t.count,
+                    None if t.assignments is None else [list(a.broker_ids) for a in t.assignments],
+                )
+                for t in request.topics
+            ],
+            _timeout_ms(request),
+            request.validate_only,
+        )
+        return self._create_partitions(asked, version)
+
+    async def _create_partitions(self, asked: m.CreatePartitionsRequest, version: int) -> Any:
+        done = await self.broker.forwarding.create_partitions(asked)
+        return create_partitions_response(
+            version, [(r.name, r.error_code, r.error_message) for r in done.results]
+        )
+
+
+def create_partitions_response(version: int, results: list[tuple[str, int, str | None]]) -> Any:
+    """A CreatePartitions response: (topic, error code, message) per topic asked."""
+    schema = response_module(ApiKey.CREATE_PARTITIONS, version)
+    return build(
+        schema.CreatePartitionsResponse,
+        throttle_time=0,
+        results=[
+            build(schema.CreatePartitionsTopicResult, name=n, error_code=c, error_message=msg)
+            for n, c, msg in results
+        ],
+    )
 
 
 def _timeout_ms(request: Any) -> int:
