@@ -25,6 +25,7 @@ from broker.controller.controller_metrics import controller_families
 from broker.controller.forwarding_manager import ForwardingManager
 from broker.controller.metadata_cache import MetadataCache
 from broker.coordinator.group_coordinator import GroupCoordinator
+from broker.coordinator.producer_id_manager import ProducerIdManager
 from broker.network.kafka_codec import KafkaCodec
 from broker.network.leader_endpoint import RemoteLeaderEndPoint
 from broker.network.msgpack_codec import MsgpackCodec
@@ -86,6 +87,7 @@ class Broker:
             self._leader_endpoint,
         )
         self.group_coordinator = GroupCoordinator(self.replica_manager.leader_partition)
+        self.producer_ids = ProducerIdManager(self.broker_id)
         self.lifecycle = BrokerLifecycleManager(
             self.broker_id,
             self.incarnation,

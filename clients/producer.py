@@ -5,7 +5,11 @@ metadata until ``delivery.timeout.ms``. Every record's future ends, acknowledged
 Ordering: a partition has at most one batch in flight, so a retried batch is never
 overtaken by a later one of the same partition and per-partition order holds across
 retries without idempotence (Kafka's ``max.in.flight.requests.per.connection=1``
-guarantee, applied per partition). Batches of different partitions are pipelined on one
+guarantee, applied per partition).
+
+Idempotence (``enable.idempotence``, as in Kafka on by default with ``acks=all``): batches
+are numbered (clients/transaction_manager.py) and sent as Kafka v2 batches, so a retry
+the leader already has is acknowledged with its first offset, never written twice. Batches of different partitions are pipelined on one
 connection, up to ``max.in.flight.requests.per.connection`` per broker. While a batch is in
 flight, later records of its partition keep filling the next batch.
 
@@ -37,17 +41,19 @@ import msgspec
 from clients.cluster import ClientCluster
 from clients.connection import ConnectionClosed
 from clients.partitioner import partition_for_key
+from clients.transaction_manager import TransactionManager
+from protocol import kafka_records
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import METADATA_STALE, ErrorCode, KafkaError, error_name, is_retriable
-from protocol.records import HEADER_SIZE, encode_batch
+from protocol.records import Header, encode_batch
 
 TopicPartition = tuple[str, int]
 
 # Bytes a record adds to a batch beyond its key, value and header bytes (MessagePack array
 # and length prefixes, the timestamp delta), and a batch beyond its records: an upper bound.
 RECORD_OVERHEAD = 24
-BATCH_OVERHEAD = HEADER_SIZE + 5
+BATCH_OVERHEAD = kafka_records.HEADER_SIZE + 5  # the larger header of the two formats
 DEFAULT_RETRIES = 2147483647  # Kafka's default: retry until delivery.timeout.ms
 
 
@@ -74,10 +80,26 @@ class _Batch:
     size: int = 0
     attempts: int = 0
     encoded: bytes | None = None
+    # An idempotent producer's: its id and epoch, and the batch's first sequence number,
+    # fixed when the batch is first sent (-1: not idempotent, or not sent yet).
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
     def encode(self) -> bytes:
         if self.encoded is None:
-            self.encoded = encode_batch(self.records)
+            if self.producer_id < 0:
+                self.encoded = encode_batch(self.records)
+            else:
+                self.encoded = kafka_records.encode(
+                    [
+                        (ts, key, value, [Header(k, v) for k, v in headers])
+                        for key, value, ts, headers in self.records
+                    ],
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=self.base_sequence,
+                )
         return self.encoded
 
 
@@ -110,10 +132,18 @@ class Producer:
         max_in_flight: int = 5,
         client_id: str = "purgatory-producer",
         auto_create_topics: bool = True,
+        enable_idempotence: bool | None = None,
     ) -> None:
         self.acks = -1 if acks in ("all", -1, "-1") else int(acks)
         if self.acks not in (-1, 0, 1):
             raise ValueError(f"acks must be all/-1, 0 or 1, got {acks!r}")
+        if enable_idempotence is None:  # Kafka's default: on, unless acks says otherwise
+            enable_idempotence = self.acks == -1
+        if enable_idempotence and (self.acks != -1 or max_in_flight > 5 or retries == 0):
+            raise ValueError(
+                "enable.idempotence needs acks=all, max.in.flight.requests.per.connection "
+                f"<= 5 and retries > 0 (got acks={acks}, {max_in_flight}, {retries})"
+            )
         if request_timeout_ms is None:  # Kafka's 30 s, within the delivery timeout
             request_timeout_ms = max(1, min(30000, delivery_timeout_ms - linger_ms))
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
@@ -135,6 +165,9 @@ class Producer:
         self.auto_create_topics = auto_create_topics
         self.cluster = ClientCluster(
             bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
+        self.transactions = (
+            TransactionManager(self.cluster, retry_backoff_ms) if enable_idempotence else None
         )
         self._loop = asyncio.get_running_loop()
         self._open: dict[TopicPartition, _Batch] = {}  # filling, not yet closed
@@ -363,6 +396,12 @@ class Producer:
                 -1,
             )
         conn = await self.cluster.connection(leader)
+        if self.transactions is not None and batch.base_sequence < 0:
+            await self.transactions.ensure_producer_id(self._loop.time() + remaining_s)
+            batch.producer_id = self.transactions.producer_id
+            batch.producer_epoch = self.transactions.producer_epoch
+            tp = (batch.topic, batch.partition)
+            batch.base_sequence = self.transactions.next_sequence(tp, len(batch.records))
         request = m.ProduceRequest(
             self.acks,
             self.request_timeout_ms,
@@ -404,6 +443,8 @@ class Producer:
 
     def _finish(self, batch: _Batch, error: BaseException) -> None:
         """Fail every record of ``batch`` that has no outcome yet."""
+        if self.transactions is not None and batch.base_sequence >= 0:
+            self.transactions.batch_failed(batch.producer_epoch)
         for future in batch.futures:
             if not future.done():
                 future.set_exception(error)

@@ -60,6 +60,7 @@ class Load:
             producer = Producer(
                 self.brokers.bootstrap,
                 acks=-1,
+                enable_idempotence=True,  # Kafka's default with acks=all, made explicit
                 linger_ms=0,
                 delivery_timeout_ms=self.delivery_timeout_ms,
                 client_id=f"producer-{i}",

@@ -86,6 +86,7 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.CREATE_TOPICS, 0): (m.CreateTopicsRequest, m.CreateTopicsResponse),
     (ApiKey.DELETE_TOPICS, 0): (m.DeleteTopicsRequest, m.DeleteTopicsResponse),
     (ApiKey.CREATE_PARTITIONS, 0): (m.CreatePartitionsRequest, m.CreatePartitionsResponse),
+    (ApiKey.INIT_PRODUCER_ID, 0): (m.InitProducerIdRequest, m.InitProducerIdResponse),
     (ApiKey.BROKER_REGISTRATION, 0): (m.BrokerRegistrationRequest, m.BrokerRegistrationResponse),
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0): (
         m.OffsetForLeaderEpochRequest,

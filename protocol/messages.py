@@ -322,6 +322,22 @@ class OffsetFetchResponse(Message):
     topics: list[OffsetFetchTopicResponse]
 
 
+# -- InitProducerId (22): an idempotent producer's id and epoch ------------------------------
+
+
+class InitProducerIdRequest(Message):
+    transactional_id: str | None = None  # transactions are not served: must be None
+    transaction_timeout_ms: int = -1
+    producer_id: int = -1  # the current id and epoch, to bump the epoch (KIP-360); or -1
+    producer_epoch: int = -1
+
+
+class InitProducerIdResponse(Message):
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+
+
 # -- OffsetForLeaderEpoch (23): a follower asks where its latest epoch ends on the leader --
 
 

@@ -63,6 +63,7 @@ class KafkaApis:
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
             ApiKey.ALTER_PARTITION: self.handle_alter_partition,
             ApiKey.FETCH_SNAPSHOT: self.handle_fetch_snapshot,
@@ -315,6 +316,13 @@ class KafkaApis:
     def handle_create_partitions(self, request: m.CreatePartitionsRequest, version: int) -> Result:
         check_topic_count(len(request.topics))
         return self.broker.forwarding.create_partitions(request)
+
+    def handle_init_producer_id(self, request: m.InitProducerIdRequest, version: int) -> Result:
+        return m.InitProducerIdResponse(
+            *self.broker.producer_ids.init_producer_id(
+                request.transactional_id, request.producer_id, request.producer_epoch
+            )
+        )
 
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
         controller = self.broker.controller

@@ -155,9 +155,14 @@ def test_documented_commands_work(block: Block, cluster: dict, ports: dict[int, 
         command = [sys.executable, "-c", text]
     else:
         command = ["bash", "-euo", "pipefail", "-c", text]
-    run = subprocess.run(
-        command, capture_output=True, text=True, timeout=240, cwd=ROOT, env=ACTIVATED
-    )
+    try:  # below pytest's own timeout, so a hang shows what the block printed
+        run = subprocess.run(
+            command, capture_output=True, text=True, timeout=100, cwd=ROOT, env=ACTIVATED
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        pytest.fail(f"{block.name} hung for 100 s\n{text}\n{out[-3000:]}\n{err[-3000:]}")
     assert run.returncode == 0, f"{block.name}\n{text}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     if block.path.name == "protocol.md":
         assert re.match(r"1 0 orders 0 0 \d+$", run.stdout.strip()), run.stdout

@@ -10,7 +10,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -138,6 +140,66 @@ async def test_killing_a_leader_under_acks_all_load_loses_nothing() -> None:
         assert cluster.metrics(other)[("purgatory_active_controller", ())] == 0
         seen = await read_all(cluster.bootstrap, "load", partition, max(acked) + 1)
         assert all(seen[offset] == value for offset, value in acked.items())
+        # The producer is idempotent (acks=all): no retry across the failover wrote twice.
+        assert len(set(seen.values())) == len(seen)
+
+
+def confluent_through_failover(
+    bootstrap: str, topic: str, partition: int, kill: Callable[[], None]
+) -> dict[str, Any]:
+    """An idempotent confluent-kafka producer sends 1500 records, the leader killed after
+    500; then a confluent-kafka consumer reads the partition back."""
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import Producer as CKProducer
+    from confluent_kafka import TopicPartition
+
+    producer = CKProducer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 1}
+    )
+    reports: dict[bytes, tuple[str | None, int]] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        reports[msg.value()] = (None if err is None else err.name(), msg.offset())
+
+    for i in range(1500):
+        producer.produce(topic, f"record-{i}".encode(), partition=partition, on_delivery=delivered)
+        if i == 500:
+            kill()
+        if i % 50 == 0:
+            producer.flush(60)
+    left = producer.flush(60)
+    consumer = CKConsumer({"bootstrap.servers": bootstrap, "group.id": "failover"})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    read: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(read) < 1500 and time.monotonic() < deadline:
+        for msg in consumer.consume(500, 0.5):
+            if msg.error() is None:
+                read.append((msg.offset(), msg.value()))
+    consumer.close()
+    return {"left": left, "reports": reports, "read": read}
+
+
+async def test_a_kafka_client_carries_on_through_a_leader_failover_without_duplicates() -> None:
+    async with running() as cluster:
+        partition, leader = await created(cluster, "ckload", min_isr="2")
+        out = await asyncio.to_thread(
+            confluent_through_failover,
+            cluster.bootstrap,
+            "ckload",
+            partition,
+            lambda: cluster.kill(leader),
+        )
+        assert out["left"] == 0
+        errors = [e for e, _ in out["reports"].values() if e is not None]
+        assert errors == [] and len(out["reports"]) == 1500  # every record acknowledged
+        new_leader = (await leaders(cluster.bootstrap, "ckload"))[partition]
+        assert new_leader not in (-1, leader)
+        offsets = [offset for offset, _ in out["read"]]
+        assert offsets == list(range(1500))  # no gap, and nothing written twice
+        values = [value for _, value in out["read"]]
+        assert values == [f"record-{i}".encode() for i in range(1500)]  # in order
+        assert all(out["read"][offset][1] == v for v, (_, offset) in out["reports"].items())
 
 
 def partition_on(

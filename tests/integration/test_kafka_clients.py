@@ -188,13 +188,16 @@ async def test_confluent_idempotent_producer_and_consumer_with_manual_assignment
 # -- aiokafka ------------------------------------------------------------------------------------
 
 
-async def test_aiokafka_produces_idempotently_and_consumes(brokers: list[Broker]) -> None:
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+async def test_aiokafka_produces_idempotently_and_consumes(
+    brokers: list[Broker], codec: str | None
+) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     await create(brokers, "aio", partitions=1)
     servers = bootstrap(brokers)
     producer = AIOKafkaProducer(
-        bootstrap_servers=servers, enable_idempotence=True, compression_type="gzip"
+        bootstrap_servers=servers, enable_idempotence=True, compression_type=codec
     )
     await producer.start()
     sent = [await producer.send_and_wait("aio", b"v%d" % i, key=b"k") for i in range(10)]

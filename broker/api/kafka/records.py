@@ -8,7 +8,6 @@ protocol/kafka_fetch.py, which carries the purgatory wait as a tagged field (KIP
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from broker.api.request_limits import check_partition_count
@@ -30,29 +29,11 @@ from protocol.kafka_schemas import VERSIONS, build, response_module
 if TYPE_CHECKING:
     from broker.server import Broker
 
-_PRODUCER_ID_BROKER_BITS = 10  # the low bits of a producer id: the broker that gave it
-
-
-class ProducerIdManager:
-    """Producer ids unique across the cluster and across restarts, without asking the
-    controller (Kafka allocates blocks of them through it): the id is a millisecond
-    timestamp (never reused: at least one more than the last) above the broker id's 10
-    bits. A restarted broker starts from the clock, after every id it gave before."""
-
-    def __init__(self, broker_id: int) -> None:
-        self.broker_id = broker_id % (1 << _PRODUCER_ID_BROKER_BITS)
-        self.last = 0
-
-    def next_id(self) -> int:
-        self.last = max(self.last + 1, int(time.time() * 1000))
-        return (self.last << _PRODUCER_ID_BROKER_BITS) | self.broker_id
-
 
 class RecordApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.replica_manager = broker.replica_manager
-        self.producer_ids = ProducerIdManager(broker.broker_id)
         # One per version, made once: nothing is built per request to answer it.
         self._produce_answers = {v: _ProduceAnswer(v) for v in _versions(ApiKey.PRODUCE)}
         self._fetch_answers = {v: _FetchAnswer(v, broker) for v in _versions(ApiKey.FETCH)}
@@ -148,31 +129,17 @@ class RecordApis:
     # -- InitProducerId ----------------------------------------------------------------------
 
     def handle_init_producer_id(self, request: Any, version: int) -> Result:
-        cls = response_module(ApiKey.INIT_PRODUCER_ID, version).InitProducerIdResponse
-        if request.transactional_id is not None:
-            return build(
-                cls,
-                throttle_time=0,
-                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-        producer_id = getattr(request, "producer_id", -1)
-        epoch = getattr(request, "producer_epoch", -1)
-        if producer_id >= 0 and 0 <= epoch < 32766:  # KIP-360: the same id, the next epoch
-            return build(
-                cls,
-                throttle_time=0,
-                error_code=0,
-                producer_id=producer_id,
-                producer_epoch=epoch + 1,
-            )
+        given = self.broker.producer_ids.init_producer_id(
+            request.transactional_id,
+            getattr(request, "producer_id", -1),  # from v3
+            getattr(request, "producer_epoch", -1),
+        )
         return build(
-            cls,
+            response_module(ApiKey.INIT_PRODUCER_ID, version).InitProducerIdResponse,
             throttle_time=0,
-            error_code=0,
-            producer_id=self.producer_ids.next_id(),
-            producer_epoch=0,
+            error_code=given.error_code,
+            producer_id=given.producer_id,
+            producer_epoch=given.producer_epoch,
         )
 
 
