@@ -33,74 +33,24 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
-
-import msgspec
 
 from clients.cluster import ClientCluster
 from clients.connection import ConnectionClosed
 from clients.partitioner import partition_for_key
+from clients.producer_batch import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordMetadata
 from clients.transaction_manager import TransactionManager
-from protocol import kafka_records
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import METADATA_STALE, ErrorCode, KafkaError, error_name, is_retriable
-from protocol.records import Header, encode_batch
 
 TopicPartition = tuple[str, int]
 
-# Bytes a record adds to a batch beyond its key, value and header bytes (MessagePack array
-# and length prefixes, the timestamp delta), and a batch beyond its records: an upper bound.
-RECORD_OVERHEAD = 24
-BATCH_OVERHEAD = kafka_records.HEADER_SIZE + 5  # the larger header of the two formats
 DEFAULT_RETRIES = 2147483647  # Kafka's default: retry until delivery.timeout.ms
-
-
-class RecordMetadata(msgspec.Struct, frozen=True):
-    topic: str
-    partition: int
-    offset: int  # -1 with acks=0
-    timestamp: int
 
 
 class DeliveryAborted(Exception):
     """The producer was closed (or aborted) before the record's batch was acknowledged."""
-
-
-@dataclass
-class _Batch:
-    topic: str
-    partition: int
-    created: float  # loop time of the first record
-    records: list[tuple[bytes | None, bytes | None, int, Sequence[tuple[str, bytes | None]]]] = (
-        field(default_factory=list)
-    )
-    futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
-    size: int = 0
-    attempts: int = 0
-    encoded: bytes | None = None
-    # An idempotent producer's: its id and epoch, and the batch's first sequence number,
-    # fixed when the batch is first sent (-1: not idempotent, or not sent yet).
-    producer_id: int = -1
-    producer_epoch: int = -1
-    base_sequence: int = -1
-
-    def encode(self) -> bytes:
-        if self.encoded is None:
-            if self.producer_id < 0:
-                self.encoded = encode_batch(self.records)
-            else:
-                self.encoded = kafka_records.encode(
-                    [
-                        (ts, key, value, [Header(k, v) for k, v in headers])
-                        for key, value, ts, headers in self.records
-                    ],
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
-                    base_sequence=self.base_sequence,
-                )
-        return self.encoded
 
 
 def _observed(future: asyncio.Future[Any]) -> None:
@@ -170,8 +120,8 @@ class Producer:
             TransactionManager(self.cluster, retry_backoff_ms) if enable_idempotence else None
         )
         self._loop = asyncio.get_running_loop()
-        self._open: dict[TopicPartition, _Batch] = {}  # filling, not yet closed
-        self._ready: dict[TopicPartition, deque[_Batch]] = {}  # closed, in send order
+        self._open: dict[TopicPartition, ProducerBatch] = {}  # filling, not yet closed
+        self._ready: dict[TopicPartition, deque[ProducerBatch]] = {}  # closed, in send order
         self._drains: dict[TopicPartition, asyncio.Task[None]] = {}  # one sender a partition
         self._sticky: dict[str, tuple[int, bool]] = {}  # keyless: (partition, still sticking)
         self._in_flight: dict[int, asyncio.Semaphore] = {}
@@ -251,7 +201,7 @@ class Producer:
             self._close_batch(tp)
             batch = None
         if batch is None:
-            batch = self._open[tp] = _Batch(topic, partition, self._loop.time())
+            batch = self._open[tp] = ProducerBatch(topic, partition, self._loop.time())
         future: asyncio.Future[RecordMetadata] = self._loop.create_future()
         batch.records.append((key, value, ts, headers))
         batch.futures.append(future)
@@ -332,7 +282,7 @@ class Producer:
     async def _drain(self, tp: TopicPartition) -> None:
         """Deliver the partition's batches one at a time, in order."""
         queue = self._ready[tp]
-        batch: _Batch | None = None
+        batch: ProducerBatch | None = None
         try:
             while queue:
                 batch = queue[0]
@@ -346,7 +296,7 @@ class Producer:
             if not queue:
                 self._ready.pop(tp, None)
 
-    async def _deliver(self, batch: _Batch) -> None:
+    async def _deliver(self, batch: ProducerBatch) -> None:
         """Send one batch to its leader, retrying retriable errors until it is acknowledged,
         its retries are used up, or its delivery timeout passes. A failure carries the last
         error the batch met."""
@@ -387,7 +337,9 @@ class Producer:
                 with contextlib.suppress(ConnectionClosed, KafkaError):
                     await self.cluster.refresh([batch.topic], auto_create=False)
 
-    async def _send_batch(self, batch: _Batch, remaining_s: float) -> tuple[int, str | None, int]:
+    async def _send_batch(
+        self, batch: ProducerBatch, remaining_s: float
+    ) -> tuple[int, str | None, int]:
         leader = self.cluster.leader_for(batch.topic, batch.partition)
         if leader < 0:
             return (
@@ -430,7 +382,7 @@ class Producer:
         part = response.responses[0].partitions[0]
         return part.error_code, part.error_message, part.base_offset
 
-    def _acknowledge(self, batch: _Batch, base: int) -> None:
+    def _acknowledge(self, batch: ProducerBatch, base: int) -> None:
         now = int(time.time() * 1000)
         for i, future in enumerate(batch.futures):
             if not future.done():
@@ -441,7 +393,7 @@ class Producer:
                 )
         self._release(batch)
 
-    def _finish(self, batch: _Batch, error: BaseException) -> None:
+    def _finish(self, batch: ProducerBatch, error: BaseException) -> None:
         """Fail every record of ``batch`` that has no outcome yet."""
         if self.transactions is not None and batch.base_sequence >= 0:
             self.transactions.batch_failed(batch.producer_epoch)
@@ -451,7 +403,7 @@ class Producer:
                 _observed(future)
         self._release(batch)
 
-    def _release(self, batch: _Batch) -> None:
+    def _release(self, batch: ProducerBatch) -> None:
         """Give back the batch's buffer space and pending count, once (size 0: released)."""
         if batch.size:
             self._buffered -= batch.size

@@ -26,7 +26,7 @@ from broker.controller.election import (
     change_partition,
     elect_on_request,
 )
-from broker.controller.topics import grow_topics, new_topic, repeated_names
+from broker.controller.topics import create_topics, grow_topics
 from clients.connection import Connection, ConnectionClosed
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -36,8 +36,6 @@ from protocol.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     AlterPartitionTopicResponse,
-    CreatableTopic,
-    CreatableTopicResult,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -382,49 +380,31 @@ class Controller:
     # -- topics ---------------------------------------------------------------------------
 
     async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
-        results: list[CreatableTopicResult] = []
-        created = False
-        repeated = repeated_names(t.name for t in request.topics)
-        for topic in request.topics:
-            result = self._create_one(topic, request.validate_only, repeated=topic.name in repeated)
-            results.append(result)
-            created |= result.error_code == 0 and not request.validate_only
-        if created:
-            self.epoch += 1
-            await self._publish(request.timeout_ms)
+        """Create topics (checked by ``topics.create_topics``) and push the change."""
+        results, created = create_topics(
+            request, self.topics, self.config, sorted(self.members), self._next_start
+        )
+        self._next_start += len(created)
+        await self._add_topics(created, "topic_created", request.timeout_ms)
         return CreateTopicsResponse(results)
-
-    def _create_one(
-        self, topic: CreatableTopic, validate_only: bool, *, repeated: bool
-    ) -> CreatableTopicResult:
-        if repeated:
-            return CreatableTopicResult(
-                topic.name,
-                ErrorCode.INVALID_REQUEST,
-                f"topic {topic.name!r} appears more than once in the request",
-            )
-        created = new_topic(topic, self.config, sorted(self.members), self._next_start, self.topics)
-        if isinstance(created, CreatableTopicResult):
-            return created
-        partitions, rf = len(created.partitions), len(created.partitions[0].replicas)
-        if not validate_only:
-            self._next_start += 1
-            self.topics[topic.name] = created
-            self.log.info(
-                "topic_created", topic=topic.name, partitions=partitions, replication_factor=rf
-            )
-        return CreatableTopicResult(topic.name, ErrorCode.NONE, None, partitions, rf)
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
         """Add partitions to topics (checked by ``topics.grow_topics``) and push the change."""
         results, grown = grow_topics(request, self.topics, sorted(self.members))
-        for name, topic in grown.items():
-            self.topics[name] = topic
-            self.log.info("partitions_created", topic=name, partitions=len(topic.partitions))
-        if grown:
-            self.epoch += 1
-            await self._publish(request.timeout_ms)
+        await self._add_topics(grown, "partitions_created", request.timeout_ms)
         return CreatePartitionsResponse(results)
+
+    async def _add_topics(self, topics: dict[str, TopicState], event: str, timeout_ms: int) -> None:
+        """Put new or grown topics in the picture and push it (nothing to do: no push)."""
+        for name, topic in topics.items():
+            self.topics[name] = topic
+            rf = len(topic.partitions[0].replicas)
+            self.log.info(
+                event, topic=name, partitions=len(topic.partitions), replication_factor=rf
+            )
+        if topics:
+            self.epoch += 1
+            await self._publish(timeout_ms)
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         """Remove topics from the picture and push it: every broker drops their partitions

@@ -64,22 +64,18 @@ class ForwardingManager:
     async def _on_controller(
         self,
         key: ApiKey,
+        serve: Callable[[Controller, Any], Awaitable[Any]],
         request: Any,
         timeout_ms: int,
         unreachable: Callable[[str], Any],
         landed: Callable[[Any], bool],
     ) -> Any:
-        """Serve a topic change on the controller: here, or forwarded to it and answered
-        once this broker's metadata shows the change (``landed``). Unreachable: the
-        response ``unreachable(reason)`` (NOT_CONTROLLER throughout)."""
+        """Serve a topic change on the controller: ``serve`` it here, or forward it (API
+        ``key``) and answer once this broker's metadata shows the change (``landed``).
+        Unreachable: the response ``unreachable(reason)`` (NOT_CONTROLLER throughout)."""
         controller = self.local_controller()
         if controller is not None:
-            serve: dict[ApiKey, Callable[[Any], Awaitable[Any]]] = {
-                ApiKey.CREATE_TOPICS: controller.create_topics,
-                ApiKey.DELETE_TOPICS: controller.delete_topics,
-                ApiKey.CREATE_PARTITIONS: controller.create_partitions,
-            }
-            return await serve[key](request)
+            return await serve(controller, request)
         response = await self._forward(key, request, timeout_ms)
         if response is None:
             return unreachable(self._no_controller())
@@ -91,6 +87,7 @@ class ForwardingManager:
         """Create topics on the controller (here, or forwarded to it)."""
         response: m.CreateTopicsResponse = await self._on_controller(
             ApiKey.CREATE_TOPICS,
+            Controller.create_topics,
             request,
             request.timeout_ms,
             lambda reason: m.CreateTopicsResponse(
@@ -109,6 +106,7 @@ class ForwardingManager:
         """Delete topics on the controller (here, or forwarded to it)."""
         response: m.DeleteTopicsResponse = await self._on_controller(
             ApiKey.DELETE_TOPICS,
+            Controller.delete_topics,
             request,
             request.timeout_ms,
             lambda reason: m.DeleteTopicsResponse(
@@ -139,6 +137,7 @@ class ForwardingManager:
 
         response: m.CreatePartitionsResponse = await self._on_controller(
             ApiKey.CREATE_PARTITIONS,
+            Controller.create_partitions,
             request,
             request.timeout_ms,
             lambda reason: m.CreatePartitionsResponse(

@@ -1,5 +1,6 @@
-"""The controller's rules for topics: legal names, the partition limit, a new topic's
-checks, where its replicas go (Kafka's rack-unaware assignment), and adding partitions."""
+"""The controller's rules for topics as pure functions: legal names, the partition limit,
+a CreateTopics request's checks, where replicas go (Kafka's rack-unaware assignment), and
+adding partitions."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from protocol.messages import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreatePartitionsTopicResult,
+    CreateTopicsRequest,
     PartitionState,
     TopicState,
 )
@@ -114,6 +116,39 @@ def new_topic(
             for p, replicas in enumerate(assignment)
         ],
     )
+
+
+def create_topics(
+    request: CreateTopicsRequest,
+    existing: Container[str],
+    config: BrokerConfig,
+    brokers: list[int],
+    start: int,
+) -> tuple[list[CreatableTopicResult], dict[str, TopicState]]:
+    """CreateTopics checked topic by topic: one result per entry, and the new topics (none
+    when ``validate_only``), the first placed from ``start``, each next one a step further."""
+    results: list[CreatableTopicResult] = []
+    created: dict[str, TopicState] = {}
+    repeated = repeated_names(t.name for t in request.topics)
+    for topic in request.topics:
+        if topic.name in repeated:
+            results.append(
+                CreatableTopicResult(
+                    topic.name,
+                    ErrorCode.INVALID_REQUEST,
+                    f"topic {topic.name!r} appears more than once in the request",
+                )
+            )
+            continue
+        made = new_topic(topic, config, brokers, start + len(created), existing)
+        if isinstance(made, CreatableTopicResult):
+            results.append(made)
+            continue
+        partitions, rf = len(made.partitions), len(made.partitions[0].replicas)
+        results.append(CreatableTopicResult(topic.name, ErrorCode.NONE, None, partitions, rf))
+        if not request.validate_only:
+            created[topic.name] = made
+    return results, created
 
 
 def grow_topics(

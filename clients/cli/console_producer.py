@@ -23,7 +23,8 @@ from functools import partial
 from rich.console import Console
 
 from clients.cli.stdin_lines import StdinLines
-from clients.producer import BATCH_OVERHEAD, RECORD_OVERHEAD, Producer, RecordMetadata
+from clients.producer import Producer
+from clients.producer_batch import BATCH_OVERHEAD, RECORD_OVERHEAD, RecordMetadata
 from protocol.errors import KafkaError
 
 err = Console(stderr=True, highlight=False)
