@@ -86,7 +86,6 @@ class Broker:
             self.alter_partition_manager.submit,
             self._leader_endpoint,
         )
-        self.group_coordinator = GroupCoordinator(self.replica_manager.leader_partition)
         self.producer_ids = ProducerIdManager(self.broker_id)
         self.lifecycle = BrokerLifecycleManager(
             self.broker_id,
@@ -99,6 +98,14 @@ class Broker:
         )
         self.forwarding = ForwardingManager(
             config, self.metadata, lambda: self.controller, self._controller_connection, self._spawn
+        )
+        self.group_coordinator = GroupCoordinator(
+            config,
+            self.replica_manager,
+            self.metadata,
+            self.scheduler,
+            self.metrics,
+            self.forwarding.create_offsets_topic,
         )
         self.apis = KafkaApis(self)
         self.kafka_apis = KafkaListenerApis(self)
@@ -134,6 +141,7 @@ class Broker:
         else:
             self._spawn(self.lifecycle.run())
         self.replica_manager.start()
+        self.group_coordinator.start()
         admin_host, admin_port = self.config.admin_listener()
         self.admin_port = await self.admin.start(admin_host, admin_port)
         self._serving = True
@@ -209,6 +217,7 @@ class Broker:
         if self.controller is not None:
             await self._bounded("controller", self.controller.close())
         await self._bounded("network", self.socket_server.stop())
+        self.group_coordinator.shutdown()
         await self._bounded("replica manager", self.replica_manager.shutdown())
         await self._bounded("admin http", self.admin.stop())
         self.log.info("broker_stopped")
@@ -325,6 +334,7 @@ class Broker:
             "metadata_epoch": self.metadata.epoch,
             "members": {str(i): f"{h}:{p}" for i, (h, p) in sorted(self.members.items())},
             "live_brokers": sorted(self.metadata.live_brokers),
+            "groups": self.group_coordinator.describe(),
             "partitions": [
                 p.describe()
                 for p in sorted(

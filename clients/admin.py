@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from clients.cluster import ClientCluster
+from clients.coordinator_client import CoordinatorClient
+from protocol import group_messages as g
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -178,16 +180,66 @@ class AdminClient:
             for p in t.partition_result
         }
 
+    def _group(self, group: str) -> CoordinatorClient:
+        return CoordinatorClient(
+            self.cluster, group, retry_backoff_ms=self.retry_backoff_ms, timeout_ms=30000
+        )
+
     async def group_offsets(
-        self,
-        group: str,
-        tps: list[tuple[str, int]],
-        errors: dict[tuple[str, int], KafkaError] | None = None,
+        self, group: str, tps: list[tuple[str, int]] | None = None
     ) -> dict[tuple[str, int], tuple[int, str | None]]:
-        """Committed (offset, metadata) of ``group`` for the partitions that have one. With
-        ``errors``, partitions whose leader cannot answer are listed there, not raised."""
-        await self.cluster.ensure_topics(sorted({t for t, _ in tps}), auto_create=False)
-        return await self.cluster.committed(group, tps, errors)
+        """Committed (offset, metadata) of ``group`` for the partitions that have one
+        (``tps`` None: every partition it committed), from the group's coordinator."""
+        return await self._group(group).committed(tps)
+
+    async def alter_group_offsets(
+        self, group: str, offsets: dict[tuple[str, int], int]
+    ) -> dict[tuple[str, int], int]:
+        """Commit ``offsets`` for an empty group (as a group that only stores offsets);
+        the error of each partition (UNKNOWN_MEMBER_ID while the group has members)."""
+        return await self._group(group).commit({tp: (o, None) for tp, o in offsets.items()})
+
+    async def describe_groups(self, groups: list[str]) -> list[g.DescribedGroup]:
+        """Each group as its coordinator sees it (state, members, assignments)."""
+        out = []
+        for group in groups:
+            response: g.DescribeGroupsResponse = await self._group(group).send(
+                ApiKey.DESCRIBE_GROUPS,
+                g.DescribeGroupsRequest([group]),
+                lambda r: r.groups[0].error_code if r.groups else 0,
+            )
+            out.extend(response.groups)
+        return out
+
+    async def list_groups(self, states: list[str] | None = None) -> list[g.ListedGroup]:
+        """Every group of the cluster: each broker lists those it coordinates."""
+        await self.cluster.refresh([])
+        listed: dict[str, g.ListedGroup] = {}
+        for node in sorted(self.cluster.brokers):
+            conn = await self.cluster.connection(node)
+            response: g.ListGroupsResponse = await conn.send(
+                ApiKey.LIST_GROUPS, g.ListGroupsRequest(states or [])
+            )
+            if (
+                response.error_code
+                and response.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            ):
+                raise KafkaError(response.error_code, f"ListGroups at broker {node}")
+            for group in response.groups:
+                listed[group.group_id] = group
+        return [listed[k] for k in sorted(listed)]
+
+    async def delete_groups(self, groups: list[str]) -> dict[str, int]:
+        """Delete empty groups and their offsets: the error of each group."""
+        out: dict[str, int] = {}
+        for group in groups:
+            response: g.DeleteGroupsResponse = await self._group(group).send(
+                ApiKey.DELETE_GROUPS,
+                g.DeleteGroupsRequest([group]),
+                lambda r: r.results[0].error_code if r.results else 0,
+            )
+            out.update({r.group_id: r.error_code for r in response.results})
+        return out
 
     async def log_end_offsets(
         self,

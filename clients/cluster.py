@@ -306,36 +306,6 @@ class ClientCluster:
         await self.per_leader(tps, errors, ask)
         return out
 
-    async def committed(
-        self,
-        group: str,
-        tps: list[TopicPartition],
-        errors: dict[TopicPartition, KafkaError] | None = None,
-    ) -> dict[TopicPartition, tuple[int, str | None]]:
-        """OffsetFetch at each leader: (offset, metadata) of ``group`` where it committed.
-        See ``per_leader`` for ``errors``."""
-        out: dict[TopicPartition, tuple[int, str | None]] = {}
-
-        async def ask(conn: Connection, group_tps: list[TopicPartition]) -> None:
-            request = m.OffsetFetchRequest(
-                group, [m.OffsetFetchTopic(t, ps) for t, ps in by_topic(group_tps).items()]
-            )
-            response: m.OffsetFetchResponse = await conn.send(ApiKey.OFFSET_FETCH, request)
-            for topic in response.topics:
-                for part in topic.partitions:
-                    tp = (topic.name, part.partition_index)
-                    if part.error_code:
-                        _note(
-                            errors,
-                            tp,
-                            KafkaError(part.error_code, f"group {group!r}, {tp[0]}-{tp[1]}"),
-                        )
-                    elif part.committed_offset >= 0:
-                        out[tp] = (part.committed_offset, part.metadata)
-
-        await self.per_leader(tps, errors, ask)
-        return out
-
     async def send_to_controller(
         self, key: ApiKey, body: Any, timeout_ms: int | None = None
     ) -> Any:

@@ -11,31 +11,47 @@ fetcher's position (its next fetch offset) moves when a fetch is processed, befo
 is when queue and chunks are small, while ``high watermark - consumed offset`` (and the
 offset checker's ``log end - committed``) always does.
 
-Committed offsets per group (OffsetCommit/OffsetFetch, kept by each partition's leader),
-manual ``commit()`` and auto-commit every ``auto.commit.interval.ms``. The fetchers live
-in ``clients.fetcher``, assignment and positions in ``clients.subscription_state``.
+Partitions are assigned by hand (``assign``) or by the group (``subscribe``: the
+ConsumerCoordinator joins ``group_id`` and the group's leader splits the topics' partitions
+among its members, again at every rebalance). Committed offsets live with the group's
+coordinator (OffsetCommit/OffsetFetch): manual ``commit()`` and auto-commit every
+``auto.commit.interval.ms``, and before partitions are given up in a rebalance. The
+fetchers live in ``clients.fetcher``, assignment and positions in
+``clients.subscription_state``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import socket
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import structlog
 
-from clients.cluster import ClientCluster, by_topic
-from clients.connection import Connection, ConnectionClosed
+from clients.cluster import ClientCluster
+from clients.connection import ConnectionClosed
+from clients.consumer_coordinator import ConsumerCoordinator
+from clients.coordinator_client import CoordinatorClient
 from clients.fetcher import Chunk, ConsumerMessage, FetchConfig, Fetcher, OnFetch
 from clients.subscription_state import SubscriptionState, TopicPartition
 from protocol import messages as m
-from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from purgatory.common.histogram import FetchLatency
 
-__all__ = ["Consumer", "ConsumerMessage"]
+__all__ = ["Consumer", "ConsumerMessage", "ConsumerRebalanceListener"]
+
+
+class ConsumerRebalanceListener(Protocol):
+    """Told which partitions a rebalance takes away (before, after their positions were
+    committed with auto-commit) and which it gives (after); either method may be async."""
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> Any: ...
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> Any: ...
 
 
 class Consumer:
@@ -57,6 +73,11 @@ class Consumer:
         retry_backoff_ms: int = 100,
         on_fetch: OnFetch | None = None,
         client_id: str = "purgatory-consumer",
+        group_instance_id: str | None = None,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: Sequence[str] = ("range", "roundrobin"),
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(
@@ -91,6 +112,24 @@ class Consumer:
         self._auto_commit: asyncio.Task[None] | None = None
         self._committed_positions: dict[TopicPartition, int] = {}
         self.owner = f"{client_id}@{socket.gethostname()}"  # shown by the offset checker
+        self.group = (
+            CoordinatorClient(
+                self.cluster,
+                group_id,
+                retry_backoff_ms=retry_backoff_ms,
+                timeout_ms=request_timeout_ms,
+            )
+            if group_id is not None
+            else None
+        )
+        self.group_instance_id = group_instance_id
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.partition_assignment_strategy = list(partition_assignment_strategy)
+        self.retry_backoff_ms = retry_backoff_ms
+        self.coordinator: ConsumerCoordinator | None = None
+        self._listener: ConsumerRebalanceListener | None = None
         self.log = structlog.get_logger("consumer").bind(client_id=client_id)
 
     async def start(self) -> None:
@@ -126,6 +165,53 @@ class Consumer:
             head = self._current[0]
             if (head.topic, head.partition) not in self.state.positions:
                 self._current.clear()
+
+    def subscribe(
+        self, topics: list[str], listener: ConsumerRebalanceListener | None = None
+    ) -> None:
+        """Consume ``topics`` as a member of ``group_id``: the group assigns the partitions
+        (the first ``poll`` joins it). ``listener`` hears of each rebalance."""
+        if self.group is None:
+            raise ValueError("subscribe needs a group_id")
+        if not topics:
+            raise ValueError("subscribe to at least one topic")
+        if self.coordinator is not None:
+            raise RuntimeError("already subscribed")
+        self._listener = listener
+        self.coordinator = ConsumerCoordinator(
+            self.cluster,
+            self.group,
+            topics,
+            assignors=self.partition_assignment_strategy,
+            session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.max_poll_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            group_instance_id=self.group_instance_id,
+            retry_backoff_ms=self.retry_backoff_ms,
+            on_revoked=self._on_revoked,
+            on_assigned=self._on_assigned,
+        )
+
+    async def _on_revoked(self, partitions: list[TopicPartition]) -> None:
+        if self.enable_auto_commit:
+            await self._commit_if_moved()
+        await self._tell_listener("on_partitions_revoked", partitions)
+        self.assign([])
+
+    async def _on_assigned(self, partitions: list[TopicPartition]) -> None:
+        self.assign(partitions)
+        await self._tell_listener("on_partitions_assigned", partitions)
+        try:
+            await self._ensure_running()
+        except (ConnectionClosed, KafkaError) as exc:  # the next poll tries again
+            self.log.info("positions_not_ready", error=str(exc))
+
+    async def _tell_listener(self, method: str, partitions: list[TopicPartition]) -> None:
+        if self._listener is None:
+            return
+        result = getattr(self._listener, method)(list(partitions))
+        if inspect.isawaitable(result):
+            await result
 
     async def assign_topics(self, topics: list[str]) -> list[TopicPartition]:
         """Assign every partition of ``topics`` (which must exist)."""
@@ -220,14 +306,24 @@ class Consumer:
         missing = [tp for tp in self.state.assignment if tp not in positions]
         if not missing:
             return
-        if self.group_id is not None:
-            errors: dict[TopicPartition, KafkaError] = {}
-            committed = await self.cluster.committed(self.group_id, missing, errors)
-            self.state.note_trouble(errors)
+        if self.group is not None:
+            try:
+                committed = await self.group.committed(missing)
+            except (ConnectionClosed, KafkaError) as exc:
+                if isinstance(exc, KafkaError) and not exc.retriable:
+                    raise
+                # Unreadable now: try again at the next poll.
+                error = (
+                    exc
+                    if isinstance(exc, KafkaError)
+                    else KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
+                )
+                self.state.note_trouble(dict.fromkeys(missing, error))
+                return
             for tp, (offset, _) in committed.items():
                 self._set_position(tp, offset)
-            # No committed offset: reset. Unreadable now: try again at the next poll.
-            missing = [tp for tp in missing if tp not in positions and tp not in errors]
+            # No committed offset: reset.
+            missing = [tp for tp in missing if tp not in positions]
         if missing:
             if self.auto_offset_reset == "none":
                 raise KafkaError(
@@ -256,12 +352,15 @@ class Consumer:
         """Records from the chunk queue: waits up to ``timeout_ms`` for the first, then hands
         out what is already fetched (at most ``max_records``)."""
         state = self.state
-        if not state.assignment:
-            raise RuntimeError("no partitions assigned")
-        state.raise_errors()
-        await self._ensure_running()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
+        if self.coordinator is not None:
+            if not await self._await_assignment(timeout_ms):
+                return []
+        elif not state.assignment:
+            raise RuntimeError("no partitions assigned (assign them, or subscribe with a group)")
+        state.raise_errors()
+        await self._ensure_running()
         limit = max_records if max_records is not None else 1 << 62
         out: list[ConsumerMessage] = []
         while len(out) < limit:
@@ -290,6 +389,24 @@ class Consumer:
             state.positions[(record.topic, record.partition)] = record.offset + 1
         return out
 
+    async def _await_assignment(self, timeout_ms: int) -> bool:
+        """Start group membership on the first poll, and wait (up to ``timeout_ms``) for
+        a generation's assignment; raise what ended the membership for good."""
+        coordinator = self.coordinator
+        assert coordinator is not None
+        coordinator.start()
+        if not coordinator.joined.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_ms / 1000):
+                    await coordinator.joined.wait()
+        if coordinator.fatal is not None:
+            raise coordinator.fatal
+        if coordinator.joined.is_set() and self.state.assignment:
+            return True
+        if coordinator.joined.is_set():  # a member without partitions: nothing to fetch
+            await asyncio.sleep(timeout_ms / 1000)
+        return False
+
     def _next_chunk_nowait(self) -> Chunk | None:
         try:
             return self.queue.get_nowait()
@@ -298,57 +415,54 @@ class Consumer:
 
     # -- committed offsets ---------------------------------------------------------------------
 
-    def _require_group(self) -> str:
-        if self.group_id is None:
+    def _require_group(self) -> CoordinatorClient:
+        if self.group is None:
             raise RuntimeError("this consumer has no group_id")
-        return self.group_id
+        return self.group
 
     async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
-        """Commit ``offsets`` (default: what the application has consumed) for the group.
-        The commit's metadata names this consumer (the offset checker's owner). Partitions
-        whose leader is unavailable are not committed: KafkaError names the first of them
-        (retriable), after the others were committed."""
+        """Commit ``offsets`` (default: what the application has consumed) for the group,
+        in the current generation when the group assigned them. The commit's metadata
+        names this consumer (the offset checker's owner). Raises KafkaError naming the
+        first partition not committed."""
         group = self._require_group()
         offsets = dict(self.state.positions) if offsets is None else offsets
         if not offsets:
             return
-        errors: dict[TopicPartition, KafkaError] = {}
-
-        async def ask(conn: Connection, tps: list[TopicPartition]) -> None:
-            request = m.OffsetCommitRequest(
-                group,
-                [
-                    m.OffsetCommitTopic(
-                        t, [m.OffsetCommitPartition(p, offsets[(t, p)], self.owner) for p in ps]
-                    )
-                    for t, ps in by_topic(tps).items()
-                ],
-            )
-            response: m.OffsetCommitResponse = await conn.send(ApiKey.OFFSET_COMMIT, request)
-            for topic in response.topics:
-                for part in topic.partitions:
-                    tp = (topic.name, part.partition_index)
-                    if part.error_code:
-                        errors[tp] = KafkaError(
-                            part.error_code,
-                            f"commit {tp[0]}-{tp[1]} at {offsets[tp]} for group {group!r}",
-                        )
-                    else:
-                        self._committed_positions[tp] = offsets[tp]
-
-        await self.cluster.per_leader(list(offsets), errors, ask)
-        if errors:
-            tp, error = next(iter(errors.items()))
+        generation, member = -1, ""
+        coordinator = self.coordinator
+        if coordinator is not None and coordinator.in_generation:
+            generation, member = coordinator.generation_id, coordinator.member_id
+        errors = await group.commit(
+            {tp: (o, self.owner) for tp, o in offsets.items()},
+            generation,
+            member,
+            self.group_instance_id if coordinator is not None else None,
+        )
+        failed = {tp: code for tp, code in errors.items() if code}
+        for tp, code in errors.items():
+            if not code:
+                self._committed_positions[tp] = offsets[tp]
+        if failed:
+            (topic, index), code = next(iter(failed.items()))
+            if coordinator is not None and code in (
+                ErrorCode.REBALANCE_IN_PROGRESS,
+                ErrorCode.ILLEGAL_GENERATION,
+                ErrorCode.UNKNOWN_MEMBER_ID,
+            ):
+                coordinator.rejoin_needed.set()
             raise KafkaError(
-                error.code,
-                f"{len(errors)} of {len(offsets)} partition(s) not committed; "
-                f"{tp[0]}-{tp[1]}: {error}",
+                code,
+                f"{len(failed)} of {len(offsets)} partition(s) not committed for group "
+                f"{self.group_id!r}; {topic}-{index} at {offsets[(topic, index)]}",
             )
 
     async def committed_offsets(
         self, tps: list[TopicPartition]
     ) -> dict[TopicPartition, int | None]:
-        committed = await self.cluster.committed(self._require_group(), tps)
+        self._require_group()
+        assert self.group is not None
+        committed = await self.group.committed(tps)
         return {tp: committed[tp][0] if tp in committed else None for tp in tps}
 
     async def _auto_commit_loop(self) -> None:
@@ -380,4 +494,6 @@ class Consumer:
             self._auto_commit = None
         if self.enable_auto_commit:
             await self._commit_if_moved()
+        if self.coordinator is not None:
+            await self.coordinator.close()
         await self.cluster.close()

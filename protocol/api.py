@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 from msgspec import Raw, Struct
 
+from protocol import group_messages as g
 from protocol import messages as m
 from protocol.errors import DECODE_ERRORS, ErrorCode
 from protocol.framing import LENGTH_PREFIX as _LENGTH
@@ -29,6 +30,12 @@ class ApiKey(enum.IntEnum):
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -36,7 +43,9 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     FETCH_SNAPSHOT = 59
     DESCRIBE_CLUSTER = 60
@@ -66,6 +75,14 @@ _NAMES = {
     ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
     ApiKey.ELECT_LEADERS: "ElectLeaders",
     ApiKey.FIND_COORDINATOR: "FindCoordinator",
+    ApiKey.JOIN_GROUP: "JoinGroup",
+    ApiKey.HEARTBEAT: "Heartbeat",
+    ApiKey.LEAVE_GROUP: "LeaveGroup",
+    ApiKey.SYNC_GROUP: "SyncGroup",
+    ApiKey.DESCRIBE_GROUPS: "DescribeGroups",
+    ApiKey.LIST_GROUPS: "ListGroups",
+    ApiKey.DELETE_GROUPS: "DeleteGroups",
+    ApiKey.OFFSET_DELETE: "OffsetDelete",
     ApiKey.INIT_PRODUCER_ID: "InitProducerId",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
@@ -81,7 +98,18 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.METADATA, 0): (m.MetadataRequest, m.MetadataResponse),
     (ApiKey.UPDATE_METADATA, 0): (m.UpdateMetadataRequest, m.UpdateMetadataResponse),
     (ApiKey.OFFSET_COMMIT, 0): (m.OffsetCommitRequest, m.OffsetCommitResponse),
+    (ApiKey.OFFSET_COMMIT, 1): (g.OffsetCommitRequestV1, m.OffsetCommitResponse),
     (ApiKey.OFFSET_FETCH, 0): (m.OffsetFetchRequest, m.OffsetFetchResponse),
+    (ApiKey.OFFSET_FETCH, 1): (g.OffsetFetchRequestV1, g.OffsetFetchResponseV1),
+    (ApiKey.FIND_COORDINATOR, 0): (g.FindCoordinatorRequest, g.FindCoordinatorResponse),
+    (ApiKey.JOIN_GROUP, 0): (g.JoinGroupRequest, g.JoinGroupResponse),
+    (ApiKey.SYNC_GROUP, 0): (g.SyncGroupRequest, g.SyncGroupResponse),
+    (ApiKey.HEARTBEAT, 0): (g.HeartbeatRequest, g.HeartbeatResponse),
+    (ApiKey.LEAVE_GROUP, 0): (g.LeaveGroupRequest, g.LeaveGroupResponse),
+    (ApiKey.DESCRIBE_GROUPS, 0): (g.DescribeGroupsRequest, g.DescribeGroupsResponse),
+    (ApiKey.LIST_GROUPS, 0): (g.ListGroupsRequest, g.ListGroupsResponse),
+    (ApiKey.DELETE_GROUPS, 0): (g.DeleteGroupsRequest, g.DeleteGroupsResponse),
+    (ApiKey.OFFSET_DELETE, 0): (g.OffsetDeleteRequest, g.OffsetDeleteResponse),
     (ApiKey.API_VERSIONS, 0): (m.ApiVersionsRequest, m.ApiVersionsResponse),
     (ApiKey.CREATE_TOPICS, 0): (m.CreateTopicsRequest, m.CreateTopicsResponse),
     (ApiKey.DELETE_TOPICS, 0): (m.DeleteTopicsRequest, m.DeleteTopicsResponse),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.api.groups import GroupApis
 from broker.api.request_limits import (
     MAX_PARTITIONS_PER_REQUEST,
     check_partition_count,
@@ -46,7 +47,6 @@ class KafkaApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.replica_manager = broker.replica_manager
-        self.group_coordinator = broker.group_coordinator
         self.metrics = broker.metrics
         self.log = structlog.get_logger("kafka_apis").bind(broker_id=broker.broker_id)
         # api_key -> handler(body, version); the network layer calls these directly.
@@ -57,8 +57,6 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.UPDATE_METADATA: self.handle_update_metadata,
-            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
-            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
@@ -69,6 +67,7 @@ class KafkaApis:
             ApiKey.FETCH_SNAPSHOT: self.handle_fetch_snapshot,
             ApiKey.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown,
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+            **GroupApis(broker).handlers(),
         }
 
     # -- produce / fetch -------------------------------------------------------------------
@@ -171,48 +170,6 @@ class KafkaApis:
                 parts.append(m.EpochEndOffset(error, p.partition, epoch, end))
             topics.append(m.OffsetForLeaderTopicResult(topic.topic, parts))
         return m.OffsetForLeaderEpochResponse(topics)
-
-    def handle_offset_commit(self, request: m.OffsetCommitRequest, version: int) -> Result:
-        check_partition_count(request.topics)
-        errors = iter(
-            self.group_coordinator.commit_offsets(
-                request.group_id,
-                [
-                    ((t.name, p.partition_index), (p.committed_offset, p.committed_metadata))
-                    for t in request.topics
-                    for p in t.partitions
-                ],
-            )
-        )
-        return m.OffsetCommitResponse(
-            [
-                m.OffsetCommitTopicResponse(
-                    t.name,
-                    [
-                        m.OffsetCommitPartitionResponse(p.partition_index, next(errors))
-                        for p in t.partitions
-                    ],
-                )
-                for t in request.topics
-            ]
-        )
-
-    def handle_offset_fetch(self, request: m.OffsetFetchRequest, version: int) -> Result:
-        check_partition_count(request.topics, lambda t: t.partition_indexes)
-        results = iter(
-            self.group_coordinator.fetch_offsets(
-                request.group_id,
-                [(t.name, index) for t in request.topics for index in t.partition_indexes],
-            )
-        )
-        topics = []
-        for t in request.topics:
-            parts = []
-            for index in t.partition_indexes:
-                error, (offset, metadata) = next(results)
-                parts.append(m.OffsetFetchPartitionResponse(index, offset, metadata, error))
-            topics.append(m.OffsetFetchTopicResponse(t.name, parts))
-        return m.OffsetFetchResponse(topics)
 
     # -- metadata and topics ---------------------------------------------------------------
 

@@ -56,6 +56,16 @@ IntConfig = Literal[
     "producer.purgatory.purge.interval.requests",
     "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms",
+    "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "offsets.commit.timeout.ms",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "offset.metadata.max.bytes",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.max.size",
 ]
 FloatConfig = Literal[
     "remote.storage.latency.ms",

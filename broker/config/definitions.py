@@ -415,6 +415,87 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         _at_least(1),
     ),
     ConfigDef(
+        "offsets.topic.num.partitions",
+        int,
+        50,
+        "Partitions of the internal `__consumer_offsets` topic (created on first use). The "
+        "coordinator of group G is the leader of partition hash(G) mod this.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "offsets.topic.replication.factor",
+        int,
+        3,
+        "Replication factor of `__consumer_offsets`. Kafka refuses to create the topic "
+        "while fewer brokers exist; here a cluster with fewer members uses all of them "
+        "(so a single broker works without changing it).",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "offsets.commit.timeout.ms",
+        int,
+        5000,
+        "How long a commit (or a group's assignment) waits for every in-sync replica of its "
+        "`__consumer_offsets` partition; then it fails with COORDINATOR_NOT_AVAILABLE.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "offsets.retention.minutes",
+        int,
+        10080,
+        "The committed offsets of a group are deleted this long after the group became "
+        "empty (a group that only commits: after its last commit).",
+        _at_least(1),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "offsets.retention.check.interval.ms",
+        int,
+        600000,
+        "How often each coordinator looks for offsets to expire.",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "offset.metadata.max.bytes",
+        int,
+        4096,
+        "Longest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE beyond).",
+        _at_least(0),
+    ),
+    ConfigDef(
+        "group.initial.rebalance.delay.ms",
+        int,
+        3000,
+        "How long the first rebalance of an empty group waits for more members to join "
+        "(each new member extends it by this much, up to the rebalance timeout).",
+        _at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "group.min.session.timeout.ms",
+        int,
+        6000,
+        "Shortest session timeout a member may ask for (INVALID_SESSION_TIMEOUT below).",
+        _at_least(1),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "group.max.session.timeout.ms",
+        int,
+        1800000,
+        "Longest session timeout a member may ask for (INVALID_SESSION_TIMEOUT above).",
+        _at_least(1),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "group.max.size",
+        int,
+        2147483647,
+        "Most members one group may have (GROUP_MAX_SIZE_REACHED beyond).",
+        _at_least(1),
+        dynamic=True,
+    ),
+    ConfigDef(
         "fetch.purgatory.purge.interval.requests",
         int,
         1000,

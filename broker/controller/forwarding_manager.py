@@ -16,6 +16,7 @@ import structlog
 
 from broker.config.broker_config import BrokerConfig
 from broker.controller.controller import Controller
+from broker.controller.internal_topics import OFFSETS_TOPIC
 from broker.controller.metadata_cache import MetadataCache
 from broker.controller.topics import topic_name_problem
 from clients.connection import Connection, ConnectionClosed
@@ -173,6 +174,26 @@ class ForwardingManager:
             or topic_name_problem(topic)
         ):
             return
-        self._auto_creating.add(topic)
-        task = self.spawn(self.create_topics(m.CreateTopicsRequest([m.CreatableTopic(topic)])))
-        task.add_done_callback(lambda _: self._auto_creating.discard(topic))
+        self._create_in_background(m.CreatableTopic(topic))
+
+    def create_offsets_topic(self) -> None:
+        """A group needs its coordinator: create ``__consumer_offsets`` (Kafka's
+        AutoTopicCreationManager does so for FindCoordinator, whatever
+        ``auto.create.topics.enable`` says). Its replication factor is capped at the
+        cluster's size; its records never expire by time or size."""
+        if OFFSETS_TOPIC in self._auto_creating or OFFSETS_TOPIC in self.metadata.topics:
+            return
+        factor = min(self.config["offsets.topic.replication.factor"], len(self.metadata.members))
+        topic = m.CreatableTopic(
+            OFFSETS_TOPIC,
+            self.config["offsets.topic.num.partitions"],
+            max(factor, 1),
+            {"retention.ms": "-1", "retention.bytes": "-1"},
+        )
+        self._create_in_background(topic)
+
+    def _create_in_background(self, topic: m.CreatableTopic) -> None:
+        name = topic.name
+        self._auto_creating.add(name)
+        task = self.spawn(self.create_topics(m.CreateTopicsRequest([topic])))
+        task.add_done_callback(lambda _: self._auto_creating.discard(name))

@@ -1,65 +1,859 @@
-"""GroupCoordinator: commits and reads consumer groups' offsets.
+"""GroupCoordinator: Kafka's classic consumer group protocol, and the groups' offsets.
 
-Committed offsets are kept in memory with the partition's leader replica, so a group's
-offsets for a partition live and die with that replica (a deleted topic takes them along).
+Members join (JoinGroup), the broker picks a protocol they all support and hands the
+leader everyone's subscription, the leader's assignment goes to each member (SyncGroup),
+and members stay by heartbeating within their session timeout. A join, a leave or an
+expired session starts a rebalance: a new generation, whose id fences members of the old
+one. Rebalances wait in the "Rebalance" purgatory (``DelayedJoin``), sessions in the
+"Heartbeat" purgatory (``DelayedHeartbeat``). Committed offsets and each generation live
+in ``__consumer_offsets`` (``GroupMetadataManager``). Both protocols' API layers call the
+methods here with plain values; an answer that must wait is a future.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import functools
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from broker.replication.fetch_params import TopicPartition
-from broker.replication.partition import Partition
+import structlog
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from broker.config.broker_config import BrokerConfig
+from broker.controller.internal_topics import OFFSETS_TOPIC
+from broker.controller.metadata_cache import MetadataCache
+from broker.coordinator.delayed_heartbeat import DelayedHeartbeat
+from broker.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
+from broker.coordinator.group_metadata import (
+    CommittedOffset,
+    GroupMetadata,
+    GroupState,
+    JoinResult,
+    MemberMetadata,
+    SyncResult,
+    TopicPartition,
+)
+from broker.coordinator.group_metadata_manager import GroupMetadataManager
+from broker.ops.metrics import BrokerMetrics, counter, gauge, purgatory_families
+from broker.purgatory import DelayedOperationPurgatory, Periodic, Scheduler, SystemTimer
+from broker.replication.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode
 
-MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 MAX_GROUP_ID_LENGTH = 249
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's: a new member's first join may wait this long
+UNKNOWN_MEMBER_ID = ""
 
-OffsetAndMetadata = tuple[int, str | None]  # -1: nothing committed
+OffsetToCommit = tuple[int, int, str | None]  # offset, leader epoch, metadata
 
 
 class GroupCoordinator:
-    def __init__(self, leader_partition: Callable[[str, int], Partition | ErrorCode]) -> None:
-        self.leader_partition = leader_partition
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replica_manager: ReplicaManager,
+        metadata: MetadataCache,
+        scheduler: Scheduler,
+        metrics: BrokerMetrics,
+        create_offsets_topic: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.scheduler = scheduler
+        self.create_offsets_topic = create_offsets_topic
+        self.join_purgatory: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
+            "Rebalance", SystemTimer(scheduler)
+        )
+        self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = (
+            DelayedOperationPurgatory("Heartbeat", SystemTimer(scheduler))
+        )
+        self.manager = GroupMetadataManager(
+            config, replica_manager, scheduler, self._loaded, self._unloaded
+        )
+        replica_manager.leadership_listeners.append(self._leadership)
+        self.rebalances = 0
+        self.expired_offsets = 0
+        self.offsets_cleanup = Periodic(
+            scheduler,
+            lambda: config["offsets.retention.check.interval.ms"],
+            self.expire_offsets,
+        )
+        metrics.register(self.collect_metrics)
+        self.log = structlog.get_logger("group_coordinator").bind(broker_id=config.broker_id)
 
-    @staticmethod
-    def valid_group(group_id: str) -> bool:
-        return bool(group_id) and len(group_id) <= MAX_GROUP_ID_LENGTH
+    def start(self) -> None:
+        self.offsets_cleanup.start()
+
+    def shutdown(self) -> None:
+        self.offsets_cleanup.cancel()
+        for group in self.manager.owned_groups():
+            self._unloaded(group)
+        self.join_purgatory.cancel_all()
+        self.heartbeat_purgatory.cancel_all()
+
+    @property
+    def groups(self) -> dict[str, GroupMetadata]:
+        return self.manager.groups
+
+    def _now(self) -> int:
+        return self.scheduler.wall_ms()
+
+    def _future(self) -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().create_future()
+
+    # -- where groups live -----------------------------------------------------------------
+
+    def find_coordinator(self, group_id: str) -> tuple[int, int]:
+        """(error, broker id) of the group's coordinator: the leader of its partition of
+        ``__consumer_offsets``, which is created on the first ask."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, -1
+        state = self.metadata.partition(OFFSETS_TOPIC, self.manager.partition_for(group_id))
+        if state is None:
+            self.create_offsets_topic()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        if state.leader_id < 0 or state.leader_id not in self.metadata.live_brokers:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        return ErrorCode.NONE, state.leader_id
+
+    def _coordinator_error(self, group_id: str) -> int:
+        if not group_id or len(group_id) > MAX_GROUP_ID_LENGTH:
+            return ErrorCode.INVALID_GROUP_ID
+        return self.manager.ownership_error(group_id)
+
+    def _leadership(self, key: TopicPartition, leader_epoch: int, leads: bool) -> None:
+        if key[0] == OFFSETS_TOPIC:
+            self.manager.leadership_changed(key[1], leader_epoch, leads)
+
+    def _loaded(self, group: GroupMetadata) -> None:
+        """A group read back from its partition: its members must heartbeat again within
+        their session timeouts."""
+        for member in group.members.values():
+            self._complete_and_schedule_next_heartbeat(group, member)
+
+    def _unloaded(self, group: GroupMetadata) -> None:
+        """This broker no longer coordinates the group: whoever waits is told to look for
+        the new coordinator."""
+        state = group.state
+        group.state = GroupState.DEAD
+        for member in group.members.values():
+            if state is GroupState.PREPARING_REBALANCE:
+                group.complete_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+            group.complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+            self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id))
+        for member_id in group.pending_members:
+            self.heartbeat_purgatory.check_and_complete((group.group_id, member_id))
+        self.join_purgatory.check_and_complete(group.group_id)
+
+    # -- JoinGroup -------------------------------------------------------------------------
+
+    def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult | asyncio.Future[JoinResult]:
+        error = self._coordinator_error(group_id)
+        if error:
+            return JoinResult(error, member_id)
+        config = self.config
+        if not (
+            config["group.min.session.timeout.ms"]
+            <= session_timeout_ms
+            <= config["group.max.session.timeout.ms"]
+        ):
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        if rebalance_timeout_ms < 0:  # JoinGroup v0: the session timeout serves for both
+            rebalance_timeout_ms = session_timeout_ms
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id != UNKNOWN_MEMBER_ID:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._now())
+        if group.state is GroupState.DEAD:
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not group.supports(protocol_type, protocols):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        member = MemberMetadata(
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+        )
+        if member_id == UNKNOWN_MEMBER_ID:
+            result = self._join_new_member(group, member, require_known_member_id)
+        else:
+            result = self._join_known_member(group, member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self.join_purgatory.check_and_complete(group_id)
+        if group.is_empty() and group.generation_id == 0 and not group.offsets:
+            self.groups.pop(group_id, None)  # nobody joined after all
+        return result
+
+    def _join_new_member(
+        self, group: GroupMetadata, joining: MemberMetadata, require_known_member_id: bool
+    ) -> JoinResult | asyncio.Future[JoinResult]:
+        if len(group.members) + len(group.pending_members) >= self.config["group.max.size"]:
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID)
+        instance = joining.group_instance_id
+        joining.member_id = f"{instance or joining.client_id}-{uuid.uuid4()}"
+        if instance is not None:
+            old_member_id = group.static_members.get(instance)
+            if old_member_id is not None and old_member_id in group.members:
+                return self._replace_static_member(group, old_member_id, joining)
+            return self._add_member_and_rebalance(group, joining)
+        if require_known_member_id:  # JoinGroup v4+: join again with this id
+            group.pending_members.add(joining.member_id)
+            self._watch_heartbeat(group, joining.member_id, True, joining.session_timeout_ms)
+            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, joining.member_id)
+        return self._add_member_and_rebalance(group, joining)
+
+    def _join_known_member(
+        self, group: GroupMetadata, joining: MemberMetadata
+    ) -> JoinResult | asyncio.Future[JoinResult]:
+        member_id = joining.member_id
+        if member_id in group.pending_members:
+            return self._add_member_and_rebalance(group, joining)
+        error = self._member_error(group, member_id, joining.group_instance_id)
+        if error:
+            return JoinResult(error, member_id)
+        member = group.members[member_id]
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            return self._update_member_and_rebalance(group, member, joining)
+        if state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(joining.protocols):  # a retried join: the same answer again
+                return self._join_result(group, member)
+            return self._update_member_and_rebalance(group, member, joining)
+        if state is GroupState.STABLE:
+            if member_id == group.leader_id or not member.matches(joining.protocols):
+                return self._update_member_and_rebalance(group, member, joining)
+            return self._join_result(group, member)
+        return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+
+    def _member_error(self, group: GroupMetadata, member_id: str, instance: str | None) -> int:
+        """UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID for a member the group does not know as
+        this; NONE if it does."""
+        if instance is not None:
+            registered = group.static_members.get(instance)
+            if registered is not None and registered != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
+
+    def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
+        leader = member.member_id == group.leader_id
+        return JoinResult(
+            ErrorCode.NONE,
+            member.member_id,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            group.member_metadata() if leader else [],
+        )
+
+    def _add_member_and_rebalance(
+        self, group: GroupMetadata, member: MemberMetadata
+    ) -> asyncio.Future[JoinResult]:
+        future: asyncio.Future[JoinResult] = self._future()
+        member.is_new = True
+        if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, future)
+        self._complete_and_schedule_next_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} joined")
+        return future
+
+    def _update_member_and_rebalance(
+        self, group: GroupMetadata, member: MemberMetadata, joining: MemberMetadata
+    ) -> asyncio.Future[JoinResult]:
+        future: asyncio.Future[JoinResult] = self._future()
+        member.protocols = joining.protocols
+        member.rebalance_timeout_ms = joining.rebalance_timeout_ms
+        member.session_timeout_ms = joining.session_timeout_ms
+        member.client_id, member.client_host = joining.client_id, joining.client_host
+        # A join sent again while the first still waits: the first gives way.
+        group.complete_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        group.set_awaiting_join(member, future)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        return future
+
+    def _replace_static_member(
+        self, group: GroupMetadata, old_member_id: str, joining: MemberMetadata
+    ) -> JoinResult | asyncio.Future[JoinResult]:
+        """A static member back under a new member id (a restart): it takes its old place.
+        In a Stable group with unchanged protocols there is no rebalance: it gets the
+        current generation and, from SyncGroup, its old assignment."""
+        old = group.members[old_member_id]
+        fenced = JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id)
+        group.complete_join(old, fenced)
+        group.complete_sync(old, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        assert joining.group_instance_id is not None
+        member = group.replace_static_member(
+            joining.group_instance_id, old_member_id, joining.member_id
+        )
+        self.heartbeat_purgatory.check_and_complete((group.group_id, old_member_id))
+        unchanged = member.matches(joining.protocols)
+        member.client_id, member.client_host = joining.client_id, joining.client_host
+        member.session_timeout_ms = joining.session_timeout_ms
+        member.rebalance_timeout_ms = joining.rebalance_timeout_ms
+        if group.state is GroupState.STABLE and unchanged:
+            self._complete_and_schedule_next_heartbeat(group, member)
+            result = self._join_result(group, member)
+            # The leader is told the members but must not assign again (KIP-345).
+            return result._replace(skip_assignment=member.member_id == group.leader_id)
+        future: asyncio.Future[JoinResult] = self._future()
+        member.protocols = joining.protocols
+        group.set_awaiting_join(member, future)
+        self._complete_and_schedule_next_heartbeat(group, member)
+        self._maybe_prepare_rebalance(group, f"static member {member.group_instance_id} rejoined")
+        return future
+
+    # -- rebalancing -----------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        operation: DelayedJoin
+        if group.state is GroupState.EMPTY:
+            delay = self.config["group.initial.rebalance.delay.ms"]
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            operation = InitialDelayedJoin(self, group, delay, remaining)
+        else:
+            operation = DelayedJoin(self, group, group.rebalance_timeout_ms())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
+        self.rebalances += 1
+        self.log.info(
+            "rebalance_started",
+            group=group.group_id,
+            generation=group.generation_id,
+            members=len(group.members),
+            reason=reason,
+        )
+        self.watch_join(operation)
+
+    def watch_join(self, operation: DelayedJoin) -> None:
+        self.join_purgatory.try_complete_else_watch(operation, [operation.group.group_id])
+
+    def on_complete_join(self, group: GroupMetadata) -> None:
+        """The rebalance is over (everyone rejoined, or its time ran out): drop the members
+        that did not rejoin and start the next generation."""
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            return  # the group died meanwhile (unloaded or deleted)
+        for member in group.not_yet_rejoined():
+            self.log.info(
+                "member_removed", group=group.group_id, member=member.member_id, reason="no rejoin"
+            )
+            self._stop_heartbeat(group, member)
+            group.remove(member.member_id)
+        group.maybe_elect_new_joined_leader()
+        group.init_next_generation(self._now())
+        if not group.members:  # now Empty
+            self.manager.store_group(group, {})
+            self.log.info("group_empty", group=group.group_id, generation=group.generation_id)
+            return
+        self.log.info(
+            "generation_started",
+            group=group.group_id,
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            members=len(group.members),
+        )
+        for member in list(group.members.values()):
+            group.complete_join(member, self._join_result(group, member))
+            self._complete_and_schedule_next_heartbeat(group, member)
+            member.is_new = False
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            self._propagate(group, member, SyncResult(error))
+
+    def _propagate(self, group: GroupMetadata, member: MemberMetadata, result: SyncResult) -> None:
+        """Answer a member's waiting SyncGroup; its session starts again from now (while it
+        waited, its session could not expire)."""
+        if member.awaiting_sync is not None:
+            group.complete_sync(member, result)
+            self._complete_and_schedule_next_heartbeat(group, member)
+
+    # -- SyncGroup -------------------------------------------------------------------------
+
+    def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult | asyncio.Future[SyncResult]:
+        error = self._coordinator_error(group_id)
+        if error:
+            return SyncResult(error)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.state is GroupState.DEAD:
+            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        error = self._member_error(group, member_id, group_instance_id)
+        if error:
+            return SyncResult(error)
+        if generation_id != group.generation_id:
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        member = group.members[member_id]
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.state is GroupState.STABLE:
+            self._complete_and_schedule_next_heartbeat(group, member)
+            return SyncResult(
+                ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name
+            )
+        if group.state is not GroupState.COMPLETING_REBALANCE:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        future: asyncio.Future[SyncResult] = self._future()
+        group.complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))  # a repeat
+        member.awaiting_sync = future
+        self._complete_and_schedule_next_heartbeat(group, member)
+        if member_id == group.leader_id:
+            unknown = sorted(set(assignments) - set(group.members))
+            if unknown:  # Kafka ignores them too: only members get an assignment
+                self.log.warning(
+                    "assignment_for_unknown_members", group=group.group_id, members=unknown
+                )
+            full = {m: assignments.get(m, b"") for m in group.members}
+            generation = group.generation_id
+            stored = self.manager.store_group(group, full)
+            stored.add_done_callback(
+                lambda f: self._group_stored(group, generation, full, f.result())
+            )
+        return future
+
+    def _group_stored(
+        self, group: GroupMetadata, generation: int, assignment: dict[str, bytes], error: int
+    ) -> None:
+        if group.state is not GroupState.COMPLETING_REBALANCE or group.generation_id != generation:
+            return  # the group moved on while the assignment was being stored
+        if error:
+            self.log.warning("assignment_not_stored", group=group.group_id, error=error)
+            self._reset_and_propagate_assignment_error(group, error)
+            self._maybe_prepare_rebalance(group, "the assignment could not be stored")
+            return
+        group.transition_to(GroupState.STABLE, self._now())
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+            self._propagate(
+                group,
+                member,
+                SyncResult(
+                    ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name
+                ),
+            )
+        self.log.info("group_stable", group=group.group_id, generation=generation)
+
+    # -- Heartbeat and sessions --------------------------------------------------------------
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> int:
+        error = self._coordinator_error(group_id)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # as Kafka: the member cannot be judged until it is loaded
+        if error:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._member_error(group, member_id, group_instance_id)
+        if error:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.state is GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._complete_and_schedule_next_heartbeat(group, group.members[member_id])
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def _complete_and_schedule_next_heartbeat(
+        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
+    ) -> None:
+        """The member is alive: end its current session wait and start the next."""
+        key = (group.group_id, member.member_id)
+        member.heartbeat_satisfied = True
+        self.heartbeat_purgatory.check_and_complete(key)
+        member.heartbeat_satisfied = False
+        self._watch_heartbeat(
+            group, member.member_id, False, timeout_ms or member.session_timeout_ms
+        )
+
+    def _watch_heartbeat(
+        self, group: GroupMetadata, member_id: str, pending: bool, timeout_ms: int
+    ) -> None:
+        operation = DelayedHeartbeat(self, group, member_id, pending, timeout_ms)
+        self.heartbeat_purgatory.try_complete_else_watch(operation, [(group.group_id, member_id)])
+
+    def _stop_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        member.is_leaving = True
+        self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id))
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, pending: bool) -> None:
+        if group.state is GroupState.DEAD:
+            return
+        if pending:
+            if member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                if group.state is GroupState.PREPARING_REBALANCE:
+                    self.join_purgatory.check_and_complete(group.group_id)
+                elif group.is_empty() and not group.offsets and group.generation_id == 0:
+                    self.groups.pop(group.group_id, None)
+            return
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat:
+            return
+        self.log.info(
+            "member_removed", group=group.group_id, member=member_id, reason="session timeout"
+        )
+        self._remove_member_and_update_group(group, member, "session timeout")
+
+    def _remove_member_and_update_group(
+        self, group: GroupMetadata, member: MemberMetadata, reason: str
+    ) -> None:
+        group.complete_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        group.complete_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"member {member.member_id} left: {reason}")
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self.join_purgatory.check_and_complete(group.group_id)
+
+    # -- LeaveGroup ------------------------------------------------------------------------
+
+    def leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[int, list[int]]:
+        """(group error, one error per leaving (member id, instance id))."""
+        error = self._coordinator_error(group_id)
+        if error:
+            return error, [error] * len(members)
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(
+                members
+            )
+        return ErrorCode.NONE, [self._leave(group, m, i) for m, i in members]
+
+    def _leave(self, group: GroupMetadata, member_id: str, instance: str | None) -> int:
+        if instance is not None:
+            registered = group.static_members.get(instance)
+            if registered is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if member_id not in (UNKNOWN_MEMBER_ID, registered):
+                return ErrorCode.FENCED_INSTANCE_ID
+            member_id = registered
+        elif member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self.heartbeat_purgatory.check_and_complete((group.group_id, member_id))
+            if group.state is GroupState.PREPARING_REBALANCE:
+                self.join_purgatory.check_and_complete(group.group_id)
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self.log.info("member_left", group=group.group_id, member=member_id)
+        self._stop_heartbeat(group, member)
+        self._remove_member_and_update_group(group, member, "left the group")
+        return ErrorCode.NONE
+
+    # -- describing, listing, deleting -----------------------------------------------------
+
+    def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
+        """(error, the group); a group this coordinator does not have is (NONE, None): Dead."""
+        error = self._coordinator_error(group_id)
+        if error:
+            return error, None
+        return ErrorCode.NONE, self.groups.get(group_id)
+
+    def list_groups(self) -> tuple[int, list[GroupMetadata]]:
+        """Every group coordinated here (COORDINATOR_LOAD_IN_PROGRESS while a partition
+        of them is still loading, with the groups known so far)."""
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading else ErrorCode.NONE
+        groups = [g for g in self.manager.owned_groups() if g.state is not GroupState.DEAD]
+        return error, groups
+
+    def delete_groups(
+        self, group_ids: list[str]
+    ) -> dict[str, int] | asyncio.Future[dict[str, int]]:
+        """Delete empty groups with their offsets (NON_EMPTY_GROUP while members are in
+        one, GROUP_ID_NOT_FOUND for one unknown); answered once the deletions are stored."""
+        results: dict[str, int] = {}
+        waiting: list[tuple[str, asyncio.Future[int]]] = []
+        for group_id in group_ids:
+            error = self._coordinator_error(group_id)
+            group = self.groups.get(group_id) if not error else None
+            if error:
+                results[group_id] = error
+            elif group is None or group.state is GroupState.DEAD:
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state is not GroupState.EMPTY:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                waiting.append((group_id, self._delete_group(group, list(group.offsets))))
+        if not waiting:
+            return results
+        return _gather(results, waiting)
+
+    def _delete_group(
+        self, group: GroupMetadata, offsets: list[TopicPartition]
+    ) -> asyncio.Future[int]:
+        group.transition_to(GroupState.DEAD, self._now())
+        self.groups.pop(group.group_id, None)
+        self.log.info("group_deleted", group=group.group_id, offsets=len(offsets))
+        return self.manager.delete_offsets(group, offsets, delete_group=True)
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> (
+        tuple[int, dict[TopicPartition, int]]
+        | asyncio.Future[tuple[int, dict[TopicPartition, int]]]
+    ):
+        """OffsetDelete: (group error, error per partition). The offsets of topics a
+        consumer group still consumes stay (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        error = self._coordinator_error(group_id)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] | None = set()
+        if group.state is not GroupState.EMPTY:
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+        results: dict[TopicPartition, int] = {}
+        deleting: list[TopicPartition] = []
+        for tp in partitions:
+            if self.metadata.partition(*tp) is None:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif subscribed is not None and tp[0] in subscribed:
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[tp] = ErrorCode.NONE
+                if tp in group.offsets:
+                    deleting.append(tp)
+        if not deleting:
+            return ErrorCode.NONE, results
+        stored = self.manager.delete_offsets(group, deleting)
+        answer: asyncio.Future[tuple[int, dict[TopicPartition, int]]] = self._future()
+
+        def done(f: asyncio.Future[int]) -> None:
+            code = f.result()
+            answer.set_result((code, results) if code else (ErrorCode.NONE, results))
+
+        stored.add_done_callback(done)
+        return answer
+
+    # -- offsets ---------------------------------------------------------------------------
 
     def commit_offsets(
-        self, group_id: str, offsets: list[tuple[TopicPartition, OffsetAndMetadata]]
-    ) -> list[int]:
-        """Store each offset; one error code per entry, in order."""
-        group_ok = self.valid_group(group_id)
-        return [self._commit(group_id, group_ok, key, offset) for key, offset in offsets]
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetToCommit],
+    ) -> dict[TopicPartition, int] | asyncio.Future[dict[TopicPartition, int]]:
+        """OffsetCommit: one error per partition. A commit with generation -1 (and no
+        member) is a group that only stores offsets here; it needs an Empty group."""
+        error = self._coordinator_error(group_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._now())
+        error = self._commit_error(group, generation_id, member_id, group_instance_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        if member_id in group.members:
+            self._complete_and_schedule_next_heartbeat(group, group.members[member_id])
+        results: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, CommittedOffset] = {}
+        now = self._now()
+        limit = self.config["offset.metadata.max.bytes"]
+        for tp, (offset, leader_epoch, metadata) in offsets.items():
+            if metadata is not None and len(metadata.encode()) > limit:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            elif self.metadata.partition(*tp) is None:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                valid[tp] = CommittedOffset(offset, leader_epoch, metadata or "", now)
+        if not valid:
+            return results
+        stored = self.manager.store_offsets(group, valid)
+        answer: asyncio.Future[dict[TopicPartition, int]] = self._future()
 
-    def _commit(
-        self, group_id: str, group_ok: bool, key: TopicPartition, committed: OffsetAndMetadata
+        def done(f: asyncio.Future[int]) -> None:
+            answer.set_result({**results, **dict.fromkeys(valid, f.result())})
+
+        stored.add_done_callback(done)
+        return answer
+
+    def _commit_error(
+        self, group: GroupMetadata, generation_id: int, member_id: str, instance: str | None
     ) -> int:
-        offset, metadata = committed
-        if not group_ok:
-            return ErrorCode.INVALID_GROUP_ID
-        if metadata is not None and len(metadata) > MAX_METADATA_BYTES:
-            return ErrorCode.OFFSET_METADATA_TOO_LARGE
-        partition = self.leader_partition(*key)
-        if isinstance(partition, ErrorCode):
-            return partition
-        if not 0 <= offset <= partition.log.log_end_offset:
-            return ErrorCode.OFFSET_OUT_OF_RANGE
-        partition.committed[group_id] = committed
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if instance is not None:
+            registered = group.static_members.get(instance)
+            if registered is not None and registered != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id < 0 and group.state is GroupState.EMPTY:
+            return ErrorCode.NONE
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition]
-    ) -> list[tuple[int, OffsetAndMetadata]]:
-        """(error, (offset, metadata)) per partition, in order."""
-        if not self.valid_group(group_id):
-            return [(ErrorCode.INVALID_GROUP_ID, (-1, None)) for _ in partitions]
-        out: list[tuple[int, OffsetAndMetadata]] = []
-        for key in partitions:
-            partition = self.leader_partition(*key)
-            if isinstance(partition, ErrorCode):
-                out.append((partition, (-1, None)))
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
+        """OffsetFetch: (group error, committed offset per partition, None where nothing is
+        committed). ``partitions`` None: every partition the group committed."""
+        error = self._coordinator_error(group_id)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        committed = group.offsets if group is not None else {}
+        if partitions is None:
+            return ErrorCode.NONE, dict(committed)
+        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+
+    def expire_offsets(self) -> None:
+        """Kafka's offset retention: a group that has been Empty for
+        ``offsets.retention.minutes`` loses its offsets (then the group goes); a group that
+        only commits loses each offset that long after its commit; a consumer group loses
+        those of topics it no longer consumes."""
+        now = self._now()
+        retention = self.config["offsets.retention.minutes"] * 60_000
+        for group in self.manager.owned_groups():
+            if group.state is GroupState.DEAD:
+                continue
+            if group.state is GroupState.EMPTY and group.protocol_type is not None:
+                old = now - group.state_timestamp_ms >= retention
+                expired = list(group.offsets) if old else []
+            elif group.state is GroupState.EMPTY:
+                expired = [
+                    tp
+                    for tp, o in group.offsets.items()
+                    if now - o.commit_timestamp_ms >= retention
+                ]
             else:
-                out.append((ErrorCode.NONE, partition.committed.get(group_id, (-1, None))))
-        return out
+                subscribed = group.subscribed_topics()
+                expired = [
+                    tp
+                    for tp, o in group.offsets.items()
+                    if subscribed is not None
+                    and tp[0] not in subscribed
+                    and now - o.commit_timestamp_ms >= retention
+                ]
+            if group.state is GroupState.EMPTY and len(expired) == len(group.offsets):
+                self.expired_offsets += len(expired)
+                self._delete_group(group, expired)
+            elif expired:
+                self.expired_offsets += len(expired)
+                self.log.info("offsets_expired", group=group.group_id, offsets=len(expired))
+                self.manager.delete_offsets(group, expired)
+
+    # -- observation -----------------------------------------------------------------------
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The groups coordinated here, for ``/v1/state``."""
+        return [g.describe() for g in sorted(self.manager.owned_groups(), key=lambda g: g.group_id)]
+
+    def collect_metrics(self) -> Iterator[Metric]:
+        groups = list(self.manager.owned_groups())
+        by_state = GaugeMetricFamily(
+            "purgatory_groups",
+            "Consumer groups this broker coordinates, by state (Kafka's NumGroups*).",
+            labels=["state"],
+        )
+        for state in GroupState:
+            by_state.add_metric([state.value], sum(g.state is state for g in groups))
+        yield by_state
+        yield gauge(
+            "purgatory_group_members",
+            "Members of the groups this broker coordinates.",
+            sum(len(g.members) for g in groups),
+        )
+        yield gauge(
+            "purgatory_group_offsets",
+            "Committed offsets held by this coordinator (Kafka's NumOffsets).",
+            sum(len(g.offsets) for g in groups),
+        )
+        yield counter(
+            "purgatory_group_rebalances",
+            "Rebalances this coordinator started (a group entering PreparingRebalance).",
+            self.rebalances,
+        )
+        yield counter(
+            "purgatory_group_expired_offsets",
+            "Committed offsets deleted by offset retention.",
+            self.expired_offsets,
+        )
+        yield gauge(
+            "purgatory_offsets_partitions_loading",
+            "Partitions of __consumer_offsets this broker is loading groups from.",
+            len(self.manager.loading),
+        )
+        yield from purgatory_families((self.join_purgatory, self.heartbeat_purgatory))
+
+
+def _gather(
+    results: dict[str, int], waiting: list[tuple[str, asyncio.Future[int]]]
+) -> asyncio.Future[dict[str, int]]:
+    """One future of every group's result, once each stored deletion has its answer."""
+    answer: asyncio.Future[dict[str, int]] = asyncio.get_running_loop().create_future()
+    left = len(waiting)
+
+    def _one_done(group_id: str, f: asyncio.Future[int]) -> None:
+        nonlocal left
+        results[group_id] = f.result()
+        left -= 1
+        if left == 0:
+            answer.set_result(results)
+
+    for group_id, future in waiting:
+        future.add_done_callback(functools.partial(_one_done, group_id))
+    return answer

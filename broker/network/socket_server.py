@@ -218,6 +218,9 @@ class BrokerConnection(asyncio.Protocol):
         )
         stats.count += 1
         times = stats.times
+        server = self.server
+        server.current_client = request.client_id
+        server.current_peer = self.peer
         try:
             result = self.handlers[api_key](request.body, request.api_version)
         except RequestError as exc:
@@ -398,6 +401,10 @@ class SocketServer:
         faults.listeners.append(self._faults_changed)
         self.server: asyncio.Server | None = None
         self.log = structlog.get_logger("network").bind(broker_id=broker_id)
+        # Who sent the request being handled (a handler reads them before it returns:
+        # group members are described by client id and host).
+        self.current_client: str | None = None
+        self.current_peer = "?"
         self._logged_bad: set[tuple[str, str]] = set()
 
     def describe_clients(self) -> list[dict[str, Any]]:

@@ -42,7 +42,6 @@ class Partition:
     high_watermark: int = 0
     followers: dict[int, FollowerState] = field(default_factory=dict)
     isr_change_pending: bool = False  # an AlterPartition for it is in flight
-    committed: dict[str, tuple[int, str | None]] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, int]:

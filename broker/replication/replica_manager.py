@@ -10,6 +10,7 @@ from typing import Any, cast
 import structlog
 
 from broker.config.broker_config import BrokerConfig, IntConfig, validate_topic_configs
+from broker.controller.internal_topics import INTERNAL_TOPICS
 from broker.controller.metadata_cache import (
     MetadataCache,
     PartitionChange,
@@ -74,6 +75,9 @@ class ReplicaManager:
         self.metrics = metrics
         self.scheduler = scheduler
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Told (partition, leader epoch, leads it now) of every role a change gives a
+        # replica here, or takes away (Kafka's onLeadershipChange: the group coordinator).
+        self.leadership_listeners: list[Callable[[TopicPartition, int, bool], None]] = []
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = self._purgatory(
             "Fetch", "fetch.purgatory.purge.interval.requests"
         )
@@ -168,6 +172,7 @@ class ReplicaManager:
                 if existing is not None:
                     del self.partitions[key]
                     self.fetchers.unfollow(key)
+                    self._leadership(key, existing.leader_epoch, False)
                     self.log.info(
                         "partition_removed", topic=change.topic, partition=change.partition
                     )
@@ -191,6 +196,7 @@ class ReplicaManager:
                     state.leader_epoch, state.partition_epoch, state.replicas, state.isr, now
                 )
                 partition.maybe_increment_high_watermark()
+                self._leadership(key, state.leader_epoch, True)
             else:
                 partition.make_follower(
                     state.leader_id,
@@ -200,8 +206,13 @@ class ReplicaManager:
                     state.isr,
                 )
                 self.fetchers.follow(partition)
+                self._leadership(key, state.leader_epoch, False)
         for change in changes:
             self._check_waiting((change.topic, change.partition))
+
+    def _leadership(self, key: TopicPartition, leader_epoch: int, leads: bool) -> None:
+        for listener in self.leadership_listeners:
+            listener(key, leader_epoch, leads)
 
     def _check_waiting(self, key: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(key)
@@ -234,18 +245,26 @@ class ReplicaManager:
         acks: int,
         entries: list[tuple[TopicPartition, bytes]],
         kafka_batches_only: bool = False,
+        internal_topics_allowed: bool = False,
     ) -> tuple[ProduceResult, asyncio.Future[ProduceResult] | None]:
         """Append every partition's batch, in order; with acks=-1, wait in the Produce
         purgatory until the ISR has what was appended (unless it already does).
         ``kafka_batches_only``: refuse batches other than Kafka's v2 (the Kafka listener's
-        Produce v3+, as in Kafka) with INVALID_RECORD.
+        Produce v3+, as in Kafka) with INVALID_RECORD. Internal topics
+        (``__consumer_offsets``) take only the coordinator's appends
+        (``internal_topics_allowed``); clients get INVALID_TOPIC_EXCEPTION.
 
         Returns one response per entry, and, while a produce waits, a future that resolves
         to the same responses once each holds its final outcome."""
         responses: ProduceResult = []
         waiting: dict[TopicPartition, ProducePartitionStatus] = {}
         for key, records in entries:
-            if acks in (-1, 0, 1):
+            if key[0] in INTERNAL_TOPICS and not internal_topics_allowed:
+                response = PartitionResponse(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    error_message=f"cannot append to internal topic {key[0]}",
+                )
+            elif acks in (-1, 0, 1):
                 response = self._append(key, records, acks, waiting, kafka_batches_only)
             else:
                 response = PartitionResponse(

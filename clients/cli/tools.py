@@ -268,9 +268,8 @@ async def _describe_group(args: argparse.Namespace) -> int:
         tps = [
             (t, p.partition_index) for t in topics for p in admin.cluster.partitions_for(t) or []
         ]
-        committed = await admin.group_offsets(args.group, tps, errors) if tps else {}
-        # Partitions whose leader cannot say whether the group committed are shown too.
-        shown = tps if args.topic else [tp for tp in tps if tp in committed or tp in errors]
+        committed = await admin.group_offsets(args.group, tps) if tps else {}
+        shown = tps if args.topic else [tp for tp in tps if tp in committed]
         readable = [tp for tp in shown if tp not in errors]
         ends = await admin.log_end_offsets(readable, errors) if readable else {}
     rows = []

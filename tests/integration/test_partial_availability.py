@@ -88,7 +88,9 @@ async def test_consumer_groups_describe_shows_the_partitions_it_can(
 
     rows = {r["partition"]: r for r in json.loads(out)}
     assert rows[alive]["offset"] == 2 and rows[alive]["lag"] == RECORDS - 2
-    assert rows[dead]["error"] == "LEADER_NOT_AVAILABLE" and rows[dead]["offset"] is None
+    # The commit lives with the group's coordinator; the log end is what cannot be read.
+    assert rows[dead]["error"] == "LEADER_NOT_AVAILABLE" and rows[dead]["offset"] == 2
+    assert rows[dead]["lag"] is None
     assert f"orders-{dead}" in err
 
 

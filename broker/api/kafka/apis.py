@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from broker.api.kafka.cluster import ClusterApis, create_partitions_response
 from broker.api.kafka.configs import ConfigApis, describe_configs_response
+from broker.api.kafka.groups import GROUP_APIS, GroupApis
+from broker.api.kafka.groups import error_response as group_error_response
 from broker.api.kafka.offsets import OffsetApis
 from broker.api.kafka.records import RecordApis
 from broker.api.results import Result
@@ -39,6 +41,7 @@ class KafkaListenerApis:
             **RecordApis(broker).handlers(),
             **ClusterApis(broker).handlers(),
             **OffsetApis(broker).handlers(),
+            **GroupApis(broker).handlers(),
             **ConfigApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
@@ -63,6 +66,8 @@ class KafkaListenerApis:
         schema: Any = response_module(key, version) if key != ApiKey.FETCH else None
         if key == ApiKey.API_VERSIONS:
             return _api_versions(version if body is not None else 0, code)
+        if key in GROUP_APIS:
+            return group_error_response(key, version, body, code)
         if key == ApiKey.PRODUCE:
             if body.acks == 0:
                 return None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.api.request_limits import check_topic_count
 from broker.api.results import Result
+from broker.controller.internal_topics import INTERNAL_TOPICS
 from protocol import messages as m
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -69,7 +70,7 @@ class ClusterApis:
                 error_code=t.error_code,
                 name=t.name,
                 topic_id=t.topic_id or None,
-                is_internal=False,
+                is_internal=t.name in INTERNAL_TOPICS,
                 partitions=[
                     build(
                         schema.MetadataResponsePartition,

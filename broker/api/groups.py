@@ -1,0 +1,263 @@
+"""Our protocol's group coordinator APIs: FindCoordinator, OffsetCommit, OffsetFetch,
+OffsetDelete, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups and
+DeleteGroups, translated to the GroupCoordinator's calls (the Kafka listener's twins live
+in ``broker/api/kafka/offsets.py`` and ``groups.py``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.api.kafka.groups import client_host
+from broker.api.kafka.offsets import answer
+from broker.api.request_limits import check_partition_count, check_topic_count
+from broker.api.results import Result
+from broker.coordinator.group_metadata import GroupMetadata, GroupState, JoinResult, SyncResult
+from broker.coordinator.group_metadata import TopicPartition as GroupTopicPartition
+from protocol import group_messages as g
+from protocol import messages as m
+from protocol.api import ApiKey, RequestError
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+
+class GroupApis:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.coordinator = broker.group_coordinator
+
+    def handlers(self) -> dict[int, Any]:
+        return {
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.OFFSET_DELETE: self.handle_offset_delete,
+            ApiKey.JOIN_GROUP: self.handle_join_group,
+            ApiKey.SYNC_GROUP: self.handle_sync_group,
+            ApiKey.HEARTBEAT: self.handle_heartbeat,
+            ApiKey.LEAVE_GROUP: self.handle_leave_group,
+            ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
+            ApiKey.LIST_GROUPS: self.handle_list_groups,
+            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+        }
+
+    def handle_find_coordinator(self, request: g.FindCoordinatorRequest, version: int) -> Result:
+        if request.key_type != 0:
+            raise RequestError(ErrorCode.INVALID_REQUEST, "only group coordinators exist here")
+        code, node = self.coordinator.find_coordinator(request.key)
+        if code:
+            return g.FindCoordinatorResponse(code, -1, "", -1)
+        host, port = self.broker.members[node]
+        return g.FindCoordinatorResponse(ErrorCode.NONE, node, host, port)
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def handle_offset_commit(self, request: m.OffsetCommitRequest, version: int) -> Result:
+        check_partition_count(request.topics)
+        offsets = {
+            (t.name, p.partition_index): (p.committed_offset, -1, p.committed_metadata)
+            for t in request.topics
+            for p in t.partitions
+        }
+        if isinstance(request, g.OffsetCommitRequestV1):
+            member = (request.generation_id, request.member_id, request.group_instance_id)
+        else:
+            member = (-1, "", None)
+        result = self.coordinator.commit_offsets(request.group_id, *member, offsets)
+
+        def to_response(errors: dict[GroupTopicPartition, int]) -> m.OffsetCommitResponse:
+            return m.OffsetCommitResponse(
+                [
+                    m.OffsetCommitTopicResponse(
+                        t.name,
+                        [
+                            m.OffsetCommitPartitionResponse(
+                                p.partition_index, errors[(t.name, p.partition_index)]
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in request.topics
+                ]
+            )
+
+        return answer(result, to_response)
+
+    def handle_offset_fetch(self, request: m.OffsetFetchRequest, version: int) -> Result:
+        every = isinstance(request, g.OffsetFetchRequestV1) and request.all_partitions
+        asked = (
+            None if every else [(t.name, i) for t in request.topics for i in t.partition_indexes]
+        )
+        if asked is not None:
+            check_partition_count(request.topics, lambda t: t.partition_indexes)
+        code, offsets = self.coordinator.fetch_offsets(request.group_id, asked)
+        if code and asked is not None:
+            offsets = dict.fromkeys(asked)
+        by_topic: dict[str, list[m.OffsetFetchPartitionResponse]] = {}
+        for (topic, index), committed in offsets.items():
+            if committed is None:
+                offset, metadata = -1, None
+            else:
+                offset, metadata = committed.offset, committed.metadata
+            by_topic.setdefault(topic, []).append(
+                m.OffsetFetchPartitionResponse(index, offset, metadata, code)
+            )
+        topics = [m.OffsetFetchTopicResponse(t, parts) for t, parts in by_topic.items()]
+        if version == 0:
+            return m.OffsetFetchResponse(topics)
+        return g.OffsetFetchResponseV1(topics, code)
+
+    def handle_offset_delete(self, request: g.OffsetDeleteRequest, version: int) -> Result:
+        check_partition_count(request.topics, lambda t: t.partition_indexes)
+        asked = [(t.name, i) for t in request.topics for i in t.partition_indexes]
+        result = self.coordinator.delete_offsets(request.group_id, asked)
+
+        def to_response(
+            outcome: tuple[int, dict[GroupTopicPartition, int]],
+        ) -> g.OffsetDeleteResponse:
+            code, errors = outcome
+            topics = [
+                m.OffsetCommitTopicResponse(
+                    t.name,
+                    [
+                        m.OffsetCommitPartitionResponse(i, errors.get((t.name, i), code))
+                        for i in t.partition_indexes
+                    ],
+                )
+                for t in request.topics
+            ]
+            return g.OffsetDeleteResponse(code, topics)
+
+        return answer(result, to_response)
+
+    # -- membership ------------------------------------------------------------------------
+
+    def handle_join_group(self, request: g.JoinGroupRequest, version: int) -> Result:
+        if len(request.protocols) > 1000:
+            raise RequestError(ErrorCode.INVALID_REQUEST, "more than 1000 protocols")
+        server = self.broker.socket_server
+        result = self.coordinator.join_group(
+            request.group_id,
+            request.member_id,
+            request.group_instance_id,
+            True,
+            server.current_client or "",
+            client_host(server.current_peer),
+            request.rebalance_timeout_ms,
+            request.session_timeout_ms,
+            request.protocol_type,
+            [(p.name, p.metadata) for p in request.protocols],
+        )
+        return answer(result, _join_response)
+
+    def handle_sync_group(self, request: g.SyncGroupRequest, version: int) -> Result:
+        result = self.coordinator.sync_group(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id,
+            request.protocol_type,
+            request.protocol_name,
+            {a.member_id: a.assignment for a in request.assignments},
+        )
+        return answer(result, _sync_response)
+
+    def handle_heartbeat(self, request: g.HeartbeatRequest, version: int) -> Result:
+        return g.HeartbeatResponse(
+            self.coordinator.heartbeat(
+                request.group_id,
+                request.member_id,
+                request.group_instance_id,
+                request.generation_id,
+            )
+        )
+
+    def handle_leave_group(self, request: g.LeaveGroupRequest, version: int) -> Result:
+        check_topic_count(len(request.members))
+        members = [(x.member_id, x.group_instance_id) for x in request.members]
+        code, errors = self.coordinator.leave_group(request.group_id, members)
+        return g.LeaveGroupResponse(
+            code,
+            [
+                g.LeaveGroupMemberResponse(member_id, instance, error)
+                for (member_id, instance), error in zip(members, errors, strict=True)
+            ],
+        )
+
+    # -- administration --------------------------------------------------------------------
+
+    def handle_describe_groups(self, request: g.DescribeGroupsRequest, version: int) -> Result:
+        check_topic_count(len(request.groups))
+        return g.DescribeGroupsResponse(
+            [
+                _described(group_id, *self.coordinator.describe_group(group_id))
+                for group_id in request.groups
+            ]
+        )
+
+    def handle_list_groups(self, request: g.ListGroupsRequest, version: int) -> Result:
+        states = {s.lower() for s in request.states_filter}
+        code, groups = self.coordinator.list_groups()
+        return g.ListGroupsResponse(
+            code,
+            [
+                g.ListedGroup(x.group_id, x.protocol_type or "", x.state.value)
+                for x in groups
+                if not states or x.state.value.lower() in states
+            ],
+        )
+
+    def handle_delete_groups(self, request: g.DeleteGroupsRequest, version: int) -> Result:
+        check_topic_count(len(request.groups))
+        result = self.coordinator.delete_groups(list(request.groups))
+        return answer(
+            result,
+            lambda r: g.DeleteGroupsResponse(
+                [g.DeletableGroupResult(x, r[x]) for x in dict.fromkeys(request.groups)]
+            ),
+        )
+
+
+def _join_response(r: JoinResult) -> g.JoinGroupResponse:
+    return g.JoinGroupResponse(
+        r.error,
+        r.generation_id,
+        r.protocol_type,
+        r.protocol_name,
+        r.leader_id,
+        r.member_id,
+        [g.JoinGroupMember(member_id, instance, md) for member_id, instance, md in r.members],
+        r.skip_assignment,
+    )
+
+
+def _sync_response(r: SyncResult) -> g.SyncGroupResponse:
+    return g.SyncGroupResponse(r.error, r.assignment, r.protocol_type, r.protocol_name)
+
+
+def _described(group_id: str, code: int, group: GroupMetadata | None) -> g.DescribedGroup:
+    """Members' metadata and assignments only while Stable, as Kafka describes groups."""
+    if group is None or code:
+        return g.DescribedGroup(code, group_id, GroupState.DEAD.value, "", "", [])
+    stable = group.state is GroupState.STABLE
+    protocol = (group.protocol_name or "") if stable else ""
+    return g.DescribedGroup(
+        code,
+        group_id,
+        group.state.value,
+        group.protocol_type or "",
+        protocol,
+        [
+            g.DescribedGroupMember(
+                x.member_id,
+                x.group_instance_id,
+                x.client_id,
+                x.client_host,
+                x.metadata_for(protocol) if stable else b"",
+                x.assignment if stable else b"",
+            )
+            for x in group.members.values()
+        ],
+        group.generation_id,
+    )

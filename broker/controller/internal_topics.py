@@ -1,0 +1,5 @@
+"""The topics the brokers keep for themselves (Kafka's ``Topic.isInternal``): clients read
+them but never append to them, and Metadata marks them ``is_internal``."""
+
+OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and consumer groups
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})

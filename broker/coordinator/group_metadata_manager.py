@@ -1,0 +1,330 @@
+"""GroupMetadataManager: the groups this broker coordinates, kept in ``__consumer_offsets``.
+
+A group lives in partition hash(group) mod ``offsets.topic.num.partitions`` of the
+internal topic; the leader of that partition is its coordinator. Every change that must
+outlive the coordinator (a commit, a generation's assignment, a deletion) is appended
+there with acks=-1 through the Produce purgatory and applied to memory only once the
+in-sync replicas have it. A broker that becomes leader of such a partition replays it
+from the start (COORDINATOR_LOAD_IN_PROGRESS meanwhile); one that stops leading it drops
+its groups (NOT_COORDINATOR from then on). As Kafka's GroupMetadataManager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+
+import structlog
+
+from broker.config.broker_config import BrokerConfig
+from broker.controller.internal_topics import OFFSETS_TOPIC
+from broker.coordinator.group_metadata import (
+    CommittedOffset,
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    TopicPartition,
+)
+from broker.coordinator.group_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group,
+    decode_key,
+    decode_offset,
+    encode,
+    partition_for,
+)
+from broker.purgatory import Scheduler
+from broker.replication.replica_manager import ReplicaManager
+from protocol.errors import ErrorCode
+from protocol.records import CorruptRecordError, decode_records, encode_batch
+
+_LOAD_BATCH_BYTES = 1 << 20  # replayed per loop turn, so a long load never stalls others
+
+# How an append's error reads to a group member (Kafka's GroupMetadataManager mapping).
+_APPEND_ERRORS: dict[int, int] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+Record = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
+
+
+class GroupMetadataManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replica_manager: ReplicaManager,
+        scheduler: Scheduler,
+        on_loaded: Callable[[GroupMetadata], None],
+        on_unloaded: Callable[[GroupMetadata], None],
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.scheduler = scheduler
+        self.on_loaded = on_loaded
+        self.on_unloaded = on_unloaded
+        self.groups: dict[str, GroupMetadata] = {}
+        self.owned: set[int] = set()  # offsets partitions led and loaded
+        self.loading: dict[int, int] = {}  # offsets partition -> leader epoch being loaded
+        self.leader_epochs: dict[int, int] = {}  # of the partitions owned or loading
+        self.num_partitions = config["offsets.topic.num.partitions"]
+        self.log = structlog.get_logger("group_metadata").bind(broker_id=config.broker_id)
+
+    # -- ownership ------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def ownership_error(self, group_id: str) -> int:
+        """NONE if this broker coordinates the group now, else why not."""
+        p = self.partition_for(group_id)
+        if p in self.owned:
+            return ErrorCode.NONE
+        if p in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    def owned_groups(self) -> Iterator[GroupMetadata]:
+        return iter(list(self.groups.values()))
+
+    def leadership_changed(self, index: int, leader_epoch: int, is_leader: bool) -> None:
+        """The replica manager's news about an ``__consumer_offsets`` partition."""
+        if is_leader:
+            if self.leader_epochs.get(index) == leader_epoch:
+                return  # still leading in the same epoch (an ISR change)
+            self._unload(index)
+            self.loading[index] = leader_epoch
+            self.leader_epochs[index] = leader_epoch
+            self.scheduler.call_soon(lambda: self._load(index, leader_epoch, 0, {}, {}))
+        elif index in self.owned or index in self.loading:
+            self._unload(index)
+
+    def _unload(self, index: int) -> None:
+        self.owned.discard(index)
+        self.loading.pop(index, None)
+        self.leader_epochs.pop(index, None)
+        for group in self.owned_groups():
+            if self.partition_for(group.group_id) == index:
+                del self.groups[group.group_id]
+                self.on_unloaded(group)
+
+    # -- loading --------------------------------------------------------------------------
+
+    def _load(
+        self,
+        index: int,
+        epoch: int,
+        offset: int,
+        groups: dict[str, GroupMetadataValue | None],
+        offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None],
+    ) -> None:
+        """Replay the partition from ``offset`` one chunk at a time, then take its groups."""
+        if self.loading.get(index) != epoch:
+            return  # leadership moved on meanwhile
+        partition = self.replica_manager.partitions.get((OFFSETS_TOPIC, index))
+        if partition is None or not partition.is_leader:
+            self._unload(index)
+            return
+        log = partition.log
+        offset = max(offset, log.local_log_start_offset)
+        if offset < log.log_end_offset:
+            try:
+                records = decode_records(b"".join(log.read(offset, _LOAD_BATCH_BYTES)))
+            except CorruptRecordError as exc:
+                self.log.error("offsets_partition_unreadable", partition=index, error=str(exc))
+                records = []
+            for record in records:
+                self._replay(record.key, record.value, groups, offsets)
+            if records:
+                next_offset = records[-1].offset + 1
+                self.scheduler.call_soon(
+                    lambda: self._load(index, epoch, next_offset, groups, offsets)
+                )
+                return
+        self._finish_load(index, groups, offsets)
+
+    def _replay(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        groups: dict[str, GroupMetadataValue | None],
+        offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None],
+    ) -> None:
+        if key is None:
+            return
+        parsed = decode_key(key)
+        if isinstance(parsed, OffsetCommitKey):
+            tp = (parsed.topic, parsed.partition)
+            offsets[(parsed.group, tp)] = None if value is None else decode_offset(value)
+        else:
+            groups[parsed.group] = None if value is None else decode_group(value)
+
+    def _finish_load(
+        self,
+        index: int,
+        groups: dict[str, GroupMetadataValue | None],
+        offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None],
+    ) -> None:
+        now = self.scheduler.wall_ms()
+        loaded: dict[str, GroupMetadata] = {}
+        for group_id, value in groups.items():
+            if value is not None:
+                loaded[group_id] = _group_from(group_id, value)
+        for (group_id, tp), commit in offsets.items():
+            if commit is None:
+                continue
+            group = loaded.get(group_id)
+            if group is None:  # a group that only commits offsets
+                group = loaded[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now)
+            group.offsets[tp] = CommittedOffset(
+                commit.offset, commit.leader_epoch, commit.metadata, commit.commit_timestamp_ms
+            )
+        self.loading.pop(index, None)
+        self.owned.add(index)
+        for group in loaded.values():
+            self.groups[group.group_id] = group
+            self.on_loaded(group)
+        self.log.info("offsets_partition_loaded", partition=index, groups=len(loaded))
+
+    # -- storing --------------------------------------------------------------------------
+
+    def append(self, group_id: str, records: list[Record]) -> asyncio.Future[int]:
+        """Append records about a group to its partition with acks=-1; the future resolves
+        to NONE once the in-sync replicas have them, else to the error a member is told."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        batch = encode_batch(records, timestamp_ms=self.scheduler.wall_ms())
+        key = (OFFSETS_TOPIC, self.partition_for(group_id))
+        responses, done = self.replica_manager.append_records(
+            self.config["offsets.commit.timeout.ms"],
+            -1,
+            [(key, batch)],
+            internal_topics_allowed=True,
+        )
+
+        def settle(code: int) -> None:
+            if not future.done():
+                future.set_result(_APPEND_ERRORS.get(code, code) if code else ErrorCode.NONE)
+
+        if done is None:
+            settle(responses[0][1].error)
+        else:
+            done.add_done_callback(lambda d: settle(d.result()[0][1].error))
+        return future
+
+    def store_offsets(
+        self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]
+    ) -> asyncio.Future[int]:
+        """Append the commits; once stored they replace the group's committed offsets."""
+        records: list[Record] = [
+            (
+                _key(OffsetCommitKey(group.group_id, topic, index)),
+                encode(
+                    OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms)
+                ),
+            )
+            for (topic, index), o in offsets.items()
+        ]
+        future = self.append(group.group_id, records)
+
+        def stored(f: asyncio.Future[int]) -> None:
+            if f.result() == ErrorCode.NONE and self.groups.get(group.group_id) is group:
+                group.offsets.update(offsets)
+
+        future.add_done_callback(stored)
+        return future
+
+    def store_group(
+        self, group: GroupMetadata, assignment: dict[str, bytes]
+    ) -> asyncio.Future[int]:
+        """Append the group's generation: members, their subscriptions and ``assignment``."""
+        protocol = group.protocol_name
+        value = GroupMetadataValue(
+            group.protocol_type or "",
+            group.generation_id,
+            protocol,
+            group.leader_id,
+            group.state_timestamp_ms,
+            [
+                MemberValue(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata_for(protocol) if protocol else b"",
+                    assignment.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ],
+        )
+        return self.append(
+            group.group_id, [(_key(GroupMetadataKey(group.group_id)), encode(value))]
+        )
+
+    def delete_offsets(
+        self, group: GroupMetadata, partitions: list[TopicPartition], delete_group: bool = False
+    ) -> asyncio.Future[int]:
+        """Tombstones for ``partitions`` (and the group itself); applied once stored."""
+        records: list[Record] = [
+            (_key(OffsetCommitKey(group.group_id, t, p)), None) for t, p in partitions
+        ]
+        if delete_group:
+            records.append((_key(GroupMetadataKey(group.group_id)), None))
+        future = self.append(group.group_id, records)
+
+        def stored(f: asyncio.Future[int]) -> None:
+            if f.result() == ErrorCode.NONE:
+                for tp in partitions:
+                    group.offsets.pop(tp, None)
+
+        future.add_done_callback(stored)
+        return future
+
+
+def _key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
+    data = encode(key)
+    assert data is not None
+    return data
+
+
+def _group_from(group_id: str, value: GroupMetadataValue) -> GroupMetadata:
+    """A group as its latest record left it: Empty when it had no members, else Stable
+    (the members must heartbeat within their session timeouts, or they are removed)."""
+    state = GroupState.STABLE if value.members else GroupState.EMPTY
+    group = GroupMetadata(
+        group_id,
+        state,
+        value.state_timestamp_ms,
+        generation_id=value.generation_id,
+        protocol_type=value.protocol_type or None,
+        protocol_name=value.protocol_name,
+        leader_id=value.leader_id,
+    )
+    protocol = value.protocol_name or ""
+    for m in value.members:
+        member = MemberMetadata(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout_ms,
+            m.session_timeout_ms,
+            value.protocol_type,
+            [(protocol, m.subscription)],
+            assignment=m.assignment,
+        )
+        group.members[m.member_id] = member
+        if m.group_instance_id is not None:
+            group.static_members[m.group_instance_id] = m.member_id
+    return group

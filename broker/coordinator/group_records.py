@@ -1,0 +1,90 @@
+"""The records of ``__consumer_offsets``: a committed offset, or a group's metadata.
+
+Each record's key says what it is about (Kafka's key versions: 1 an offset commit, 2 a
+group), its value the latest state; a null value (a tombstone) deletes it. Replaying a
+partition from its start therefore rebuilds every group it holds: the last record per key
+wins. Keys and values are MessagePack, like our record batches (Kafka writes its own
+binary schemas; nothing outside the coordinator reads them).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class OffsetCommitKey(msgspec.Struct, array_like=True, frozen=True, tag=1):
+    group: str
+    topic: str
+    partition: int
+
+
+class GroupMetadataKey(msgspec.Struct, array_like=True, frozen=True, tag=2):
+    group: str
+
+
+class OffsetCommitValue(msgspec.Struct, array_like=True, frozen=True):
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+
+class MemberValue(msgspec.Struct, array_like=True, frozen=True):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes  # its metadata for the group's protocol
+    assignment: bytes
+
+
+class GroupMetadataValue(msgspec.Struct, array_like=True, frozen=True):
+    protocol_type: str
+    generation_id: int
+    protocol_name: str | None
+    leader_id: str | None
+    state_timestamp_ms: int
+    members: list[MemberValue]
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey
+
+_encoder = msgspec.msgpack.Encoder()
+_key_decoder = msgspec.msgpack.Decoder(RecordKey)
+_offset_decoder = msgspec.msgpack.Decoder(OffsetCommitValue)
+_group_decoder = msgspec.msgpack.Decoder(GroupMetadataValue)
+
+
+def encode(value: msgspec.Struct | None) -> bytes | None:
+    return None if value is None else _encoder.encode(value)
+
+
+def decode_key(data: bytes) -> RecordKey:
+    key: RecordKey = _key_decoder.decode(data)
+    return key
+
+
+def decode_offset(data: bytes) -> OffsetCommitValue:
+    return _offset_decoder.decode(data)
+
+
+def decode_group(data: bytes) -> GroupMetadataValue:
+    return _group_decoder.decode(data)
+
+
+def java_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, as a signed 32-bit int), so a
+    group maps to the same ``__consumer_offsets`` partition as on Kafka."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(groupId.hashCode) % partitions`` (abs of MIN_VALUE is 0)."""
+    h = java_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
