@@ -251,6 +251,13 @@ class AdminClient:
         await self.cluster.ensure_topics(sorted({t for t, _ in tps}), auto_create=False)
         return await self.cluster.list_offsets(tps, m.LATEST_TIMESTAMP, errors)
 
+    async def offsets_at(
+        self, tps: list[tuple[str, int]], where: str
+    ) -> dict[tuple[str, int], int]:
+        """Each partition's ``earliest`` (log start) or ``latest`` (high watermark) offset."""
+        timestamp = m.EARLIEST_TIMESTAMP if where == "earliest" else m.LATEST_TIMESTAMP
+        return await self.cluster.list_offsets(tps, timestamp)
+
     async def list_topics(self) -> list[str]:
         response = await self.cluster.refresh(None)
         return sorted(t.name for t in response.topics if t.error_code == 0)

@@ -160,23 +160,40 @@ def add_commands(sub: Any) -> None:
 
     groups = sub.add_parser(
         "consumer-groups",
-        help="committed offsets and lag of a consumer group",
-        description="Per partition: the group's committed offset, the log "
-        "end offset, the lag between them, and the consumer that committed "
-        "(like the classic ConsumerOffsetChecker).",
+        help="list, describe, reset or delete consumer groups (kafka-consumer-groups.sh)",
+        description="--list: every group and its state. --describe --group G: per "
+        "partition, the committed offset, the log end offset, the lag between them and "
+        "the member that holds it (--members: per member, its partitions). "
+        "--reset-offsets --group G --topic T: move an empty group's offsets (a dry run "
+        "unless --execute). --delete --group G: an empty group and its offsets.",
     )
-    groups.add_argument("--describe", action="store_true", required=True)
-    groups.add_argument("--group", required=True)
+    action = groups.add_mutually_exclusive_group()
+    action.add_argument("--list", action="store_true", help="every group of the cluster")
+    action.add_argument("--describe", action="store_true")
+    action.add_argument("--reset-offsets", action="store_true")
+    action.add_argument("--delete", action="store_true")
+    groups.add_argument("--group")
     groups.add_argument(
         "--topic",
         action="append",
         default=[],
-        help="only these topics (repeatable); default: every topic the group "
-        "has committed offsets for",
+        help="only these topics (repeatable); --reset-offsets needs them",
+    )
+    groups.add_argument("--members", action="store_true", help="with --describe: per member")
+    groups.add_argument(
+        "--state", action="append", default=[], help="with --list: only groups in this state"
+    )
+    target = groups.add_mutually_exclusive_group()
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-offset", type=int)
+    target.add_argument("--shift-by", type=int)
+    groups.add_argument(
+        "--execute", action="store_true", help="with --reset-offsets: commit the new offsets"
     )
     groups.add_argument("--json", action="store_true")
     _bootstrap(groups)
-    groups.set_defaults(func=lazy("clients.cli.tools", "consumer_groups_command"))
+    groups.set_defaults(func=lazy("clients.cli.consumer_groups", "consumer_groups_command"))
 
 
 def add_admin_commands(sub: Any) -> None:

@@ -181,6 +181,11 @@ def consume_command(args: argparse.Namespace) -> int:
     return _run(_consume(args), "consume", args.bootstrap)
 
 
+REBALANCING = frozenset(
+    {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID}
+)
+
+
 def client_logging() -> None:
     """Library warnings (a partition without a leader, ...) go to stderr, once per change,
     never into the records printed on stdout."""
@@ -221,6 +226,8 @@ async def _consume(args: argparse.Namespace) -> int:
             consumer.assign([(args.topic, args.partition)])
             if args.offset is not None:
                 consumer.seek((args.topic, args.partition), args.offset)
+        elif args.group is not None:
+            consumer.subscribe([args.topic])  # the group shares the partitions out
         else:
             await consumer.assign_topics([args.topic])
         if args.from_beginning and args.offset is None and args.group is None:
@@ -245,78 +252,15 @@ async def _consume(args: argparse.Namespace) -> int:
                     try:
                         await consumer.commit()
                     except KafkaError as exc:
-                        if not exc.retriable:
+                        # Retriable: committed with the next records. A rebalance: the
+                        # consumer rejoins and commits before it gives partitions up.
+                        if not exc.retriable and exc.code not in REBALANCING:
                             raise
-                        # A partition without a leader now: committed when it has one again.
             elif args.timeout_ms is not None and (loop.time() - last) * 1000 >= args.timeout_ms:
                 break
         if metrics is not None:
             await metrics.cleanup()
         err.print(f"consumed {count} record(s)")
-    return 0
-
-
-def consumer_groups_command(args: argparse.Namespace) -> int:
-    return _run(_describe_group(args), "consumer-groups")
-
-
-async def _describe_group(args: argparse.Namespace) -> int:
-    errors: dict[tuple[str, int], KafkaError] = {}
-    async with AdminClient(args.bootstrap) as admin:
-        topics = args.topic or await admin.list_topics()
-        await admin.cluster.ensure_topics(topics, auto_create=False)
-        tps = [
-            (t, p.partition_index) for t in topics for p in admin.cluster.partitions_for(t) or []
-        ]
-        committed = await admin.group_offsets(args.group, tps) if tps else {}
-        shown = tps if args.topic else [tp for tp in tps if tp in committed]
-        readable = [tp for tp in shown if tp not in errors]
-        ends = await admin.log_end_offsets(readable, errors) if readable else {}
-    rows = []
-    for tp in shown:
-        offset, owner = committed.get(tp, (None, None))
-        end = ends.get(tp)
-        rows.append(
-            {
-                "group": args.group,
-                "topic": tp[0],
-                "partition": tp[1],
-                "offset": offset,
-                "log_end_offset": end,
-                "lag": None if offset is None or end is None else max(end - offset, 0),
-                "owner": owner,
-                "error": error_name(errors[tp].code) if tp in errors else None,
-            }
-        )
-    if errors:
-        err.print(
-            f"[yellow]{len(errors)} partition(s) unavailable now: "
-            + ", ".join(f"{t}-{p}" for t, p in sorted(errors))
-            + f" ({next(iter(errors.values()))})[/yellow]",
-            soft_wrap=True,
-        )
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    if not rows:
-        err.print(
-            f"group {args.group!r} has no committed offsets"
-            + (f" for {', '.join(args.topic)}" if args.topic else "")
-        )
-        return 0
-    table = Table(title=f"consumer group {args.group}")
-    for column in ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner", "Error"):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(
-            *(
-                "-" if r[k] is None else str(r[k])
-                for k in ("group", "topic", "partition", "offset", "log_end_offset", "lag")
-            ),
-            r["owner"] or "-",
-            r["error"] or "",
-        )
-    Console().print(table)
     return 0
 
 

@@ -51,6 +51,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             "0",
             "--set",
             "num.partitions=3",
+            "--set",
+            "group.initial.rebalance.delay.ms=0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -263,7 +265,7 @@ def test_consumer_groups_describe_shows_committed_offset_log_end_lag_and_owner(
     )
     assert row["owner"].startswith("purgatory-consumer@")
     table = cli("consumer-groups", "--describe", "--group", "g1", "--bootstrap", bootstrap)
-    assert "logSize" in table.stdout and "30" in table.stdout
+    assert "LOG-END-OFFSET" in table.stdout and "30" in table.stdout
     # The group resumes where it committed.
     more = cli(
         "consume", "grouped", "--group", "g1", "--max-records", "5", "--bootstrap", bootstrap
@@ -271,6 +273,83 @@ def test_consumer_groups_describe_shows_committed_offset_log_end_lag_and_owner(
     assert more.stdout.split() == [str(i) for i in range(20, 25)]
     bad = cli("consumer-groups", "--describe", "--group", "", "--bootstrap", bootstrap)
     assert bad.returncode == 1 and "INVALID_GROUP_ID" in bad.stderr
+
+
+def test_two_console_consumers_of_one_group_split_the_partitions(cluster: dict) -> None:
+    bootstrap = cluster["bootstrap"]
+    assert (
+        cli("topics", "create", "split", "--partitions", "4", "--bootstrap", bootstrap).returncode
+        == 0
+    )
+    consumers = [
+        subprocess.Popen(
+            [
+                *PURGATORY,
+                "consume",
+                "split",
+                "--group",
+                "halves",
+                "--from-beginning",
+                "--timeout-ms",
+                "10000",
+                "--print-offset",
+                "--bootstrap",
+                bootstrap,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    deadline = time.monotonic() + 60
+    members: list[dict] = []
+    while time.monotonic() < deadline:
+        described = cli(
+            "consumer-groups", "--describe", "--members", "--group", "halves", "--json",
+            "--bootstrap", bootstrap,
+        )  # fmt: skip
+        members = json.loads(described.stdout) if described.returncode == 0 else []
+        if len(members) == 2 and all(m["partitions"] == 2 for m in members):
+            break
+        time.sleep(0.1)
+    assert [m["partitions"] for m in members] == [2, 2], members
+    produced = cli(
+        "produce", "split", "--acks", "all", "--bootstrap", bootstrap,
+        "--key-separator", ":", stdin="".join(f"k{i}:{i}\n" for i in range(40)),
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    outputs = [c.communicate(timeout=60)[0] for c in consumers]
+    values = [line.split("\t")[1] for out in outputs for line in out.splitlines()]
+    assert sorted(values, key=int) == [str(i) for i in range(40)]  # each record once
+    assert all(out.split() for out in outputs)  # both read some
+    listed = cli("consumer-groups", "--list", "--json", "--bootstrap", bootstrap)
+    assert {"group": "halves", "state": "Empty", "protocol_type": "consumer"} in json.loads(
+        listed.stdout
+    )
+    # Back to the start, then gone.
+    dry = cli(
+        "consumer-groups", "--reset-offsets", "--group", "halves", "--topic", "split",
+        "--to-earliest", "--json", "--bootstrap", bootstrap,
+    )  # fmt: skip
+    assert {r["new_offset"] for r in json.loads(dry.stdout)} == {0}
+    described = cli(
+        "consumer-groups", "--describe", "--group", "halves", "--json", "--bootstrap", bootstrap
+    )
+    assert sum(r["offset"] for r in json.loads(described.stdout)) == 40  # a dry run
+    reset = cli(
+        "consumer-groups", "--reset-offsets", "--group", "halves", "--topic", "split",
+        "--shift-by", "-3", "--execute", "--json", "--bootstrap", bootstrap,
+    )  # fmt: skip
+    assert reset.returncode == 0, reset.stderr
+    described = cli(
+        "consumer-groups", "--describe", "--group", "halves", "--json", "--bootstrap", bootstrap
+    )
+    assert sum(r["lag"] for r in json.loads(described.stdout)) == 12
+    deleted = cli("consumer-groups", "--delete", "--group", "halves", "--bootstrap", bootstrap)
+    assert deleted.returncode == 0, deleted.stderr
+    listed = cli("consumer-groups", "--list", "--json", "--bootstrap", bootstrap)
+    assert all(g["group"] != "halves" for g in json.loads(listed.stdout))
 
 
 def test_admin_config_get_and_set_change_a_running_broker(cluster: dict) -> None:

@@ -47,7 +47,9 @@ class Groups:
             self._create,
         )
         # The leadership was taken before the coordinator listened: tell it now.
-        self.coordinator.manager.leadership_changed(0, self.h.partition(OFFSETS_TOPIC).leader_epoch, True)
+        self.coordinator.manager.leadership_changed(
+            0, self.h.partition(OFFSETS_TOPIC).leader_epoch, True
+        )
 
     def _create(self) -> None:
         self.created += 1
@@ -86,7 +88,9 @@ class Groups:
         assert first.error == E.MEMBER_ID_REQUIRED
         return first.member_id, self.join(first.member_id)
 
-    def sync(self, member: str, generation: int, assignments: dict[str, bytes] | None = None) -> Any:
+    def sync(
+        self, member: str, generation: int, assignments: dict[str, bytes] | None = None
+    ) -> Any:
         return self.coordinator.sync_group(
             GROUP, generation, member, None, None, None, assignments or {}
         )
@@ -216,14 +220,16 @@ async def test_a_member_whose_session_expires_is_removed_and_the_group_rebalance
 
 
 async def test_stale_generations_and_unknown_members_are_fenced(groups: Groups) -> None:
-    leader, follower, generation = await stable_pair(groups)
+    _leader, follower, generation = await stable_pair(groups)
     assert groups.heartbeat(follower, generation - 1) == E.ILLEGAL_GENERATION
     assert groups.heartbeat("nobody", generation) == E.UNKNOWN_MEMBER_ID
     assert groups.sync(follower, generation + 1).error == E.ILLEGAL_GENERATION
     assert groups.join("nobody").error == E.UNKNOWN_MEMBER_ID
     offsets = {("t", 0): (5, -1, None)}
     commit = groups.coordinator.commit_offsets
-    assert commit(GROUP, generation - 1, follower, None, offsets) == {("t", 0): E.ILLEGAL_GENERATION}
+    assert commit(GROUP, generation - 1, follower, None, offsets) == {
+        ("t", 0): E.ILLEGAL_GENERATION
+    }
     assert commit(GROUP, -1, "", None, offsets) == {("t", 0): E.UNKNOWN_MEMBER_ID}
     ok = commit(GROUP, generation, follower, None, offsets)
     await groups.h.settle()
@@ -290,7 +296,7 @@ async def test_empty_and_huge_member_metadata_travel_as_given(groups: Groups) ->
 async def test_commits_are_appended_to_consumer_offsets_and_a_new_leader_loads_them(
     groups: Groups,
 ) -> None:
-    leader, follower, generation = await stable_pair(groups)
+    leader, _follower, generation = await stable_pair(groups)
     commit = groups.coordinator.commit_offsets(
         GROUP, generation, leader, None, {("t", 1): (42, 3, "meta")}
     )
@@ -366,9 +372,7 @@ async def test_only_empty_groups_are_deleted_and_subscribed_offsets_stay(groups:
         GROUP: E.NON_EMPTY_GROUP,
         "missing": E.GROUP_ID_NOT_FOUND,
     }
-    groups.coordinator.commit_offsets(
-        GROUP, generation, leader, None, {("t", 0): (1, -1, None)}
-    )
+    groups.coordinator.commit_offsets(GROUP, generation, leader, None, {("t", 0): (1, -1, None)})
     await groups.h.settle()
     # The members' subscriptions name "t": its offsets cannot be deleted under them.
     code, errors = groups.coordinator.delete_offsets(GROUP, [("t", 0)])
