@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.api.kafka.groups import client_host
-from broker.api.kafka.offsets import answer
 from broker.api.request_limits import check_partition_count, check_topic_count
-from broker.api.results import Result
+from broker.api.results import Result, answer
 from broker.coordinator.group_metadata import GroupMetadata, GroupState, JoinResult, SyncResult
 from broker.coordinator.group_metadata import TopicPartition as GroupTopicPartition
 from protocol import group_messages as g
@@ -64,7 +63,7 @@ class GroupApis:
             member = (request.generation_id, request.member_id, request.group_instance_id)
         else:
             member = (-1, "", None)
-        result = self.coordinator.commit_offsets(request.group_id, *member, offsets)
+        result = self.coordinator.offsets.commit_offsets(request.group_id, *member, offsets)
 
         def to_response(errors: dict[GroupTopicPartition, int]) -> m.OffsetCommitResponse:
             return m.OffsetCommitResponse(
@@ -91,7 +90,7 @@ class GroupApis:
         )
         if asked is not None:
             check_partition_count(request.topics, lambda t: t.partition_indexes)
-        code, offsets = self.coordinator.fetch_offsets(request.group_id, asked)
+        code, offsets = self.coordinator.offsets.fetch_offsets(request.group_id, asked)
         if code and asked is not None:
             offsets = dict.fromkeys(asked)
         by_topic: dict[str, list[m.OffsetFetchPartitionResponse]] = {}
@@ -111,7 +110,7 @@ class GroupApis:
     def handle_offset_delete(self, request: g.OffsetDeleteRequest, version: int) -> Result:
         check_partition_count(request.topics, lambda t: t.partition_indexes)
         asked = [(t.name, i) for t in request.topics for i in t.partition_indexes]
-        result = self.coordinator.delete_offsets(request.group_id, asked)
+        result = self.coordinator.offsets.delete_offsets(request.group_id, asked)
 
         def to_response(
             outcome: tuple[int, dict[GroupTopicPartition, int]],
@@ -237,27 +236,20 @@ def _sync_response(r: SyncResult) -> g.SyncGroupResponse:
 
 
 def _described(group_id: str, code: int, group: GroupMetadata | None) -> g.DescribedGroup:
-    """Members' metadata and assignments only while Stable, as Kafka describes groups."""
     if group is None or code:
         return g.DescribedGroup(code, group_id, GroupState.DEAD.value, "", "", [])
-    stable = group.state is GroupState.STABLE
-    protocol = (group.protocol_name or "") if stable else ""
+    protocol_type, protocol, summary = group.summary()
     return g.DescribedGroup(
         code,
         group_id,
         group.state.value,
-        group.protocol_type or "",
+        protocol_type,
         protocol,
         [
             g.DescribedGroupMember(
-                x.member_id,
-                x.group_instance_id,
-                x.client_id,
-                x.client_host,
-                x.metadata_for(protocol) if stable else b"",
-                x.assignment if stable else b"",
+                x.member_id, x.group_instance_id, x.client_id, x.client_host, metadata, assignment
             )
-            for x in group.members.values()
+            for x, metadata, assignment in summary
         ],
         group.generation_id,
     )

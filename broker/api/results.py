@@ -32,3 +32,11 @@ Result = Any
 
 class CloseConnection(Exception):
     """Kafka's answer to a failed acks=0 produce: close the connection so the client notices."""
+
+
+def answer(result: T | asyncio.Future[T], to_response: Callable[[T], Any]) -> Result:
+    """The response now, or a Deferred one when ``result`` is still a future (the group
+    coordinator answers either way)."""
+    if isinstance(result, asyncio.Future):
+        return Deferred(result, to_response)
+    return to_response(result)

@@ -15,11 +15,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import structlog
-from prometheus_client.core import GaugeMetricFamily, Metric
 
 from broker.config.broker_config import BrokerConfig
 from broker.controller.internal_topics import OFFSETS_TOPIC
@@ -27,7 +26,6 @@ from broker.controller.metadata_cache import MetadataCache
 from broker.coordinator.delayed_heartbeat import DelayedHeartbeat
 from broker.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
 from broker.coordinator.group_metadata import (
-    CommittedOffset,
     GroupMetadata,
     GroupState,
     JoinResult,
@@ -36,16 +34,16 @@ from broker.coordinator.group_metadata import (
     TopicPartition,
 )
 from broker.coordinator.group_metadata_manager import GroupMetadataManager
-from broker.ops.metrics import BrokerMetrics, counter, gauge, purgatory_families
-from broker.purgatory import DelayedOperationPurgatory, Periodic, Scheduler, SystemTimer
+from broker.coordinator.group_metrics import group_families
+from broker.coordinator.offset_metadata_manager import OffsetMetadataManager
+from broker.ops.metrics import BrokerMetrics
+from broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
 from broker.replication.replica_manager import ReplicaManager
 from protocol.errors import ErrorCode
 
 MAX_GROUP_ID_LENGTH = 249
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's: a new member's first join may wait this long
 UNKNOWN_MEMBER_ID = ""
-
-OffsetToCommit = tuple[int, int, str | None]  # offset, leader epoch, metadata
 
 
 class GroupCoordinator:
@@ -73,20 +71,22 @@ class GroupCoordinator:
         )
         replica_manager.leadership_listeners.append(self._leadership)
         self.rebalances = 0
-        self.expired_offsets = 0
-        self.offsets_cleanup = Periodic(
+        self.offsets = OffsetMetadataManager(
+            config,
+            metadata,
             scheduler,
-            lambda: config["offsets.retention.check.interval.ms"],
-            self.expire_offsets,
+            self.manager,
+            self._coordinator_error,
+            self._complete_and_schedule_next_heartbeat,
         )
-        metrics.register(self.collect_metrics)
+        metrics.register(group_families(self))
         self.log = structlog.get_logger("group_coordinator").bind(broker_id=config.broker_id)
 
     def start(self) -> None:
-        self.offsets_cleanup.start()
+        self.offsets.cleanup.start()
 
     def shutdown(self) -> None:
-        self.offsets_cleanup.cancel()
+        self.offsets.cleanup.cancel()
         for group in self.manager.owned_groups():
             self._unloaded(group)
         self.join_purgatory.cancel_all()
@@ -625,219 +625,16 @@ class GroupCoordinator:
             elif group.state is not GroupState.EMPTY:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
-                waiting.append((group_id, self._delete_group(group, list(group.offsets))))
+                waiting.append((group_id, self.manager.delete_group(group, self._now())))
         if not waiting:
             return results
         return _gather(results, waiting)
-
-    def _delete_group(
-        self, group: GroupMetadata, offsets: list[TopicPartition]
-    ) -> asyncio.Future[int]:
-        group.transition_to(GroupState.DEAD, self._now())
-        self.groups.pop(group.group_id, None)
-        self.log.info("group_deleted", group=group.group_id, offsets=len(offsets))
-        return self.manager.delete_offsets(group, offsets, delete_group=True)
-
-    def delete_offsets(
-        self, group_id: str, partitions: list[TopicPartition]
-    ) -> (
-        tuple[int, dict[TopicPartition, int]]
-        | asyncio.Future[tuple[int, dict[TopicPartition, int]]]
-    ):
-        """OffsetDelete: (group error, error per partition). The offsets of topics a
-        consumer group still consumes stay (GROUP_SUBSCRIBED_TO_TOPIC)."""
-        error = self._coordinator_error(group_id)
-        if error:
-            return error, {}
-        group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        subscribed: set[str] | None = set()
-        if group.state is not GroupState.EMPTY:
-            subscribed = group.subscribed_topics()
-            if subscribed is None:
-                return ErrorCode.NON_EMPTY_GROUP, {}
-        results: dict[TopicPartition, int] = {}
-        deleting: list[TopicPartition] = []
-        for tp in partitions:
-            if self.metadata.partition(*tp) is None:
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif subscribed is not None and tp[0] in subscribed:
-                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-            else:
-                results[tp] = ErrorCode.NONE
-                if tp in group.offsets:
-                    deleting.append(tp)
-        if not deleting:
-            return ErrorCode.NONE, results
-        stored = self.manager.delete_offsets(group, deleting)
-        answer: asyncio.Future[tuple[int, dict[TopicPartition, int]]] = self._future()
-
-        def done(f: asyncio.Future[int]) -> None:
-            code = f.result()
-            answer.set_result((code, results) if code else (ErrorCode.NONE, results))
-
-        stored.add_done_callback(done)
-        return answer
-
-    # -- offsets ---------------------------------------------------------------------------
-
-    def commit_offsets(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        offsets: dict[TopicPartition, OffsetToCommit],
-    ) -> dict[TopicPartition, int] | asyncio.Future[dict[TopicPartition, int]]:
-        """OffsetCommit: one error per partition. A commit with generation -1 (and no
-        member) is a group that only stores offsets here; it needs an Empty group."""
-        error = self._coordinator_error(group_id)
-        if error:
-            return dict.fromkeys(offsets, error)
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
-            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self._now())
-        error = self._commit_error(group, generation_id, member_id, group_instance_id)
-        if error:
-            return dict.fromkeys(offsets, error)
-        if member_id in group.members:
-            self._complete_and_schedule_next_heartbeat(group, group.members[member_id])
-        results: dict[TopicPartition, int] = {}
-        valid: dict[TopicPartition, CommittedOffset] = {}
-        now = self._now()
-        limit = self.config["offset.metadata.max.bytes"]
-        for tp, (offset, leader_epoch, metadata) in offsets.items():
-            if metadata is not None and len(metadata.encode()) > limit:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            elif self.metadata.partition(*tp) is None:
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                valid[tp] = CommittedOffset(offset, leader_epoch, metadata or "", now)
-        if not valid:
-            return results
-        stored = self.manager.store_offsets(group, valid)
-        answer: asyncio.Future[dict[TopicPartition, int]] = self._future()
-
-        def done(f: asyncio.Future[int]) -> None:
-            answer.set_result({**results, **dict.fromkeys(valid, f.result())})
-
-        stored.add_done_callback(done)
-        return answer
-
-    def _commit_error(
-        self, group: GroupMetadata, generation_id: int, member_id: str, instance: str | None
-    ) -> int:
-        if group.state is GroupState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if instance is not None:
-            registered = group.static_members.get(instance)
-            if registered is not None and registered != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-        if generation_id < 0 and group.state is GroupState.EMPTY:
-            return ErrorCode.NONE
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        return ErrorCode.NONE
-
-    def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
-    ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
-        """OffsetFetch: (group error, committed offset per partition, None where nothing is
-        committed). ``partitions`` None: every partition the group committed."""
-        error = self._coordinator_error(group_id)
-        if error:
-            return error, {}
-        group = self.groups.get(group_id)
-        committed = group.offsets if group is not None else {}
-        if partitions is None:
-            return ErrorCode.NONE, dict(committed)
-        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
-
-    def expire_offsets(self) -> None:
-        """Kafka's offset retention: a group that has been Empty for
-        ``offsets.retention.minutes`` loses its offsets (then the group goes); a group that
-        only commits loses each offset that long after its commit; a consumer group loses
-        those of topics it no longer consumes."""
-        now = self._now()
-        retention = self.config["offsets.retention.minutes"] * 60_000
-        for group in self.manager.owned_groups():
-            if group.state is GroupState.DEAD:
-                continue
-            if group.state is GroupState.EMPTY and group.protocol_type is not None:
-                old = now - group.state_timestamp_ms >= retention
-                expired = list(group.offsets) if old else []
-            elif group.state is GroupState.EMPTY:
-                expired = [
-                    tp
-                    for tp, o in group.offsets.items()
-                    if now - o.commit_timestamp_ms >= retention
-                ]
-            else:
-                subscribed = group.subscribed_topics()
-                expired = [
-                    tp
-                    for tp, o in group.offsets.items()
-                    if subscribed is not None
-                    and tp[0] not in subscribed
-                    and now - o.commit_timestamp_ms >= retention
-                ]
-            if group.state is GroupState.EMPTY and len(expired) == len(group.offsets):
-                self.expired_offsets += len(expired)
-                self._delete_group(group, expired)
-            elif expired:
-                self.expired_offsets += len(expired)
-                self.log.info("offsets_expired", group=group.group_id, offsets=len(expired))
-                self.manager.delete_offsets(group, expired)
 
     # -- observation -----------------------------------------------------------------------
 
     def describe(self) -> list[dict[str, Any]]:
         """The groups coordinated here, for ``/v1/state``."""
         return [g.describe() for g in sorted(self.manager.owned_groups(), key=lambda g: g.group_id)]
-
-    def collect_metrics(self) -> Iterator[Metric]:
-        groups = list(self.manager.owned_groups())
-        by_state = GaugeMetricFamily(
-            "purgatory_groups",
-            "Consumer groups this broker coordinates, by state (Kafka's NumGroups*).",
-            labels=["state"],
-        )
-        for state in GroupState:
-            by_state.add_metric([state.value], sum(g.state is state for g in groups))
-        yield by_state
-        yield gauge(
-            "purgatory_group_members",
-            "Members of the groups this broker coordinates.",
-            sum(len(g.members) for g in groups),
-        )
-        yield gauge(
-            "purgatory_group_offsets",
-            "Committed offsets held by this coordinator (Kafka's NumOffsets).",
-            sum(len(g.offsets) for g in groups),
-        )
-        yield counter(
-            "purgatory_group_rebalances",
-            "Rebalances this coordinator started (a group entering PreparingRebalance).",
-            self.rebalances,
-        )
-        yield counter(
-            "purgatory_group_expired_offsets",
-            "Committed offsets deleted by offset retention.",
-            self.expired_offsets,
-        )
-        yield gauge(
-            "purgatory_offsets_partitions_loading",
-            "Partitions of __consumer_offsets this broker is loading groups from.",
-            len(self.manager.loading),
-        )
-        yield from purgatory_families((self.join_purgatory, self.heartbeat_purgatory))
 
 
 def _gather(

@@ -289,9 +289,38 @@ class GroupMetadata:
             return None
         return topics | assigned_topics({m.member_id: m.assignment for m in self.members.values()})
 
+    def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+        """Kafka's offset retention: a consumer group empty for ``retention_ms`` loses all
+        its offsets; a group that only commits, each offset that long after its commit; a
+        group with members, those of topics it no longer consumes."""
+        if self.state is GroupState.DEAD:
+            return []
+        if self.state is GroupState.EMPTY and self.protocol_type is not None:
+            return list(self.offsets) if now_ms - self.state_timestamp_ms >= retention_ms else []
+        subscribed = set() if self.state is GroupState.EMPTY else self.subscribed_topics()
+        if subscribed is None:
+            return []
+        return [
+            tp
+            for tp, o in self.offsets.items()
+            if tp[0] not in subscribed and now_ms - o.commit_timestamp_ms >= retention_ms
+        ]
+
     # -- observation ----------------------------------------------------------------------
 
-    def describe(self, with_metadata: bool = False) -> dict[str, Any]:
+    def summary(self) -> tuple[str, str, list[tuple[MemberMetadata, bytes, bytes]]]:
+        """What DescribeGroups shows, as Kafka's ``GroupMetadata.summary``: (protocol type,
+        protocol, each member with its metadata and assignment); the protocol, metadata
+        and assignments only while Stable."""
+        stable = self.state is GroupState.STABLE
+        protocol = (self.protocol_name or "") if stable else ""
+        members = [
+            (m, m.metadata_for(protocol) if stable else b"", m.assignment if stable else b"")
+            for m in self.members.values()
+        ]
+        return self.protocol_type or "", protocol, members
+
+    def describe(self) -> dict[str, Any]:
         return {
             "group_id": self.group_id,
             "state": self.state.value,

@@ -272,6 +272,14 @@ class GroupMetadataManager:
             group.group_id, [(_key(GroupMetadataKey(group.group_id)), encode(value))]
         )
 
+    def delete_group(self, group: GroupMetadata, now_ms: int) -> asyncio.Future[int]:
+        """The group is Dead and gone from memory now; its record and offsets are deleted
+        (tombstones) once stored."""
+        group.transition_to(GroupState.DEAD, now_ms)
+        self.groups.pop(group.group_id, None)
+        self.log.info("group_deleted", group=group.group_id, offsets=len(group.offsets))
+        return self.delete_offsets(group, list(group.offsets), delete_group=True)
+
     def delete_offsets(
         self, group: GroupMetadata, partitions: list[TopicPartition], delete_group: bool = False
     ) -> asyncio.Future[int]:

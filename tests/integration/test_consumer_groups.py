@@ -266,7 +266,6 @@ async def test_our_consumer_resumes_from_the_groups_committed_offsets(
     await produce(cluster, 16)
     async with running((second, lambda: our_member(servers, group, second))):
         await wait_until(lambda: len(second.records) >= 16, timeout=60, message="second read")
-        await asyncio.sleep(0)
     assert {v for _, _, v in first.records} == values
     assert all(int(v[1:]) < 16 for _, _, v in second.records)  # only the new ones
     assert len(second.records) == 16

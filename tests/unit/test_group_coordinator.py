@@ -226,7 +226,7 @@ async def test_stale_generations_and_unknown_members_are_fenced(groups: Groups) 
     assert groups.sync(follower, generation + 1).error == E.ILLEGAL_GENERATION
     assert groups.join("nobody").error == E.UNKNOWN_MEMBER_ID
     offsets = {("t", 0): (5, -1, None)}
-    commit = groups.coordinator.commit_offsets
+    commit = groups.coordinator.offsets.commit_offsets
     assert commit(GROUP, generation - 1, follower, None, offsets) == {
         ("t", 0): E.ILLEGAL_GENERATION
     }
@@ -297,7 +297,7 @@ async def test_commits_are_appended_to_consumer_offsets_and_a_new_leader_loads_t
     groups: Groups,
 ) -> None:
     leader, _follower, generation = await stable_pair(groups)
-    commit = groups.coordinator.commit_offsets(
+    commit = groups.coordinator.offsets.commit_offsets(
         GROUP, generation, leader, None, {("t", 1): (42, 3, "meta")}
     )
     await groups.h.settle()
@@ -306,12 +306,14 @@ async def test_commits_are_appended_to_consumer_offsets_and_a_new_leader_loads_t
     assert log_end == 2  # the generation with its assignment, then the commit
     # The leadership moves away: the groups go; it comes back: they are read back.
     groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=1, leader_epoch=1)
-    assert groups.coordinator.fetch_offsets(GROUP, None)[0] == E.NOT_COORDINATOR
+    assert groups.coordinator.offsets.fetch_offsets(GROUP, None)[0] == E.NOT_COORDINATOR
     groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=0, leader_epoch=2)
-    assert groups.coordinator.fetch_offsets(GROUP, None)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert (
+        groups.coordinator.offsets.fetch_offsets(GROUP, None)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    )
     assert groups.heartbeat(leader, generation) == E.NONE  # blindly, while loading
     await groups.h.settle()
-    code, offsets = groups.coordinator.fetch_offsets(GROUP, [("t", 1), ("t", 2)])
+    code, offsets = groups.coordinator.offsets.fetch_offsets(GROUP, [("t", 1), ("t", 2)])
     assert code == E.NONE
     assert offsets[("t", 1)] is not None and offsets[("t", 1)][:3] == (42, 3, "meta")
     assert offsets[("t", 2)] is None
@@ -326,7 +328,7 @@ async def test_commits_are_appended_to_consumer_offsets_and_a_new_leader_loads_t
 async def test_a_commit_is_answered_only_once_the_isr_has_it() -> None:
     g = Groups(isr=[0, 1, 2])
     await g.h.settle()
-    commit = g.coordinator.commit_offsets(GROUP, -1, "", None, {("t", 0): (7, -1, None)})
+    commit = g.coordinator.offsets.commit_offsets(GROUP, -1, "", None, {("t", 0): (7, -1, None)})
     await g.h.settle()
     assert isinstance(commit, asyncio.Future) and not commit.done()
     end = g.h.partition(OFFSETS_TOPIC).log.log_end_offset
@@ -334,7 +336,7 @@ async def test_a_commit_is_answered_only_once_the_isr_has_it() -> None:
         await g.h.follower_fetch(follower, OFFSETS_TOPIC, end)
     await g.h.settle()
     assert commit.result() == {("t", 0): E.NONE}
-    assert g.coordinator.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)] is not None
+    assert g.coordinator.offsets.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)] is not None
     g.coordinator.shutdown()
     await g.h.shutdown()
 
@@ -348,12 +350,12 @@ async def test_an_empty_groups_offsets_expire_after_the_retention_then_the_group
     generation = join.result().generation_id
     g.sync(member, generation, {member: encode_assignment(Assignment({"t": [0]}))})
     await g.h.settle()
-    g.coordinator.commit_offsets(GROUP, generation, member, None, {("t", 0): (1, -1, None)})
+    g.coordinator.offsets.commit_offsets(GROUP, generation, member, None, {("t", 0): (1, -1, None)})
     await g.h.settle()
     for _ in range(24):  # a member: nothing expires, however long
         await g.advance(5_000)
         g.heartbeat(member, generation)
-    assert g.coordinator.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)] is not None
+    assert g.coordinator.offsets.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)] is not None
     g.coordinator.leave_group(GROUP, [(member, None)])
     await g.h.settle()
     assert g.group.state is GroupState.EMPTY
@@ -361,7 +363,7 @@ async def test_an_empty_groups_offsets_expire_after_the_retention_then_the_group
     assert GROUP in g.coordinator.groups  # empty for less than a minute
     await g.advance(20_000)
     assert GROUP not in g.coordinator.groups
-    assert g.coordinator.expired_offsets == 1
+    assert g.coordinator.offsets.expired_offsets == 1
     g.coordinator.shutdown()
     await g.h.shutdown()
 
@@ -372,10 +374,12 @@ async def test_only_empty_groups_are_deleted_and_subscribed_offsets_stay(groups:
         GROUP: E.NON_EMPTY_GROUP,
         "missing": E.GROUP_ID_NOT_FOUND,
     }
-    groups.coordinator.commit_offsets(GROUP, generation, leader, None, {("t", 0): (1, -1, None)})
+    groups.coordinator.offsets.commit_offsets(
+        GROUP, generation, leader, None, {("t", 0): (1, -1, None)}
+    )
     await groups.h.settle()
     # The members' subscriptions name "t": its offsets cannot be deleted under them.
-    code, errors = groups.coordinator.delete_offsets(GROUP, [("t", 0)])
+    code, errors = groups.coordinator.offsets.delete_offsets(GROUP, [("t", 0)])
     assert (code, errors) == (E.NONE, {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC})
     groups.coordinator.leave_group(GROUP, [(leader, None), (follower, None)])
     await groups.h.settle()
@@ -383,4 +387,4 @@ async def test_only_empty_groups_are_deleted_and_subscribed_offsets_stay(groups:
     await groups.h.settle()
     assert deleted.result() == {GROUP: E.NONE}
     assert GROUP not in groups.coordinator.groups
-    assert groups.coordinator.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): None}
+    assert groups.coordinator.offsets.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): None}

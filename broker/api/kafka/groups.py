@@ -10,9 +10,8 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from broker.api.kafka.offsets import answer
 from broker.api.request_limits import check_topic_count
-from broker.api.results import Result
+from broker.api.results import Result, answer
 from broker.coordinator.group_metadata import GroupMetadata, GroupState, JoinResult, SyncResult
 from protocol.api import ApiKey, RequestError
 from protocol.errors import ErrorCode
@@ -206,14 +205,11 @@ def delete_groups_response(version: int, names: list[str], results: dict[str, in
 
 
 def _described(schema: Any, group_id: str, code: int, group: GroupMetadata | None) -> Any:
-    """Kafka's group summary: members' metadata and assignments only while Stable."""
     if group is None or code:
         state, protocol_type, protocol, members = GroupState.DEAD.value, "", "", []
     else:
-        stable = group.state is GroupState.STABLE
         state = group.state.value
-        protocol_type = group.protocol_type or ""
-        protocol = (group.protocol_name or "") if stable else ""
+        protocol_type, protocol, summary = group.summary()
         members = [
             build(
                 schema.DescribedGroupMember,
@@ -221,10 +217,10 @@ def _described(schema: Any, group_id: str, code: int, group: GroupMetadata | Non
                 group_instance_id=m.group_instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
-                member_metadata=m.metadata_for(protocol) if stable else b"",
-                member_assignment=m.assignment if stable else b"",
+                member_metadata=metadata,
+                member_assignment=assignment,
             )
-            for m in group.members.values()
+            for m, metadata, assignment in summary
         ]
     return build(
         schema.DescribedGroup,

@@ -8,12 +8,10 @@ APIs answer NOT_COORDINATOR on any other broker, and Kafka clients then ask agai
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from broker.api.request_limits import check_partition_count, check_topic_count
-from broker.api.results import Deferred, Result
+from broker.api.results import Result, answer
 from broker.coordinator.group_metadata import CommittedOffset, TopicPartition
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -23,14 +21,6 @@ if TYPE_CHECKING:
     from broker.server import Broker
 
 GROUP_KEY = 0  # FindCoordinator key types: 0 group, 1 transaction
-T = TypeVar("T")
-
-
-def answer(result: T | asyncio.Future[T], to_response: Callable[[T], Any]) -> Result:
-    """The response now, or once the coordinator's future resolves."""
-    if isinstance(result, asyncio.Future):
-        return Deferred(result, to_response)
-    return to_response(result)
 
 
 class OffsetApis:
@@ -105,7 +95,7 @@ class OffsetApis:
         generation = getattr(request, "generation_id_or_member_epoch", None)
         if generation is None:
             generation = request.generation_id
-        result = self.coordinator.commit_offsets(
+        result = self.coordinator.offsets.commit_offsets(
             request.group_id,
             generation,
             request.member_id,
@@ -158,7 +148,7 @@ class OffsetApis:
                 if topics is None
                 else [(t.name, i) for t in topics for i in t.partition_indexes]
             )
-            code, offsets = self.coordinator.fetch_offsets(group, asked)
+            code, offsets = self.coordinator.offsets.fetch_offsets(group, asked)
             partition_code = code if version < 2 else ErrorCode.NONE  # v1: no group error
             if code and asked is not None:
                 offsets = dict.fromkeys(asked)
@@ -191,7 +181,7 @@ class OffsetApis:
     def handle_offset_delete(self, request: Any, version: int) -> Result:
         check_partition_count(request.topics)
         asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-        result = self.coordinator.delete_offsets(request.group_id, asked)
+        result = self.coordinator.offsets.delete_offsets(request.group_id, asked)
         schema = response_module(ApiKey.OFFSET_DELETE, version)
 
         def to_response(outcome: tuple[int, dict[TopicPartition, int]]) -> Any:

@@ -1,0 +1,56 @@
+"""The group coordinator's metrics (Kafka's GroupMetadataManager gauges and
+group-coordinator-metrics), read from the coordinator when scraped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from broker.coordinator.group_metadata import GroupState
+from broker.ops.metrics import counter, gauge, purgatory_families
+
+if TYPE_CHECKING:
+    from broker.coordinator.group_coordinator import GroupCoordinator
+
+
+def group_families(coordinator: GroupCoordinator) -> Callable[[], Iterator[Metric]]:
+    def collect() -> Iterator[Metric]:
+        groups = list(coordinator.manager.owned_groups())
+        by_state = GaugeMetricFamily(
+            "purgatory_groups",
+            "Consumer groups this broker coordinates, by state (Kafka's NumGroups*).",
+            labels=["state"],
+        )
+        for state in GroupState:
+            by_state.add_metric([state.value], sum(g.state is state for g in groups))
+        yield by_state
+        yield gauge(
+            "purgatory_group_members",
+            "Members of the groups this broker coordinates.",
+            sum(len(g.members) for g in groups),
+        )
+        yield gauge(
+            "purgatory_group_offsets",
+            "Committed offsets held by this coordinator (Kafka's NumOffsets).",
+            sum(len(g.offsets) for g in groups),
+        )
+        yield counter(
+            "purgatory_group_rebalances",
+            "Rebalances this coordinator started (a group entering PreparingRebalance).",
+            coordinator.rebalances,
+        )
+        yield counter(
+            "purgatory_group_expired_offsets",
+            "Committed offsets deleted by offset retention.",
+            coordinator.offsets.expired_offsets,
+        )
+        yield gauge(
+            "purgatory_offsets_partitions_loading",
+            "Partitions of __consumer_offsets this broker is loading groups from.",
+            len(coordinator.manager.loading),
+        )
+        yield from purgatory_families((coordinator.join_purgatory, coordinator.heartbeat_purgatory))
+
+    return collect

@@ -1,0 +1,187 @@
+"""OffsetMetadataManager: the committed offsets of the groups this broker coordinates
+(OffsetCommit, OffsetFetch, OffsetDelete, and offset retention), as Kafka's group
+coordinator names the part of it that keeps offsets. Membership is the GroupCoordinator's;
+storage in ``__consumer_offsets`` the GroupMetadataManager's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+import structlog
+
+from broker.config.broker_config import BrokerConfig
+from broker.controller.metadata_cache import MetadataCache
+from broker.coordinator.group_metadata import (
+    CommittedOffset,
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    TopicPartition,
+)
+from broker.coordinator.group_metadata_manager import GroupMetadataManager
+from broker.purgatory import Periodic, Scheduler
+from protocol.errors import ErrorCode
+
+OffsetToCommit = tuple[int, int, str | None]  # offset, leader epoch, metadata
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+def mapped(future: asyncio.Future[A], to: Callable[[A], B]) -> asyncio.Future[B]:
+    """A future of ``to(result)`` once ``future`` has its result."""
+    out: asyncio.Future[B] = asyncio.get_running_loop().create_future()
+    future.add_done_callback(lambda f: out.set_result(to(f.result())))
+    return out
+
+
+class OffsetMetadataManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataCache,
+        scheduler: Scheduler,
+        manager: GroupMetadataManager,
+        coordinator_error: Callable[[str], int],
+        keep_alive: Callable[[GroupMetadata, MemberMetadata], None],
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.scheduler = scheduler
+        self.manager = manager
+        self.coordinator_error = coordinator_error
+        self.keep_alive = keep_alive  # a member's commit counts as its heartbeat
+        self.expired_offsets = 0
+        self.cleanup = Periodic(
+            scheduler,
+            lambda: config["offsets.retention.check.interval.ms"],
+            self.expire_offsets,
+        )
+        self.log = structlog.get_logger("offsets").bind(broker_id=config.broker_id)
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> (
+        tuple[int, dict[TopicPartition, int]]
+        | asyncio.Future[tuple[int, dict[TopicPartition, int]]]
+    ):
+        """OffsetDelete: (group error, error per partition). The offsets of topics a
+        consumer group still consumes stay (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        error = self.coordinator_error(group_id)
+        if error:
+            return error, {}
+        group = self.manager.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] | None = set()
+        if group.state is not GroupState.EMPTY:
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+        results: dict[TopicPartition, int] = {}
+        deleting: list[TopicPartition] = []
+        for tp in partitions:
+            if self.metadata.partition(*tp) is None:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif subscribed is not None and tp[0] in subscribed:
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[tp] = ErrorCode.NONE
+                if tp in group.offsets:
+                    deleting.append(tp)
+        if not deleting:
+            return ErrorCode.NONE, results
+        stored = self.manager.delete_offsets(group, deleting)
+        return mapped(stored, lambda code: (code, results))
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetToCommit],
+    ) -> dict[TopicPartition, int] | asyncio.Future[dict[TopicPartition, int]]:
+        """OffsetCommit: one error per partition. A commit with generation -1 (and no
+        member) is a group that only stores offsets here; it needs an Empty group."""
+        error = self.coordinator_error(group_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
+            group = self.manager.groups[group_id] = GroupMetadata(
+                group_id, GroupState.EMPTY, self.scheduler.wall_ms()
+            )
+        error = self._commit_error(group, generation_id, member_id, group_instance_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        if member_id in group.members:
+            self.keep_alive(group, group.members[member_id])
+        results: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, CommittedOffset] = {}
+        now = self.scheduler.wall_ms()
+        limit = self.config["offset.metadata.max.bytes"]
+        for tp, (offset, leader_epoch, metadata) in offsets.items():
+            if metadata is not None and len(metadata.encode()) > limit:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            elif self.metadata.partition(*tp) is None:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                valid[tp] = CommittedOffset(offset, leader_epoch, metadata or "", now)
+        if not valid:
+            return results
+        stored = self.manager.store_offsets(group, valid)
+        return mapped(stored, lambda code: {**results, **dict.fromkeys(valid, code)})
+
+    def _commit_error(
+        self, group: GroupMetadata, generation_id: int, member_id: str, instance: str | None
+    ) -> int:
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if instance is not None:
+            registered = group.static_members.get(instance)
+            if registered is not None and registered != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if generation_id < 0 and group.state is GroupState.EMPTY:
+            return ErrorCode.NONE
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
+        """OffsetFetch: (group error, committed offset per partition, None where nothing is
+        committed). ``partitions`` None: every partition the group committed."""
+        error = self.coordinator_error(group_id)
+        if error:
+            return error, {}
+        group = self.manager.groups.get(group_id)
+        committed = group.offsets if group is not None else {}
+        if partitions is None:
+            return ErrorCode.NONE, dict(committed)
+        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+
+    def expire_offsets(self) -> None:
+        """Offset retention (``GroupMetadata.expired_offsets``); an Empty group left without
+        offsets goes too."""
+        now = self.scheduler.wall_ms()
+        retention = self.config["offsets.retention.minutes"] * 60_000
+        for group in self.manager.owned_groups():
+            if group.state is GroupState.DEAD:
+                continue
+            expired = group.expired_offsets(now, retention)
+            if group.state is GroupState.EMPTY and len(expired) == len(group.offsets):
+                self.expired_offsets += len(expired)
+                self.manager.delete_group(group, now)
+            elif expired:
+                self.expired_offsets += len(expired)
+                self.log.info("offsets_expired", group=group.group_id, offsets=len(expired))
+                self.manager.delete_offsets(group, expired)
