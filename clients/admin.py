@@ -185,6 +185,11 @@ class AdminClient:
             self.cluster, group, retry_backoff_ms=self.retry_backoff_ms, timeout_ms=30000
         )
 
+    async def find_coordinator(self, group: str) -> int:
+        """The id of the broker that coordinates ``group`` now (retrying while the
+        coordinator is unavailable or loading)."""
+        return await self._group(group).coordinator()
+
     async def group_offsets(
         self, group: str, tps: list[tuple[str, int]] | None = None
     ) -> dict[tuple[str, int], tuple[int, str | None]]:

@@ -82,6 +82,16 @@ class CoordinatorClient:
                     raise KafkaError(code, f"group {self.group_id!r}: {key.api_name}")
             await asyncio.sleep(self.retry_backoff_ms / 1000)
 
+    async def coordinator(self) -> int:
+        """The coordinator's broker id, as the coordinator itself answers FindCoordinator
+        (retried, like any request of the group, while none is available)."""
+        response: g.FindCoordinatorResponse = await self.send(
+            ApiKey.FIND_COORDINATOR, g.FindCoordinatorRequest(self.group_id), lambda r: r.error_code
+        )
+        if response.error_code:
+            raise KafkaError(response.error_code, f"no coordinator for group {self.group_id!r}")
+        return response.node_id
+
     # -- offsets ---------------------------------------------------------------------------
 
     async def commit(

@@ -136,6 +136,14 @@ def add_commands(sub: Any) -> None:
         help="exit when no record arrived for this long (default: wait forever)",
     )
     consume.add_argument("--group", help="commit positions for this group and resume from them")
+    consume.add_argument(
+        "--consumer-property",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a consumer config by Kafka's name, e.g. session.timeout.ms=10000 (repeatable; "
+        "`purgatory consume --help` lists the names)",
+    )
     consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
     consume.add_argument("--print-offset", action="store_true", help="prefix partition:offset<TAB>")
     consume.add_argument(

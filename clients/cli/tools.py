@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Callable
 
 import structlog
 import uvloop
@@ -174,10 +175,55 @@ def produce_command(args: argparse.Namespace) -> int:
     return _run(ConsoleProducer(args, topic).run(), "produce", args.bootstrap)
 
 
+# kafka-console-consumer.sh's --consumer-property names this consumer honours, and how each
+# is read. The console sets group.id, auto.offset.reset and commits itself.
+def _strategies(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in text.split(","))
+
+
+CONSUMER_PROPERTIES: dict[str, Callable[[str], object]] = {
+    "client.id": str,
+    "fetch.min.bytes": int,
+    "fetch.max.wait.ms": int,
+    "fetch.max.bytes": int,
+    "request.timeout.ms": int,
+    "retry.backoff.ms": int,
+    "group.instance.id": str,
+    "session.timeout.ms": int,
+    "heartbeat.interval.ms": int,
+    "max.poll.interval.ms": int,
+    "partition.assignment.strategy": _strategies,
+}
+
+
+def consumer_properties(pairs: list[str]) -> dict[str, object]:
+    """``NAME=VALUE`` pairs as `Consumer` keyword arguments; ValueError names a bad one."""
+    kwargs: dict[str, object] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--consumer-property expects NAME=VALUE, got {pair!r}")
+        read = CONSUMER_PROPERTIES.get(name.strip())
+        if read is None:
+            raise ValueError(
+                f"--consumer-property {name!r} is not a consumer config this tool sets; "
+                f"known: {', '.join(CONSUMER_PROPERTIES)}"
+            )
+        try:
+            kwargs[name.strip().replace(".", "_")] = read(value.strip())
+        except ValueError:
+            raise ValueError(f"--consumer-property {name}: {value!r} is not a number") from None
+    return kwargs
+
+
 def consume_command(args: argparse.Namespace) -> int:
     args.topic = topic_of(args)
     if args.offset is not None and args.partition is None:
         args.command_parser.error("--offset needs --partition")
+    try:
+        args.consumer_kwargs = consumer_properties(args.consumer_property)
+    except ValueError as exc:
+        args.command_parser.error(str(exc))
     return _run(_consume(args), "consume", args.bootstrap)
 
 
@@ -208,6 +254,7 @@ async def _consume(args: argparse.Namespace) -> int:
         auto_offset_reset=reset,
         queued_max_message_chunks=args.queued_max_message_chunks,
         fetch_message_max_bytes=args.fetch_message_max_bytes,
+        **args.consumer_kwargs,
     ) as consumer:
         metrics = None
         if args.metrics_port is not None:

@@ -426,6 +426,13 @@ def test_argument_errors_show_the_subcommand_usage() -> None:
     offset = cli("consume", "t", "--offset", "3")
     assert offset.returncode == 2 and "--offset needs --partition" in offset.stderr
     assert "usage: purgatory consume" in offset.stderr
+    unknown = cli("consume", "t", "--consumer-property", "sesion.timeout.ms=1")
+    assert unknown.returncode == 2 and "'sesion.timeout.ms' is not a consumer config" in (
+        unknown.stderr
+    )
+    assert "session.timeout.ms" in unknown.stderr  # the known names are listed
+    not_number = cli("consume", "t", "--consumer-property", "session.timeout.ms=10s")
+    assert not_number.returncode == 2 and "'10s' is not a number" in not_number.stderr
 
 
 def test_kafka_habits_fault_remove_and_perf_produce_help(cluster: dict) -> None:
