@@ -485,7 +485,8 @@ class Consumer:
             self.log.warning("auto_commit_failed", error=str(exc))
 
     async def close(self) -> None:
-        """Stop fetching; with auto-commit, commit what was consumed; close connections."""
+        """Stop fetching; with auto-commit, commit what was consumed; as a group member, tell
+        the rebalance listener the partitions are revoked and leave; close connections."""
         await self.fetcher.close()
         if self._auto_commit is not None:
             self._auto_commit.cancel()
@@ -495,5 +496,12 @@ class Consumer:
         if self.enable_auto_commit:
             await self._commit_if_moved()
         if self.coordinator is not None:
+            if self.coordinator.in_generation and self.group_instance_id is None:
+                # A dynamic member that leaves gives its partitions up (Kafka's
+                # onLeavePrepare); a static one keeps them for when it comes back.
+                try:
+                    await self._tell_listener("on_partitions_revoked", self.coordinator.assignment)
+                except Exception as exc:  # closing goes on: the group must hear the leave
+                    self.log.warning("rebalance_listener_failed", error=repr(exc))
             await self.coordinator.close()
         await self.cluster.close()

@@ -374,6 +374,54 @@ def add_perf_commands(sub: Any) -> None:
     mock.add_argument("--json", action="store_true", help="one line of JSON")
     mock.set_defaults(func=lazy("experiments.kafka_mock", "main"))
 
+    rebalance = sub.add_parser(
+        "rebalance",
+        help="a consumer group of N members forming and rebalancing after a leave: our "
+        "client and confluent-kafka on Purgatory, confluent-kafka on librdkafka's mock",
+    )
+    rebalance.add_argument(
+        "--members",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[10, 100, 1000],
+        help="group sizes, comma separated (default 10,100,1000)",
+    )
+    rebalance.add_argument(
+        "--clients", default="ours,confluent", help="ours and/or confluent (default both)"
+    )
+    rebalance.add_argument("--no-mock", action="store_true", help="skip librdkafka's mock cluster")
+    rebalance.add_argument(
+        "--confluent-max-members",
+        type=int,
+        default=100,
+        help="larger groups are not run with confluent-kafka (default 100: 1000 librdkafka "
+        "instances, about 4 threads each, did not settle on 2 cores, on either broker)",
+    )
+    rebalance.add_argument(
+        "--partitions",
+        type=int,
+        default=4,
+        help="partitions of the topic with --no-mock (else the mock's auto-created count)",
+    )
+    rebalance.add_argument(
+        "--initial-delay-ms",
+        type=int,
+        default=3000,
+        help="Purgatory's group.initial.rebalance.delay.ms (default 3000, as Kafka and the mock)",
+    )
+    rebalance.add_argument("--session-timeout-ms", type=int, default=10000)
+    rebalance.add_argument("--heartbeat-interval-ms", type=int, default=500)
+    rebalance.add_argument(
+        "--quiet-ms",
+        type=int,
+        default=1000,
+        help="a generation is final when no assignment changes for this long (default 1000)",
+    )
+    rebalance.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds a group may take to settle"
+    )
+    rebalance.add_argument("--json", action="store_true", help="one line of JSON")
+    rebalance.set_defaults(func=lazy("experiments.rebalance", "main"))
+
     cross = sub.add_parser(
         "cross-protocol",
         help="what one log serving both protocols costs: each consumer reading its own "

@@ -187,12 +187,14 @@ async def test_members_of_four_libraries_split_the_partitions_and_read_everythin
                 and g.state is GroupState.STABLE
                 and len(g.members) == 4
                 and sorted(p for m in members for p in m.assigned) == list(range(PARTITIONS))
+                # each member's view is of the last generation (a member slow to hear of
+                # a rebalance still shows its old partitions)
+                and all(len(m.assigned) == 2 for m in members)
             )
 
-        await wait_until(settled, timeout=60, message="four members share the 8 partitions")
+        await wait_until(settled, timeout=60, message="four members share the 8 partitions, 2 each")
         group_state = coordinated(cluster, group)
         assert group_state.protocol_name == "roundrobin"  # the one every library supports
-        assert all(len(m.assigned) == 2 for m in members)
         values = await produce(cluster, 400)
         await wait_until(
             lambda: sum(len(m.records) for m in members) >= 400,
@@ -269,3 +271,63 @@ async def test_our_consumer_resumes_from_the_groups_committed_offsets(
     assert {v for _, _, v in first.records} == values
     assert all(int(v[1:]) < 16 for _, _, v in second.records)  # only the new ones
     assert len(second.records) == 16
+
+
+class Recorder:
+    """A rebalance listener that writes down what it hears, in order (one method is a
+    coroutine: the consumer awaits it)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    async def on_partitions_revoked(self, partitions: list[tuple[str, int]]) -> None:
+        self.events.append(("revoked", len(partitions)))
+
+    def on_partitions_assigned(self, partitions: list[tuple[str, int]]) -> None:
+        self.events.append(("assigned", len(partitions)))
+
+
+async def test_listeners_hear_each_revocation_before_the_next_assignment_and_state_shows_the_group(
+    cluster: list[Broker],
+) -> None:
+    servers = bootstrap(cluster)
+    group = "listened"
+    heard = Recorder()
+    async with Consumer(
+        servers, group_id=group, session_timeout_ms=10000, heartbeat_interval_ms=200
+    ) as first:
+        first.subscribe([TOPIC], heard)
+        polled = [first]
+
+        def holding(*counts: int) -> Callable[[], Any]:
+            async def check() -> bool:
+                await asyncio.gather(*(c.poll(timeout_ms=20) for c in polled))
+                return [len(c.assignment()) for c in polled] == list(counts)
+
+            return check
+
+        await wait_until(holding(PARTITIONS), timeout=30, message="the first alone")
+        async with Consumer(
+            servers, group_id=group, client_id="second", heartbeat_interval_ms=200
+        ) as second:
+            second.subscribe([TOPIC])
+            polled.append(second)
+            half = PARTITIONS // 2
+            await wait_until(holding(half, half), timeout=30, message="two members, half each")
+            coordinator = next(b for b in cluster if group in b.group_coordinator.groups)
+            (described,) = [g for g in coordinator.state()["groups"] if g["group_id"] == group]
+            assert described["state"] == "Stable" and described["generation_id"] == 2
+            assert sorted(m["client_id"] for m in described["members"]) == [
+                "purgatory-consumer",
+                "second",
+            ]
+            polled.remove(second)
+        await wait_until(holding(PARTITIONS), timeout=30, message="all back after the leave")
+    assert heard.events == [
+        ("assigned", PARTITIONS),
+        ("revoked", PARTITIONS),
+        ("assigned", PARTITIONS // 2),
+        ("revoked", PARTITIONS // 2),
+        ("assigned", PARTITIONS),
+        ("revoked", PARTITIONS),  # closing gives the partitions up too
+    ]
