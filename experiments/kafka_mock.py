@@ -53,18 +53,24 @@ def _create_topic(servers: str, create: bool) -> None:
         producer = _producer(servers)
         producer.produce(TOPIC, b"create")
         producer.flush(10)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:  # every partition has a leader
-        topic = admin.list_topics(TOPIC, timeout=5).topics.get(TOPIC)
+    leaders(admin, TOPIC)
+
+
+def leaders(admin: Any, topic: str, timeout: float = 20) -> int:
+    """Wait until every partition of ``topic`` has a leader, as a confluent-kafka
+    ``AdminClient`` sees it; return how many partitions it has."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = admin.list_topics(topic, timeout=5).topics.get(topic)
         if (
-            topic is not None
-            and topic.error is None
-            and topic.partitions
-            and all(p.leader >= 0 for p in topic.partitions.values())
+            found is not None
+            and found.error is None
+            and found.partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
         ):
-            return
+            return len(found.partitions)
         time.sleep(0.1)
-    raise RuntimeError(f"{TOPIC} did not get leaders in time")
+    raise RuntimeError(f"{topic} did not get leaders in time")
 
 
 def throughput(servers: str, acks: str, records: int, size: int) -> dict[str, float]:

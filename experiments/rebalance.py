@@ -219,24 +219,6 @@ def confluent(servers: str, group: str, n: int, partitions: int, args: argparse.
     return out
 
 
-def _partitions(servers: str) -> int:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": servers})
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        topic = admin.list_topics(TOPIC, timeout=5).topics.get(TOPIC)
-        if (
-            topic is not None
-            and topic.error is None
-            and topic.partitions
-            and all(p.leader >= 0 for p in topic.partitions.values())
-        ):
-            return len(topic.partitions)
-        time.sleep(0.1)
-    raise RuntimeError(f"{TOPIC} did not get leaders in time")
-
-
 # -- the run ------------------------------------------------------------------------------
 
 
@@ -292,7 +274,11 @@ def _mock(args: argparse.Namespace, out: dict[str, Any]) -> int:
     servers = ",".join(f"{b.host}:{b.port}" for b in brokers)
     holder.produce(TOPIC, b"create")
     holder.flush(10)
-    partitions = _partitions(servers)
+    from confluent_kafka.admin import AdminClient
+
+    from experiments.kafka_mock import leaders
+
+    partitions = leaders(AdminClient({"bootstrap.servers": servers}), TOPIC)
     if "confluent" in args.clients:
         for n in args.members:
             if _skipped(args, n, out, "mock/confluent"):
