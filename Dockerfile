@@ -15,6 +15,8 @@ COPY pyproject.toml README.md ./
 COPY protocol/ protocol/
 COPY broker/ broker/
 COPY clients/ clients/
+# purgatory/broker, clients and protocol are links to the folders above; the wheel
+# installs them as purgatory.broker, ... (purgatory/experiments dangles and is left out).
 COPY purgatory/ purgatory/
 RUN pip install ".${EXTRAS:+[$EXTRAS]}" \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin purgatory

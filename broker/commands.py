@@ -34,7 +34,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--admin-port", type=int, help="admin HTTP port (port of `admin.listener`)")
     p.add_argument("--cluster", metavar="ID@HOST:PORT,...", help="cluster.members")
     _common_config_args(p)
-    p.set_defaults(func=lazy("broker.main", "run_broker"))
+    p.set_defaults(func=lazy("purgatory.broker.main", "run_broker"))
 
     c = sub.add_parser(
         "cluster",
@@ -62,7 +62,7 @@ def add_commands(sub: Any) -> None:
         "broker (`purgatory admin broker ...`); 0: any free port (default 9640)",
     )
     _common_config_args(c)
-    c.set_defaults(func=lazy("broker.local_cluster", "run_cluster"))
+    c.set_defaults(func=lazy("purgatory.broker.local_cluster", "run_cluster"))
 
 
 def add_perf_commands(sub: Any) -> None:
@@ -76,7 +76,7 @@ def add_perf_commands(sub: Any) -> None:
     buckets.add_argument("--cancel-fraction", type=float, default=0.5)
     buckets.add_argument("--rounds", type=int, default=300)
     buckets.add_argument("--json", action="store_true")
-    buckets.set_defaults(func=lazy("broker.purgatory.timer_perf", "main"))
+    buckets.set_defaults(func=lazy("purgatory.broker.purgatory.timer_perf", "main"))
 
     scaling = sub.add_parser(
         "timer-scaling",
@@ -91,7 +91,7 @@ def add_perf_commands(sub: Any) -> None:
         help="pending tasks' delays are spread up to this (all wheel levels)",
     )
     scaling.add_argument("--json", action="store_true")
-    scaling.set_defaults(func=lazy("broker.purgatory.timer_perf", "scaling_main"))
+    scaling.set_defaults(func=lazy("purgatory.broker.purgatory.timer_perf", "scaling_main"))
 
     cycle = sub.add_parser(
         "purgatory-cycle",
@@ -100,7 +100,7 @@ def add_perf_commands(sub: Any) -> None:
     cycle.add_argument("--pending", type=int, default=50_000)
     cycle.add_argument("--cycles", type=int, default=200_000)
     cycle.add_argument("--json", action="store_true")
-    cycle.set_defaults(func=lazy("broker.purgatory.timer_perf", "cycle_main"))
+    cycle.set_defaults(func=lazy("purgatory.broker.purgatory.timer_perf", "cycle_main"))
 
     bench = sub.add_parser(
         "purgatory",
@@ -134,4 +134,4 @@ def add_perf_commands(sub: Any) -> None:
     bench.add_argument("--impls", default="wheel,wheel-purge,heap")
     bench.add_argument("--out", default="out/purgatory", help="sweep output directory")
     bench.add_argument("--json", action="store_true")
-    bench.set_defaults(func=lazy("broker.purgatory.perf", "main"))
+    bench.set_defaults(func=lazy("purgatory.broker.purgatory.perf", "main"))

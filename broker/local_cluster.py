@@ -16,8 +16,8 @@ from typing import Any
 def replication_defaults(args: argparse.Namespace, environ: dict[str, str]) -> list[str]:
     """A local cluster is a replicated one: replication factor min(3, N) and, from 3 brokers,
     min.insync.replicas 2, unless the user set them (--set, PURGATORY_*, or --config)."""
-    from broker.config.broker_config import load_config, parse_assignments
-    from broker.config.definitions import BY_NAME, ENV_PREFIX
+    from purgatory.broker.config.broker_config import load_config, parse_assignments
+    from purgatory.broker.config.definitions import BY_NAME, ENV_PREFIX
 
     chosen = {BY_NAME[name].name for name in parse_assignments(args.set) if name in BY_NAME}
     chosen |= {
@@ -79,14 +79,14 @@ def run_cluster(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from broker.ops.cluster_control import serve_control
-    from broker.ops.supervisor import Supervisor, SupervisorError
+    from purgatory.broker.ops.cluster_control import serve_control
+    from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
 
     console = Console(stderr=True)
     if not 1 <= args.brokers <= 64:
         console.print("[red]--brokers must be between 1 and 64[/red]")
         return 2
-    from broker.config.definitions import ConfigError
+    from purgatory.broker.config.definitions import ConfigError
 
     try:
         commands = broker_commands(args)

@@ -10,10 +10,10 @@ import sys
 
 import uvloop
 
-from broker.config.addresses import parse_host_port
-from broker.config.broker_config import BrokerConfig, load_config, parse_assignments
-from broker.config.definitions import ConfigError
-from broker.ops.structured_logging import configure_logging
+from purgatory.broker.config.addresses import parse_host_port
+from purgatory.broker.config.broker_config import BrokerConfig, load_config, parse_assignments
+from purgatory.broker.config.definitions import ConfigError
+from purgatory.broker.ops.structured_logging import configure_logging
 
 
 def config_from_args(args: argparse.Namespace) -> dict[str, str]:
@@ -63,7 +63,7 @@ def run_broker(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    from broker.server import start_broker
+    from purgatory.broker.server import start_broker
 
     broker = await start_broker(config)
     # What start-up built lives as long as the process: keep it out of every collection.

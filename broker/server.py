@@ -13,34 +13,34 @@ from typing import Any
 
 import structlog
 
-from broker.api.kafka.apis import KafkaListenerApis
-from broker.api.kafka_apis import KafkaApis
-from broker.config.addresses import parse_host_port
-from broker.config.broker_config import BrokerConfig, check_consistency
-from broker.config.definitions import BY_NAME
-from broker.controller.alter_partition_manager import AlterPartitionManager
-from broker.controller.broker_lifecycle import BrokerLifecycleManager
-from broker.controller.controller import Controller
-from broker.controller.controller_metrics import controller_families
-from broker.controller.forwarding_manager import ForwardingManager
-from broker.controller.metadata_cache import MetadataCache
-from broker.coordinator.group_coordinator import GroupCoordinator
-from broker.coordinator.producer_id_manager import ProducerIdManager
-from broker.network.kafka_codec import KafkaCodec
-from broker.network.leader_endpoint import RemoteLeaderEndPoint
-from broker.network.msgpack_codec import MsgpackCodec
-from broker.network.socket_server import ServedProtocol, SocketServer
-from broker.ops.admin_http import AdminServer
-from broker.ops.faults import FaultInjector
-from broker.ops.metrics import BrokerMetrics
-from broker.ops.structured_logging import configure_logging
-from broker.purgatory import LoopScheduler
-from broker.replication.replica_fetcher import FetcherStats
-from broker.replication.replica_manager import ReplicaManager
-from clients.connection import Connection, ConnectionClosed
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.broker.api.kafka.apis import KafkaListenerApis
+from purgatory.broker.api.kafka_apis import KafkaApis
+from purgatory.broker.config.addresses import parse_host_port
+from purgatory.broker.config.broker_config import BrokerConfig, check_consistency
+from purgatory.broker.config.definitions import BY_NAME
+from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
+from purgatory.broker.controller.broker_lifecycle import BrokerLifecycleManager
+from purgatory.broker.controller.controller import Controller
+from purgatory.broker.controller.controller_metrics import controller_families
+from purgatory.broker.controller.forwarding_manager import ForwardingManager
+from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
+from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
+from purgatory.broker.network.kafka_codec import KafkaCodec
+from purgatory.broker.network.leader_endpoint import RemoteLeaderEndPoint
+from purgatory.broker.network.msgpack_codec import MsgpackCodec
+from purgatory.broker.network.socket_server import ServedProtocol, SocketServer
+from purgatory.broker.ops.admin_http import AdminServer
+from purgatory.broker.ops.faults import FaultInjector
+from purgatory.broker.ops.metrics import BrokerMetrics
+from purgatory.broker.ops.structured_logging import configure_logging
+from purgatory.broker.purgatory import LoopScheduler
+from purgatory.broker.replication.replica_fetcher import FetcherStats
+from purgatory.broker.replication.replica_manager import ReplicaManager
+from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
 
 
 class Broker:

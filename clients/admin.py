@@ -7,12 +7,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from clients.cluster import ClientCluster
-from clients.coordinator_client import CoordinatorClient
-from protocol import group_messages as g
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.clients.cluster import ClientCluster
+from purgatory.clients.coordinator_client import CoordinatorClient
+from purgatory.protocol import group_messages as g
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
 
 
 class AdminClient:

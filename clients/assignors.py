@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from protocol.consumer_protocol import Assignment, Subscription
+from purgatory.protocol.consumer_protocol import Assignment, Subscription
 
 
 class PartitionAssignor(Protocol):

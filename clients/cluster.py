@@ -9,10 +9,10 @@ import random
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from clients.connection import DEFAULT_REQUEST_TIMEOUT_MS, Connection, ConnectionClosed
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.clients.connection import DEFAULT_REQUEST_TIMEOUT_MS, Connection, ConnectionClosed
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
 
 TopicPartition = tuple[str, int]
 

@@ -8,17 +8,17 @@ from typing import Any
 
 import msgspec
 
-from protocol.api import (
+from purgatory.common.delayed_receiver import DelayedReceiver
+from purgatory.protocol.api import (
     ApiKey,
     decode_response_body,
     decode_response_header,
     encode_request_into,
     latest_version,
 )
-from protocol.errors import ErrorCode, KafkaError
-from protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameError
-from protocol.in_flight import CorrelationMismatch, InFlightRequests
-from purgatory.common.delayed_receiver import DelayedReceiver
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameError
+from purgatory.protocol.in_flight import CorrelationMismatch, InFlightRequests
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms
 

@@ -32,15 +32,15 @@ from typing import Any, Protocol
 
 import structlog
 
-from clients.cluster import ClientCluster
-from clients.connection import ConnectionClosed
-from clients.consumer_coordinator import ConsumerCoordinator
-from clients.coordinator_client import CoordinatorClient
-from clients.fetcher import Chunk, ConsumerMessage, FetchConfig, Fetcher, OnFetch
-from clients.subscription_state import SubscriptionState, TopicPartition
-from protocol import messages as m
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.clients.cluster import ClientCluster
+from purgatory.clients.connection import ConnectionClosed
+from purgatory.clients.consumer_coordinator import ConsumerCoordinator
+from purgatory.clients.coordinator_client import CoordinatorClient
+from purgatory.clients.fetcher import Chunk, ConsumerMessage, FetchConfig, Fetcher, OnFetch
+from purgatory.clients.subscription_state import SubscriptionState, TopicPartition
 from purgatory.common.histogram import FetchLatency
+from purgatory.protocol import messages as m
+from purgatory.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["Consumer", "ConsumerMessage", "ConsumerRebalanceListener"]
 

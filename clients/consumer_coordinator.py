@@ -18,13 +18,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
-from clients.assignors import ASSIGNORS, PartitionAssignor
-from clients.cluster import ClientCluster, TopicPartition
-from clients.connection import ConnectionClosed
-from clients.coordinator_client import CoordinatorClient
-from protocol import group_messages as g
-from protocol.api import ApiKey
-from protocol.consumer_protocol import (
+from purgatory.clients.assignors import ASSIGNORS, PartitionAssignor
+from purgatory.clients.cluster import ClientCluster, TopicPartition
+from purgatory.clients.connection import ConnectionClosed
+from purgatory.clients.coordinator_client import CoordinatorClient
+from purgatory.protocol import group_messages as g
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.consumer_protocol import (
     PROTOCOL_TYPE,
     Subscription,
     decode_assignment,
@@ -32,7 +32,7 @@ from protocol.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.errors import ErrorCode, KafkaError
 
 OnPartitions = Callable[[list[TopicPartition]], Awaitable[None]]
 _FATAL = frozenset(

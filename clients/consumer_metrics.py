@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from clients.consumer import Consumer
+from purgatory.clients.consumer import Consumer
 
 
 class ConsumerCollector(Collector):

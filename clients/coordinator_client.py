@@ -12,12 +12,12 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from clients.cluster import ClientCluster, TopicPartition, by_topic
-from clients.connection import ConnectionClosed
-from protocol import group_messages as g
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.clients.cluster import ClientCluster, TopicPartition, by_topic
+from purgatory.clients.connection import ConnectionClosed
+from purgatory.protocol import group_messages as g
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
 
 COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 COORDINATOR_BUSY = COORDINATOR_MOVED | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}

@@ -16,14 +16,14 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from clients.cluster import ClientCluster
-from clients.connection import Connection, ConnectionClosed
-from clients.subscription_state import SubscriptionState, TopicPartition
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import METADATA_STALE, ErrorCode, KafkaError
-from protocol.records import CorruptRecordError, Header, decode_records
+from purgatory.clients.cluster import ClientCluster
+from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.clients.subscription_state import SubscriptionState, TopicPartition
 from purgatory.common.histogram import FetchLatency
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import METADATA_STALE, ErrorCode, KafkaError
+from purgatory.protocol.records import CorruptRecordError, Header, decode_records
 
 # Partition errors a fetch retries rather than raising from poll().
 RETRIED_FETCH_ERRORS = frozenset({ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR})

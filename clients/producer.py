@@ -35,14 +35,25 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from clients.cluster import ClientCluster
-from clients.connection import ConnectionClosed
-from clients.partitioner import partition_for_key
-from clients.producer_batch import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, RecordMetadata
-from clients.transaction_manager import TransactionManager
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import METADATA_STALE, ErrorCode, KafkaError, error_name, is_retriable
+from purgatory.clients.cluster import ClientCluster
+from purgatory.clients.connection import ConnectionClosed
+from purgatory.clients.partitioner import partition_for_key
+from purgatory.clients.producer_batch import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    ProducerBatch,
+    RecordMetadata,
+)
+from purgatory.clients.transaction_manager import TransactionManager
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import (
+    METADATA_STALE,
+    ErrorCode,
+    KafkaError,
+    error_name,
+    is_retriable,
+)
 
 TopicPartition = tuple[str, int]
 

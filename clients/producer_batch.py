@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from protocol import kafka_records
-from protocol.records import Header, encode_batch
+from purgatory.protocol import kafka_records
+from purgatory.protocol.records import Header, encode_batch
 
 # Bytes a record adds to a batch beyond its key, value and header bytes (MessagePack array
 # and length prefixes, the timestamp delta), and a batch beyond its records: an upper bound.

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import structlog
 
-from protocol.errors import KafkaError, error_name
+from purgatory.protocol.errors import KafkaError, error_name
 
 TopicPartition = tuple[str, int]
 

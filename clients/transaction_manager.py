@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 
-from clients.cluster import ClientCluster
-from clients.connection import ConnectionClosed
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError, is_retriable
+from purgatory.clients.cluster import ClientCluster
+from purgatory.clients.connection import ConnectionClosed
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError, is_retriable
 
 TopicPartition = tuple[str, int]
 _MAX_SEQUENCE = 2**31  # sequences wrap at Int.MaxValue, as in Kafka

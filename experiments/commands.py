@@ -8,7 +8,7 @@ from purgatory.common.lazy_command import lazy
 
 
 def add_commands(sub: Any) -> None:
-    from experiments.scenarios import SCENARIOS
+    from purgatory.experiments.scenarios import SCENARIOS
 
     experiment = sub.add_parser(
         "experiment", help="latency experiments: run a scenario, analyse it on Spark, plot it"
@@ -37,7 +37,7 @@ def add_commands(sub: Any) -> None:
         help="scenario parameter, e.g. delay_ms=50, timeouts=100,2000, shapes=1x1024,1000x65536",
     )
     run.add_argument("--no-progress", action="store_true")
-    run.set_defaults(func=lazy("experiments.runner", "main"))
+    run.set_defaults(func=lazy("purgatory.experiments.runner", "main"))
     analyze = esub.add_parser(
         "analyze",
         help="the Spark job: percentiles per window and pair, a report (grey-failure: the slow broker)",
@@ -45,7 +45,7 @@ def add_commands(sub: Any) -> None:
     analyze.add_argument("dir")
     analyze.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     analyze.add_argument("--window", type=float, default=5.0, help="window length in seconds")
-    analyze.set_defaults(func=lazy("experiments.analyze", "main"))
+    analyze.set_defaults(func=lazy("purgatory.experiments.analyze", "main"))
     plot = esub.add_parser("plot", help="the figures of a run (PNG)")
     plot.add_argument("dir")
-    plot.set_defaults(func=lazy("experiments.plot", "main"))
+    plot.set_defaults(func=lazy("purgatory.experiments.plot", "main"))

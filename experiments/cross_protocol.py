@@ -30,15 +30,15 @@ from typing import Any
 
 import uvloop
 
-from protocol import kafka_records
-from protocol.records import assign_offsets, decode_records, encode_batch
+from purgatory.protocol import kafka_records
+from purgatory.protocol.records import assign_offsets, decode_records, encode_batch
 
 OURS, KAFKA = "xp-ours", "xp-kafka"
 _BATCH = 500  # records per batch in the in-process measure
 
 
 async def fill_ours(servers: str, records: int, size: int) -> None:
-    from clients.producer import Producer
+    from purgatory.clients.producer import Producer
 
     value = b"x" * size
     async with Producer(servers, acks=1, linger_ms=5, batch_size=65536) as producer:
@@ -70,7 +70,7 @@ def fill_kafka(servers: str, records: int, size: int) -> None:
 async def read_ours(servers: str, topic: str, records: int) -> float:
     """Records per second our Consumer reads ``topic`` from its beginning (the leader
     known before the clock starts)."""
-    from clients.consumer import Consumer
+    from purgatory.clients.consumer import Consumer
 
     async with Consumer(servers, auto_offset_reset="earliest") as consumer:
         await consumer.assign_topics([topic])
@@ -150,7 +150,7 @@ def conversions(records: int, size: int) -> dict[str, float]:
 
 
 async def _measure(servers: str, args: argparse.Namespace) -> dict[str, Any]:
-    from clients.admin import AdminClient
+    from purgatory.clients.admin import AdminClient
 
     async with AdminClient(servers) as admin:
         await admin.delete_topics([OURS, KAFKA])  # left by an earlier run (else: no-op)
@@ -180,7 +180,7 @@ async def _measure(servers: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
-    from experiments.processes import local_brokers
+    from purgatory.experiments.processes import local_brokers
 
     out: dict[str, Any] = {"records": args.num_records, "record_size": args.record_size}
     if args.bootstrap:
@@ -202,7 +202,7 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    from protocol.errors import KafkaError
+    from purgatory.protocol.errors import KafkaError
 
     try:
         result = uvloop.run(_run(args))

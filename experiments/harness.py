@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.processes import Brokers, admin_call, existing_brokers, local_brokers
-from experiments.recorder import Recorder
+from purgatory.experiments.processes import Brokers, admin_call, existing_brokers, local_brokers
+from purgatory.experiments.recorder import Recorder
 
 
 @dataclass

@@ -171,7 +171,7 @@ def measure_mock(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _purgatory_brokers(args: argparse.Namespace) -> dict[str, Any]:
-    from experiments.processes import local_brokers
+    from purgatory.experiments.processes import local_brokers
 
     with tempfile.TemporaryDirectory(prefix="kafka-mock-bench-") as logs:
         async with local_brokers(3, {"log.level": "WARNING"}, Path(logs)) as brokers:

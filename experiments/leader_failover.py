@@ -26,11 +26,11 @@ from typing import Any
 
 import aiohttp
 
-from clients import AdminClient, Producer
-from experiments.harness import Options, Steps, brokers_for
-from experiments.processes import Brokers, admin_call, metric
-from experiments.record_history import Outcome, check, read_back, unavailability
-from experiments.recorder import Recorder, Scraper
+from purgatory.clients import AdminClient, Producer
+from purgatory.experiments.harness import Options, Steps, brokers_for
+from purgatory.experiments.processes import Brokers, admin_call, metric
+from purgatory.experiments.record_history import Outcome, check, read_back, unavailability
+from purgatory.experiments.recorder import Recorder, Scraper
 
 POLL_S = 0.02  # how often the watcher reads a broker's /v1/state
 

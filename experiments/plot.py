@@ -83,7 +83,7 @@ def plot_pairs(directory: Path, manifest: dict[str, Any], kind: str, name: str) 
 
 
 def plot_purgatory(directory: Path) -> Path | None:
-    from broker.purgatory.perf import plot_sweep
+    from purgatory.broker.purgatory.perf import plot_sweep
 
     rows = read_jsonl(directory / "purgatory.jsonl")
     if not rows:

@@ -15,8 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from broker.local_cluster import broker_commands
-from broker.ops.supervisor import Supervisor, SupervisorError
+from purgatory.broker.local_cluster import broker_commands
+from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
 
 
 @dataclass

@@ -99,7 +99,7 @@ def settled(
 
 
 async def ours(servers: str, group: str, n: int, partitions: int, args: argparse.Namespace) -> Any:
-    from clients import Consumer
+    from purgatory.clients import Consumer
 
     members = Members(partitions)
     consumers = [
@@ -227,8 +227,8 @@ def _progress(text: str) -> None:
 
 
 async def _purgatory(args: argparse.Namespace, partitions: int, out: dict[str, Any]) -> None:
-    from clients import AdminClient
-    from experiments.processes import local_brokers
+    from purgatory.clients import AdminClient
+    from purgatory.experiments.processes import local_brokers
 
     settings = {
         "log.level": "WARNING",
@@ -276,7 +276,7 @@ def _mock(args: argparse.Namespace, out: dict[str, Any]) -> int:
     holder.flush(10)
     from confluent_kafka.admin import AdminClient
 
-    from experiments.kafka_mock import leaders
+    from purgatory.experiments.kafka_mock import leaders
 
     partitions = leaders(AdminClient({"bootstrap.servers": servers}), TOPIC)
     if "confluent" in args.clients:
@@ -290,7 +290,7 @@ def _mock(args: argparse.Namespace, out: dict[str, Any]) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from clients.cli.tools import client_logging
+    from purgatory.clients.cli.tools import client_logging
 
     client_logging()  # our consumers' INFO lines would bury the figures
     out: dict[str, Any] = {

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from clients import AdminClient, Consumer
+from purgatory.clients import AdminClient, Consumer
 
 Log = dict[int, list[tuple[int, bytes]]]  # partition -> (offset, value) as read back
 

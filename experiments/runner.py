@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.harness import Options
-from experiments.recorder import Recorder
-from experiments.scenarios import SCENARIOS
+from purgatory.experiments.harness import Options
+from purgatory.experiments.recorder import Recorder
+from purgatory.experiments.scenarios import SCENARIOS
 
 
 def parse_params(items: list[str]) -> dict[str, Any]:

@@ -10,11 +10,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from clients import AdminClient, Consumer, Producer
-from experiments.harness import Options, Steps, brokers_for
-from experiments.leader_failover import leader_failover
-from experiments.processes import Brokers, admin_call, metric, set_config
-from experiments.recorder import Recorder, Scraper
+from purgatory.clients import AdminClient, Consumer, Producer
+from purgatory.experiments.harness import Options, Steps, brokers_for
+from purgatory.experiments.leader_failover import leader_failover
+from purgatory.experiments.processes import Brokers, admin_call, metric, set_config
+from purgatory.experiments.recorder import Recorder, Scraper
 
 # -- grey-failure (KIP-736) ---------------------------------------------------------------
 
@@ -87,7 +87,7 @@ async def _produce_load(
 
 async def purgatory(recorder: Recorder, options: Options) -> dict[str, Any]:
     """The wheel vs heap sweep of the purgatory benchmark, for the post's two cases."""
-    from broker.purgatory.perf import CASES, result_dict, run, saturation
+    from purgatory.broker.purgatory.perf import CASES, result_dict, run, saturation
 
     rates = [
         float(r) for r in str(options.params.get("rates", "25000,50000,100000,150000")).split(",")

@@ -14,10 +14,10 @@ from typing import Any
 import msgspec
 from msgspec import Raw, Struct
 
-from protocol import group_messages as g
-from protocol import messages as m
-from protocol.errors import DECODE_ERRORS, ErrorCode
-from protocol.framing import LENGTH_PREFIX as _LENGTH
+from purgatory.protocol import group_messages as g
+from purgatory.protocol import messages as m
+from purgatory.protocol.errors import DECODE_ERRORS, ErrorCode
+from purgatory.protocol.framing import LENGTH_PREFIX as _LENGTH
 
 
 class ApiKey(enum.IntEnum):

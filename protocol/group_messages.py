@@ -8,7 +8,7 @@ a group with Kafka clients.
 
 from __future__ import annotations
 
-from protocol.messages import (
+from purgatory.protocol.messages import (
     Message,
     OffsetCommitRequest,
     OffsetCommitTopicResponse,

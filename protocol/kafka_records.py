@@ -39,8 +39,8 @@ from collections.abc import Sequence
 import cramjam
 from crc32c import crc32c
 
-from protocol.records import KAFKA_MAGIC as MAGIC
-from protocol.records import (
+from purgatory.protocol.records import KAFKA_MAGIC as MAGIC
+from purgatory.protocol.records import (
     BatchInfo,
     ConsumerRecord,
     CorruptRecordError,

@@ -22,7 +22,7 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.static.constants import EntityType
 
-from protocol.api import ApiKey
+from purgatory.protocol.api import ApiKey
 
 # The versions served, from Kafka 4.0's minimums; maxima as in Kafka 3.7/3.9 where the
 # clients measured pick them (kafka-python infers the broker release from these ranges).

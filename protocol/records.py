@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 
 import msgspec
 
-from protocol.errors import DECODE_ERRORS
+from purgatory.protocol.errors import DECODE_ERRORS
 
 MAGIC = 1
 KAFKA_MAGIC = 2  # Kafka's record batch v2, stored beside ours (protocol/kafka_records.py)
@@ -147,7 +147,7 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
     before appending). A Kafka v2 batch is checked by its header and CRC-32C alone.
     """
     if is_kafka_batch(batch):
-        from protocol import kafka_records
+        from purgatory.protocol import kafka_records
 
         return kafka_records.validate(batch)
     if len(batch) < HEADER_SIZE:
@@ -215,7 +215,7 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
     out: list[ConsumerRecord] = []
     for batch in iter_batches(data):
         if is_kafka_batch(batch):
-            from protocol import kafka_records
+            from purgatory.protocol import kafka_records
 
             out.extend(kafka_records.decode(batch))
             continue

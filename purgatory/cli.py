@@ -16,12 +16,12 @@ from purgatory import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from broker import commands as broker_commands
-    from clients.cli import commands as client_commands
+    from purgatory.broker import commands as broker_commands
+    from purgatory.clients.cli import commands as client_commands
 
     experiment_commands: ModuleType | None
     try:
-        from experiments import commands as experiment_commands
+        from purgatory.experiments import commands as experiment_commands
     except ModuleNotFoundError:  # a broker-only install (the container image)
         experiment_commands = None
 

@@ -4,8 +4,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.ops.structured_logging import configure_logging
-from broker.server import Broker
+from purgatory.broker.ops.structured_logging import configure_logging
+from purgatory.broker.server import Broker
 from tests.support import running_cluster
 
 configure_logging("console", "WARNING")
@@ -29,7 +29,7 @@ def spark_ready() -> None:
     says how to install it) and fail under CI, which must run them."""
     import os
 
-    from experiments.analyze import java_problem
+    from purgatory.experiments.analyze import java_problem
 
     problem = java_problem()
     if problem is None:

@@ -9,22 +9,22 @@ import asyncio
 import uuid
 from typing import Any
 
-from broker.controller.metadata_cache import LeaderAndIsr, MetadataCache
-from broker.log.leader_epoch_cache import EpochEndOffset
-from broker.ops.metrics import BrokerMetrics
-from broker.purgatory import ManualScheduler
-from broker.replication.delayed_produce import PartitionResponse
-from broker.replication.fetch_params import (
+from purgatory.broker.controller.metadata_cache import LeaderAndIsr, MetadataCache
+from purgatory.broker.log.leader_epoch_cache import EpochEndOffset
+from purgatory.broker.ops.metrics import BrokerMetrics
+from purgatory.broker.purgatory import ManualScheduler
+from purgatory.broker.replication.delayed_produce import PartitionResponse
+from purgatory.broker.replication.fetch_params import (
     FetchParams,
     FetchResult,
     PartitionFetchInfo,
     TopicPartition,
 )
-from broker.replication.partition import Partition
-from broker.replication.replica_fetcher import EpochAsk, LeaderEndPoint
-from broker.replication.replica_manager import ReplicaManager
-from protocol import messages as m
-from protocol.records import encode_batch
+from purgatory.broker.replication.partition import Partition
+from purgatory.broker.replication.replica_fetcher import EpochAsk, LeaderEndPoint
+from purgatory.broker.replication.replica_manager import ReplicaManager
+from purgatory.protocol import messages as m
+from purgatory.protocol.records import encode_batch
 from tests.support import broker_config
 
 LEADER = 0

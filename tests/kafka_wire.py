@@ -13,8 +13,8 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from protocol.api import ApiKey
-from protocol.kafka_schemas import build, is_flexible, request_class, response_class
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.kafka_schemas import build, is_flexible, request_class, response_class
 
 
 def request_frame(

@@ -8,9 +8,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from broker.config.broker_config import load_config
-from broker.server import Broker, start_broker
-from experiments.processes import free_ports
+from purgatory.broker.config.broker_config import load_config
+from purgatory.broker.server import Broker, start_broker
+from purgatory.experiments.processes import free_ports
 
 
 async def wait_until(

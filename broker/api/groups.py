@@ -7,18 +7,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.api.kafka.groups import client_host
-from broker.api.request_limits import check_partition_count, check_topic_count
-from broker.api.results import Result, answer
-from broker.coordinator.group_metadata import GroupMetadata, GroupState, JoinResult, SyncResult
-from broker.coordinator.group_metadata import TopicPartition as GroupTopicPartition
-from protocol import group_messages as g
-from protocol import messages as m
-from protocol.api import ApiKey, RequestError
-from protocol.errors import ErrorCode
+from purgatory.broker.api.kafka.groups import client_host
+from purgatory.broker.api.request_limits import check_partition_count, check_topic_count
+from purgatory.broker.api.results import Result, answer
+from purgatory.broker.coordinator.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    JoinResult,
+    SyncResult,
+)
+from purgatory.broker.coordinator.group_metadata import TopicPartition as GroupTopicPartition
+from purgatory.protocol import group_messages as g
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey, RequestError
+from purgatory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
 
 class GroupApis:

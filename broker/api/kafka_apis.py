@@ -17,30 +17,30 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.api.groups import GroupApis
-from broker.api.request_limits import (
+from purgatory.broker.api.groups import GroupApis
+from purgatory.broker.api.request_limits import (
     MAX_PARTITIONS_PER_REQUEST,
     check_partition_count,
     check_topic_count,
 )
-from broker.api.results import CloseConnection, Deferred, Result
-from broker.controller.election import Election
-from broker.controller.topics import topic_name_problem
-from broker.replication.delayed_produce import PartitionResponse
-from broker.replication.fetch_params import (
+from purgatory.broker.api.results import CloseConnection, Deferred, Result
+from purgatory.broker.controller.election import Election
+from purgatory.broker.controller.topics import topic_name_problem
+from purgatory.broker.replication.delayed_produce import PartitionResponse
+from purgatory.broker.replication.fetch_params import (
     FetchParams,
     FetchPartitionData,
     FetchResult,
     PartitionFetchInfo,
     TopicPartition,
 )
-from protocol import messages as m
-from protocol.api import ApiKey, RequestError, supported_versions
-from protocol.errors import ErrorCode, KafkaError, is_retriable
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey, RequestError, supported_versions
+from purgatory.protocol.errors import ErrorCode, KafkaError, is_retriable
 
 if TYPE_CHECKING:
-    from broker.controller.controller import Controller
-    from broker.server import Broker
+    from purgatory.broker.controller.controller import Controller
+    from purgatory.broker.server import Broker
 
 
 class KafkaApis:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from protocol.api import RequestError
-from protocol.errors import ErrorCode
+from purgatory.protocol.api import RequestError
+from purgatory.protocol.errors import ErrorCode
 
 MAX_PARTITIONS_PER_REQUEST = 10000
 

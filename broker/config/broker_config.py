@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from broker.config.addresses import parse_host_port, parse_members
-from broker.config.definitions import (
+from purgatory.broker.config.addresses import parse_host_port, parse_members
+from purgatory.broker.config.definitions import (
     BY_NAME,
     DEFINITIONS,
     ENV_PREFIX,

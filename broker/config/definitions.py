@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config.addresses import parse_host_port, parse_members
+from purgatory.broker.config.addresses import parse_host_port, parse_members
 
 ENV_PREFIX = "PURGATORY_"
 

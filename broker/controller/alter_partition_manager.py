@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from broker.controller.controller import Controller
-from broker.controller.metadata_cache import AlterPartitionRefused, LeaderAndIsr
-from clients.connection import Connection
-from protocol import messages as m
-from protocol.api import ApiKey
+from purgatory.broker.controller.controller import Controller
+from purgatory.broker.controller.metadata_cache import AlterPartitionRefused, LeaderAndIsr
+from purgatory.clients.connection import Connection
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
 
 
 class AlterPartitionManager:

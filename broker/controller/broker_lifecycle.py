@@ -8,12 +8,12 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from broker.config.broker_config import BrokerConfig
-from broker.controller.metadata_cache import MetadataCache
-from clients.connection import Connection, ConnectionClosed
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
 
 
 class BrokerLifecycleManager:

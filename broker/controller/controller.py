@@ -18,19 +18,19 @@ from typing import Any
 import msgspec
 import structlog
 
-from broker.config.broker_config import BrokerConfig, validate_topic_configs
-from broker.controller.election import (
+from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
+from purgatory.broker.controller.election import (
     Election,
     ElectionResult,
     alter_isr,
     change_partition,
     elect_on_request,
 )
-from broker.controller.topics import create_topics, grow_topics
-from clients.connection import Connection, ConnectionClosed
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import (
+from purgatory.broker.controller.topics import create_topics, grow_topics
+from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.messages import (
     AlterPartitionPartition,
     AlterPartitionPartitionResponse,
     AlterPartitionRequest,

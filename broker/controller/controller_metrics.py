@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from broker.controller.controller import Controller
-from broker.controller.election import Election, preferred_imbalance
-from broker.ops.metrics import gauge
-from protocol.messages import PartitionState
+from purgatory.broker.controller.controller import Controller
+from purgatory.broker.controller.election import Election, preferred_imbalance
+from purgatory.broker.ops.metrics import gauge
+from purgatory.protocol.messages import PartitionState
 
 
 def controller_families(

@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from protocol.errors import ErrorCode
-from protocol.messages import PartitionState
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.messages import PartitionState
 
 NO_LEADER = -1
 

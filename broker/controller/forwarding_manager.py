@@ -14,15 +14,15 @@ from typing import Any
 
 import structlog
 
-from broker.config.broker_config import BrokerConfig
-from broker.controller.controller import Controller
-from broker.controller.internal_topics import OFFSETS_TOPIC
-from broker.controller.metadata_cache import MetadataCache
-from broker.controller.topics import topic_name_problem
-from clients.connection import Connection, ConnectionClosed
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.controller.controller import Controller
+from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
+from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.controller.topics import topic_name_problem
+from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
 
 
 class ForwardingManager:

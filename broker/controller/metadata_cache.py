@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from protocol.errors import KafkaError
-from protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
+from purgatory.protocol.errors import KafkaError
+from purgatory.protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
 
 
 class LeaderAndIsr(NamedTuple):

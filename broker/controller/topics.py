@@ -10,10 +10,10 @@ from collections import Counter
 from collections.abc import Container, Iterable
 from typing import Any
 
-from broker.config.broker_config import BrokerConfig, validate_topic_configs
-from broker.config.definitions import ConfigError
-from protocol.errors import ErrorCode
-from protocol.messages import (
+from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
+from purgatory.broker.config.definitions import ConfigError
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.messages import (
     CreatableTopic,
     CreatableTopicResult,
     CreatePartitionsRequest,

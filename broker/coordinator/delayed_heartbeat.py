@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.coordinator.group_metadata import GroupState
-from broker.purgatory import DelayedOperation
+from purgatory.broker.coordinator.group_metadata import GroupState
+from purgatory.broker.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
-    from broker.coordinator.group_coordinator import GroupCoordinator
-    from broker.coordinator.group_metadata import GroupMetadata
+    from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
+    from purgatory.broker.coordinator.group_metadata import GroupMetadata
 
 
 class DelayedHeartbeat(DelayedOperation):

@@ -20,12 +20,12 @@ from typing import Any
 
 import structlog
 
-from broker.config.broker_config import BrokerConfig
-from broker.controller.internal_topics import OFFSETS_TOPIC
-from broker.controller.metadata_cache import MetadataCache
-from broker.coordinator.delayed_heartbeat import DelayedHeartbeat
-from broker.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
-from broker.coordinator.group_metadata import (
+from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
+from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.coordinator.delayed_heartbeat import DelayedHeartbeat
+from purgatory.broker.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
+from purgatory.broker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
     JoinResult,
@@ -33,13 +33,13 @@ from broker.coordinator.group_metadata import (
     SyncResult,
     TopicPartition,
 )
-from broker.coordinator.group_metadata_manager import GroupMetadataManager
-from broker.coordinator.group_metrics import group_families
-from broker.coordinator.offset_metadata_manager import OffsetMetadataManager
-from broker.ops.metrics import BrokerMetrics
-from broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
-from broker.replication.replica_manager import ReplicaManager
-from protocol.errors import ErrorCode
+from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
+from purgatory.broker.coordinator.group_metrics import group_families
+from purgatory.broker.coordinator.offset_metadata_manager import OffsetMetadataManager
+from purgatory.broker.ops.metrics import BrokerMetrics
+from purgatory.broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
+from purgatory.broker.replication.replica_manager import ReplicaManager
+from purgatory.protocol.errors import ErrorCode
 
 MAX_GROUP_ID_LENGTH = 249
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000  # Kafka's: a new member's first join may wait this long

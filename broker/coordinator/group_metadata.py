@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from protocol.consumer_protocol import (
+from purgatory.protocol.consumer_protocol import (
     PROTOCOL_TYPE,
     ConsumerProtocolError,
     assigned_topics,

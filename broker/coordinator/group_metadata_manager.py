@@ -16,16 +16,16 @@ from collections.abc import Callable, Iterator
 
 import structlog
 
-from broker.config.broker_config import BrokerConfig
-from broker.controller.internal_topics import OFFSETS_TOPIC
-from broker.coordinator.group_metadata import (
+from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
+from purgatory.broker.coordinator.group_metadata import (
     CommittedOffset,
     GroupMetadata,
     GroupState,
     MemberMetadata,
     TopicPartition,
 )
-from broker.coordinator.group_records import (
+from purgatory.broker.coordinator.group_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberValue,
@@ -37,10 +37,10 @@ from broker.coordinator.group_records import (
     encode,
     partition_for,
 )
-from broker.purgatory import Scheduler
-from broker.replication.replica_manager import ReplicaManager
-from protocol.errors import ErrorCode
-from protocol.records import CorruptRecordError, decode_records, encode_batch
+from purgatory.broker.purgatory import Scheduler
+from purgatory.broker.replication.replica_manager import ReplicaManager
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.records import CorruptRecordError, decode_records, encode_batch
 
 _LOAD_BATCH_BYTES = 1 << 20  # replayed per loop turn, so a long load never stalls others
 

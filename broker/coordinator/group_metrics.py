@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from broker.coordinator.group_metadata import GroupState
-from broker.ops.metrics import counter, gauge, purgatory_families
+from purgatory.broker.coordinator.group_metadata import GroupState
+from purgatory.broker.ops.metrics import counter, gauge, purgatory_families
 
 if TYPE_CHECKING:
-    from broker.coordinator.group_coordinator import GroupCoordinator
+    from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 
 
 def group_families(coordinator: GroupCoordinator) -> Callable[[], Iterator[Metric]]:

@@ -11,18 +11,18 @@ from typing import TypeVar
 
 import structlog
 
-from broker.config.broker_config import BrokerConfig
-from broker.controller.metadata_cache import MetadataCache
-from broker.coordinator.group_metadata import (
+from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.coordinator.group_metadata import (
     CommittedOffset,
     GroupMetadata,
     GroupState,
     MemberMetadata,
     TopicPartition,
 )
-from broker.coordinator.group_metadata_manager import GroupMetadataManager
-from broker.purgatory import Periodic, Scheduler
-from protocol.errors import ErrorCode
+from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
+from purgatory.broker.purgatory import Periodic, Scheduler
+from purgatory.protocol.errors import ErrorCode
 
 OffsetToCommit = tuple[int, int, str | None]  # offset, leader epoch, metadata
 A = TypeVar("A")

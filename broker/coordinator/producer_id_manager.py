@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from protocol.errors import ErrorCode
+from purgatory.protocol.errors import ErrorCode
 
 _BROKER_BITS = 10  # the low bits of a producer id: the broker that gave it
 _MAX_EPOCH = 32766  # Kafka's Short.MaxValue - 1: one more and the id must change

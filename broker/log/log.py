@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from broker.log.leader_epoch_cache import LeaderEpochCache
-from broker.log.producer_state import ProducerStateManager
-from protocol.records import BatchInfo, assign_offsets, batch_leader_epoch, decode_records
+from purgatory.broker.log.leader_epoch_cache import LeaderEpochCache
+from purgatory.broker.log.producer_state import ProducerStateManager
+from purgatory.protocol.records import BatchInfo, assign_offsets, batch_leader_epoch, decode_records
 
 # Kafka's "use the value of retention.*" marker for local.retention.*.
 USE_TOTAL_RETENTION = -2

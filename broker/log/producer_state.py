@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import BatchInfo
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.records import BatchInfo
 
 BATCHES_RETAINED = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 _SEQUENCE_WRAP = 2**31

@@ -24,10 +24,15 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from broker.network.request_channel import PLAINTEXT, Request, RequestHeader, UnreadableRequest
-from protocol.api import ApiKey
-from protocol.framing import LENGTH_PREFIX
-from protocol.kafka_schemas import VERSIONS, request_class
+from purgatory.broker.network.request_channel import (
+    PLAINTEXT,
+    Request,
+    RequestHeader,
+    UnreadableRequest,
+)
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.framing import LENGTH_PREFIX
+from purgatory.protocol.kafka_schemas import VERSIONS, request_class
 
 _HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _I32 = struct.Struct(">i")

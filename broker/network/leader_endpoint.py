@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.log.leader_epoch_cache import EpochEndOffset
-from broker.replication.fetch_params import (
+from purgatory.broker.log.leader_epoch_cache import EpochEndOffset
+from purgatory.broker.replication.fetch_params import (
     FetchParams,
     FetchPartitionData,
     FetchResult,
     TopicPartition,
 )
-from broker.replication.replica_fetcher import EpochAsk
-from clients.connection import Connection
-from protocol import messages as m
-from protocol.api import ApiKey
+from purgatory.broker.replication.replica_fetcher import EpochAsk
+from purgatory.clients.connection import Connection
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
 
 FETCH_VERSION = 1
 

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import msgspec
 
-from broker.network.request_channel import PURGATORY, Request, RequestHeader, UnreadableRequest
-from protocol.api import ApiKey, decode_request, encode_response_into
+from purgatory.broker.network.request_channel import (
+    PURGATORY,
+    Request,
+    RequestHeader,
+    UnreadableRequest,
+)
+from purgatory.protocol.api import ApiKey, decode_request, encode_response_into
 
 _FETCH = int(ApiKey.FETCH)
 

@@ -25,23 +25,23 @@ import msgspec
 import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from broker.api.results import CloseConnection, Deferred
-from broker.network.request_channel import (
+from purgatory.broker.api.results import CloseConnection, Deferred
+from purgatory.broker.network.request_channel import (
     Codec,
     Request,
     RequestHeader,
     UnreadableRequest,
     speaks_kafka,
 )
-from broker.ops.faults import FaultInjector, peer_broker
-from protocol.api import ApiKey, RequestError
-from protocol.errors import ErrorCode
-from protocol.framing import FrameDecoder, FrameError, FrameTooLarge
-from protocol.in_flight import InFlight, InFlightRequests
+from purgatory.broker.ops.faults import FaultInjector, peer_broker
 from purgatory.common.delayed_receiver import DelayedReceiver
+from purgatory.protocol.api import ApiKey, RequestError
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.framing import FrameDecoder, FrameError, FrameTooLarge
+from purgatory.protocol.in_flight import InFlight, InFlightRequests
 
 if TYPE_CHECKING:
-    from broker.ops.metrics import BrokerMetrics, RequestTimes
+    from purgatory.broker.ops.metrics import BrokerMetrics, RequestTimes
 
 _perf = time.perf_counter
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting

@@ -9,11 +9,11 @@ from typing import Any, Protocol
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from broker.config.broker_config import BrokerConfig, StaticConfigError
-from broker.config.definitions import BY_NAME, ConfigError
-from broker.ops.faults import FaultError, FaultInjector, parse_spec
-from broker.ops.metrics import BrokerMetrics
-from broker.replication.replica_fetcher import FetcherStats
+from purgatory.broker.config.broker_config import BrokerConfig, StaticConfigError
+from purgatory.broker.config.definitions import BY_NAME, ConfigError
+from purgatory.broker.ops.faults import FaultError, FaultInjector, parse_spec
+from purgatory.broker.ops.metrics import BrokerMetrics
+from purgatory.broker.replication.replica_fetcher import FetcherStats
 
 
 class AdminTarget(Protocol):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from broker.ops.supervisor import Supervisor, SupervisorError
+from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
 
 ACTIONS = ("start", "stop", "kill", "pause", "resume", "restart")
 

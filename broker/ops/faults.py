@@ -28,9 +28,9 @@ from typing import Any, Literal
 import msgspec
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from broker.purgatory.clock import Cancellable, Scheduler
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
+from purgatory.broker.purgatory.clock import Cancellable, Scheduler
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
 
 Kind = Literal["latency", "error", "pause", "disconnect"]
 KINDS: tuple[str, ...] = ("latency", "error", "pause", "disconnect")

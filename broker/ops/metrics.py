@@ -23,12 +23,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from broker.network.request_channel import PURGATORY
-from broker.purgatory import DelayedOperationPurgatory
-from protocol import kafka_schemas
-from protocol.api import SCHEMAS, ApiKey
-from protocol.errors import error_name
+from purgatory.broker.network.request_channel import PURGATORY
+from purgatory.broker.purgatory import DelayedOperationPurgatory
 from purgatory.common.histogram import Histogram
+from purgatory.protocol import kafka_schemas
+from purgatory.protocol.api import SCHEMAS, ApiKey
+from purgatory.protocol.errors import error_name
 
 MetricsSource = Callable[[], Iterable[Metric]]  # a component's families, built per scrape
 

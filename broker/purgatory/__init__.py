@@ -4,10 +4,10 @@ Nothing here knows about Kafka requests: DelayedFetch and friends live beside th
 manager and build on DelayedOperation.
 """
 
-from broker.purgatory.clock import LoopScheduler, ManualScheduler, Periodic, Scheduler
-from broker.purgatory.delayed_operation import DelayedOperation
-from broker.purgatory.purgatory import DelayedOperationPurgatory, WatcherRemoval
-from broker.purgatory.timer import SystemTimer, TimerTask, TimerTaskList, TimingWheel
+from purgatory.broker.purgatory.clock import LoopScheduler, ManualScheduler, Periodic, Scheduler
+from purgatory.broker.purgatory.delayed_operation import DelayedOperation
+from purgatory.broker.purgatory.purgatory import DelayedOperationPurgatory, WatcherRemoval
+from purgatory.broker.purgatory.timer import SystemTimer, TimerTask, TimerTaskList, TimingWheel
 
 __all__ = [
     "DelayedOperation",

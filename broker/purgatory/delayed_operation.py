@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.purgatory.timer import TimerTask
+from purgatory.broker.purgatory.timer import TimerTask
 
 if TYPE_CHECKING:
-    from broker.purgatory.purgatory import DelayedOperationPurgatory
+    from purgatory.broker.purgatory.purgatory import DelayedOperationPurgatory
 
 
 class DelayedOperation(TimerTask):

@@ -17,8 +17,8 @@ import itertools
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
-from broker.purgatory.clock import Alarm, Scheduler
-from broker.purgatory.delayed_operation import DelayedOperation
+from purgatory.broker.purgatory.clock import Alarm, Scheduler
+from purgatory.broker.purgatory.delayed_operation import DelayedOperation
 
 Op = TypeVar("Op", bound=DelayedOperation)
 

@@ -28,11 +28,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from broker.purgatory.clock import Alarm, LoopScheduler, Scheduler
-from broker.purgatory.delayed_operation import DelayedOperation
-from broker.purgatory.heap_purgatory import HeapPurgatory
-from broker.purgatory.purgatory import DelayedOperationPurgatory
-from broker.purgatory.timer import SystemTimer
+from purgatory.broker.purgatory.clock import Alarm, LoopScheduler, Scheduler
+from purgatory.broker.purgatory.delayed_operation import DelayedOperation
+from purgatory.broker.purgatory.heap_purgatory import HeapPurgatory
+from purgatory.broker.purgatory.purgatory import DelayedOperationPurgatory
+from purgatory.broker.purgatory.timer import SystemTimer
 
 IMPLEMENTATIONS = ("wheel", "wheel-purge", "heap")
 # The post's two cases (timeout 200 ms): a low and a high timeout rate.

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import Generic, Literal, TypeVar
 
-from broker.purgatory.delayed_operation import DelayedOperation
-from broker.purgatory.timer import SystemTimer
+from purgatory.broker.purgatory.delayed_operation import DelayedOperation
+from purgatory.broker.purgatory.timer import SystemTimer
 
 Op = TypeVar("Op", bound=DelayedOperation)
 WatcherRemoval = Literal["eager", "purge"]

@@ -17,7 +17,7 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from broker.purgatory.clock import Alarm, Scheduler
+from purgatory.broker.purgatory.clock import Alarm, Scheduler
 
 
 class TimerTask:

@@ -18,11 +18,11 @@ import json
 import random
 from typing import Any
 
-from broker.purgatory.clock import ManualScheduler
-from broker.purgatory.delayed_operation import DelayedOperation
-from broker.purgatory.perf import cpu_seconds
-from broker.purgatory.purgatory import DelayedOperationPurgatory, WatcherRemoval
-from broker.purgatory.timer import SystemTimer, TimerTask
+from purgatory.broker.purgatory.clock import ManualScheduler
+from purgatory.broker.purgatory.delayed_operation import DelayedOperation
+from purgatory.broker.purgatory.perf import cpu_seconds
+from purgatory.broker.purgatory.purgatory import DelayedOperationPurgatory, WatcherRemoval
+from purgatory.broker.purgatory.timer import SystemTimer, TimerTask
 
 
 class _Entry:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker.purgatory import DelayedOperation
-from broker.replication.fetch_params import FetchParams, FetchResult
-from protocol.errors import ErrorCode
+from purgatory.broker.purgatory import DelayedOperation
+from purgatory.broker.replication.fetch_params import FetchParams, FetchResult
+from purgatory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.replication.replica_manager import ReplicaManager
+    from purgatory.broker.replication.replica_manager import ReplicaManager
 
 
 class DelayedFetch(DelayedOperation):

@@ -6,11 +6,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from broker.purgatory import DelayedOperation
-from protocol.errors import ErrorCode
+from purgatory.broker.purgatory import DelayedOperation
+from purgatory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.replication.replica_manager import ReplicaManager
+    from purgatory.broker.replication.replica_manager import ReplicaManager
 
 TopicPartition = tuple[str, int]
 ProduceResult = list[tuple[TopicPartition, "PartitionResponse"]]  # one per appended batch

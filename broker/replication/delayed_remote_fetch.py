@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from broker.log.tiered.remote_storage import RemoteStorageError
-from broker.purgatory import DelayedOperation
-from broker.replication.fetch_params import (
+from purgatory.broker.log.tiered.remote_storage import RemoteStorageError
+from purgatory.broker.purgatory import DelayedOperation
+from purgatory.broker.replication.fetch_params import (
     NO_DATA,
     FetchPartitionData,
     FetchResult,
     TopicPartition,
     error_data,
 )
-from protocol.errors import ErrorCode
+from purgatory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.replication.replica_manager import ReplicaManager
+    from purgatory.broker.replication.replica_manager import ReplicaManager
 
 log = structlog.get_logger("delayed_remote_fetch")
 

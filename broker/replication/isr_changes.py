@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from broker.controller.metadata_cache import AlterPartitionRefused, LeaderAndIsr
-from broker.replication.partition import Partition
-from broker.replication.replication_metrics import ReplicationMetrics
-from protocol.errors import KafkaError
+from purgatory.broker.controller.metadata_cache import AlterPartitionRefused, LeaderAndIsr
+from purgatory.broker.replication.partition import Partition
+from purgatory.broker.replication.replication_metrics import ReplicationMetrics
+from purgatory.protocol.errors import KafkaError
 
 # (topic, partition, the proposed ISR) -> the leadership and ISR the controller accepted
 AlterIsr = Callable[[str, int, LeaderAndIsr], Awaitable[LeaderAndIsr]]

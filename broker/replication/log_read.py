@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from broker.log.log import OffsetOutOfRange
-from broker.log.tiered.remote_log_manager import RemoteLogManager
-from broker.log.tiered.remote_storage import RemoteFetchInfo
-from broker.replication.fetch_params import (
+from purgatory.broker.log.log import OffsetOutOfRange
+from purgatory.broker.log.tiered.remote_log_manager import RemoteLogManager
+from purgatory.broker.log.tiered.remote_storage import RemoteFetchInfo
+from purgatory.broker.replication.fetch_params import (
     NO_DATA,
     FetchParams,
     FetchPartitionData,
     TopicPartition,
     error_data,
 )
-from broker.replication.partition import Partition
-from protocol.errors import ErrorCode
+from purgatory.broker.replication.partition import Partition
+from purgatory.protocol.errors import ErrorCode
 
 # (topic, partition, the asker's current leader epoch or -1) -> the partition if this
 # broker leads it in that epoch, else why not

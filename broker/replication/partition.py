@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.log.log import Log
+from purgatory.broker.log.log import Log
 
 
 @dataclass

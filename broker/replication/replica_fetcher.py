@@ -17,21 +17,26 @@ from prometheus_client.core import (
     Metric,
 )
 
-from broker.config.broker_config import BrokerConfig
-from broker.log.leader_epoch_cache import UNDEFINED_EPOCH, EpochEndOffset
-from broker.ops.metrics import add_histogram, gauge
-from broker.purgatory import Scheduler
-from broker.replication.fetch_params import (
+from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.log.leader_epoch_cache import UNDEFINED_EPOCH, EpochEndOffset
+from purgatory.broker.ops.metrics import add_histogram, gauge
+from purgatory.broker.purgatory import Scheduler
+from purgatory.broker.replication.fetch_params import (
     FetchParams,
     FetchPartitionData,
     FetchResult,
     PartitionFetchInfo,
     TopicPartition,
 )
-from broker.replication.partition import Partition
-from protocol.errors import ErrorCode, KafkaError, error_name
-from protocol.records import CorruptRecordError, batch_base_offset, iter_batches, validate_batch
+from purgatory.broker.replication.partition import Partition
 from purgatory.common.histogram import FetchLatency
+from purgatory.protocol.errors import ErrorCode, KafkaError, error_name
+from purgatory.protocol.records import (
+    CorruptRecordError,
+    batch_base_offset,
+    iter_batches,
+    validate_batch,
+)
 
 SAMPLES_KEPT = 20000  # per source broker
 

@@ -9,47 +9,47 @@ from typing import Any, cast
 
 import structlog
 
-from broker.config.broker_config import BrokerConfig, IntConfig, validate_topic_configs
-from broker.controller.internal_topics import INTERNAL_TOPICS
-from broker.controller.metadata_cache import (
+from purgatory.broker.config.broker_config import BrokerConfig, IntConfig, validate_topic_configs
+from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
+from purgatory.broker.controller.metadata_cache import (
     MetadataCache,
     PartitionChange,
 )
-from broker.log.leader_epoch_cache import UNDEFINED_EPOCH_END, EpochEndOffset
-from broker.log.log import Log, LogConfig
-from broker.log.tiered.remote_log_manager import RemoteLogManager
-from broker.log.tiered.remote_log_reader import ReaderQueueFull
-from broker.log.tiered.remote_storage import RemoteFetchInfo
-from broker.ops.metrics import BrokerMetrics, purgatory_families
-from broker.purgatory import (
+from purgatory.broker.log.leader_epoch_cache import UNDEFINED_EPOCH_END, EpochEndOffset
+from purgatory.broker.log.log import Log, LogConfig
+from purgatory.broker.log.tiered.remote_log_manager import RemoteLogManager
+from purgatory.broker.log.tiered.remote_log_reader import ReaderQueueFull
+from purgatory.broker.log.tiered.remote_storage import RemoteFetchInfo
+from purgatory.broker.ops.metrics import BrokerMetrics, purgatory_families
+from purgatory.broker.purgatory import (
     DelayedOperationPurgatory,
     Periodic,
     Scheduler,
     SystemTimer,
     WatcherRemoval,
 )
-from broker.replication.delayed_fetch import DelayedFetch
-from broker.replication.delayed_produce import (
+from purgatory.broker.replication.delayed_fetch import DelayedFetch
+from purgatory.broker.replication.delayed_produce import (
     DelayedProduce,
     PartitionResponse,
     ProducePartitionStatus,
     ProduceResult,
 )
-from broker.replication.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
-from broker.replication.fetch_params import (
+from purgatory.broker.replication.delayed_remote_fetch import DelayedRemoteFetch, replace_partitions
+from purgatory.broker.replication.fetch_params import (
     FetchParams,
     FetchPartitionData,
     FetchResult,
     TopicPartition,
     error_data,
 )
-from broker.replication.isr_changes import AlterIsr, IsrChanges
-from broker.replication.log_read import LogReadResult, read_from_local_log
-from broker.replication.partition import Partition
-from broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
-from broker.replication.replication_metrics import ReplicationMetrics
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import CorruptRecordError, is_kafka_batch, validate_batch
+from purgatory.broker.replication.isr_changes import AlterIsr, IsrChanges
+from purgatory.broker.replication.log_read import LogReadResult, read_from_local_log
+from purgatory.broker.replication.partition import Partition
+from purgatory.broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
+from purgatory.broker.replication.replication_metrics import ReplicationMetrics
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.records import CorruptRecordError, is_kafka_batch, validate_batch
 
 
 class ReplicaManager:

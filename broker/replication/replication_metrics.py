@@ -14,8 +14,8 @@ from prometheus_client.core import (
     Metric,
 )
 
-from broker.ops.metrics import add_histogram, counter, gauge
-from broker.replication.partition import Partition
+from purgatory.broker.ops.metrics import add_histogram, counter, gauge
+from purgatory.broker.replication.partition import Partition
 from purgatory.common.histogram import Histogram
 
 

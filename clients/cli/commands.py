@@ -85,7 +85,7 @@ def add_commands(sub: Any) -> None:
     )
     describe.add_argument("--json", action="store_true")
     _bootstrap(describe)
-    topics.set_defaults(func=lazy("clients.cli.tools", "topics_command"))
+    topics.set_defaults(func=lazy("purgatory.clients.cli.tools", "topics_command"))
 
     produce = sub.add_parser(
         "produce",
@@ -122,7 +122,7 @@ def add_commands(sub: Any) -> None:
         help="lines end with \\r\\n: drop the \\r (by default it is part of the value)",
     )
     _bootstrap(produce)
-    produce.set_defaults(func=lazy("clients.cli.tools", "produce_command"))
+    produce.set_defaults(func=lazy("purgatory.clients.cli.tools", "produce_command"))
 
     consume = sub.add_parser("consume", help="print record values, one per line")
     _topic(consume)
@@ -164,7 +164,7 @@ def add_commands(sub: Any) -> None:
         help="serve this consumer's lag and fetch metrics at :PORT/metrics",
     )
     _bootstrap(consume)
-    consume.set_defaults(func=lazy("clients.cli.tools", "consume_command"))
+    consume.set_defaults(func=lazy("purgatory.clients.cli.tools", "consume_command"))
 
     groups = sub.add_parser(
         "consumer-groups",
@@ -201,7 +201,9 @@ def add_commands(sub: Any) -> None:
     )
     groups.add_argument("--json", action="store_true")
     _bootstrap(groups)
-    groups.set_defaults(func=lazy("clients.cli.consumer_groups", "consumer_groups_command"))
+    groups.set_defaults(
+        func=lazy("purgatory.clients.cli.consumer_groups", "consumer_groups_command")
+    )
 
 
 def add_admin_commands(sub: Any) -> None:
@@ -224,7 +226,7 @@ def add_admin_commands(sub: Any) -> None:
             default="http://127.0.0.1:9644",
             help="the broker's admin URL (default http://127.0.0.1:9644)",
         )
-    config.set_defaults(func=lazy("clients.cli.admin_http", "config_command"))
+    config.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "config_command"))
     fault = asub.add_parser("fault", help="inject faults into a broker (latency, errors, ...)")
     fsub = fault.add_subparsers(dest="fault_command", metavar="ACTION", required=True)
     add = fsub.add_parser(
@@ -260,7 +262,7 @@ def add_admin_commands(sub: Any) -> None:
             help="the broker's admin URL (default http://127.0.0.1:9644)",
         )
         parser.add_argument("--json", action="store_true")
-    fault.set_defaults(func=lazy("clients.cli.admin_http", "fault_command"))
+    fault.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "fault_command"))
 
     elect = asub.add_parser(
         "elect-leaders",
@@ -280,7 +282,7 @@ def add_admin_commands(sub: Any) -> None:
     elect.add_argument("--partition", type=int, help="one partition of --topic")
     elect.add_argument("--json", action="store_true")
     _bootstrap(elect)
-    elect.set_defaults(func=lazy("clients.cli.tools", "elect_leaders_command"))
+    elect.set_defaults(func=lazy("purgatory.clients.cli.tools", "elect_leaders_command"))
 
     broker = asub.add_parser(
         "broker",
@@ -301,7 +303,7 @@ def add_admin_commands(sub: Any) -> None:
         "(default http://127.0.0.1:9640)",
     )
     broker.add_argument("--json", action="store_true")
-    broker.set_defaults(func=lazy("clients.cli.admin_http", "broker_command"))
+    broker.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "broker_command"))
 
 
 def add_perf_commands(sub: Any) -> None:
@@ -336,7 +338,7 @@ def add_perf_commands(sub: Any) -> None:
     )
     produce.add_argument("--json", action="store_true", help="print only the JSON summary")
     _bootstrap(produce)
-    produce.set_defaults(func=lazy("clients.perf.produce", "main"))
+    produce.set_defaults(func=lazy("purgatory.clients.perf.produce", "main"))
 
     consume = sub.add_parser("consume", help="consume load, like kafka-consumer-perf-test")
     consume.add_argument("--topic", default="perf")
@@ -352,7 +354,7 @@ def add_perf_commands(sub: Any) -> None:
     )
     consume.add_argument("--json", action="store_true")
     _bootstrap(consume)
-    consume.set_defaults(func=lazy("clients.perf.consume", "main"))
+    consume.set_defaults(func=lazy("purgatory.clients.perf.consume", "main"))
 
     mock = sub.add_parser(
         "kafka-mock",
@@ -372,7 +374,7 @@ def add_perf_commands(sub: Any) -> None:
         help="a running Purgatory cluster to measure (default: start 3 local brokers)",
     )
     mock.add_argument("--json", action="store_true", help="one line of JSON")
-    mock.set_defaults(func=lazy("experiments.kafka_mock", "main"))
+    mock.set_defaults(func=lazy("purgatory.experiments.kafka_mock", "main"))
 
     rebalance = sub.add_parser(
         "rebalance",
@@ -420,7 +422,7 @@ def add_perf_commands(sub: Any) -> None:
         "--timeout", type=float, default=120.0, help="seconds a group may take to settle"
     )
     rebalance.add_argument("--json", action="store_true", help="one line of JSON")
-    rebalance.set_defaults(func=lazy("experiments.rebalance", "main"))
+    rebalance.set_defaults(func=lazy("purgatory.experiments.rebalance", "main"))
 
     cross = sub.add_parser(
         "cross-protocol",
@@ -435,7 +437,7 @@ def add_perf_commands(sub: Any) -> None:
         help="a running Purgatory cluster to measure (default: start one local broker)",
     )
     cross.add_argument("--json", action="store_true", help="one line of JSON")
-    cross.set_defaults(func=lazy("experiments.cross_protocol", "main"))
+    cross.set_defaults(func=lazy("purgatory.experiments.cross_protocol", "main"))
 
     echo = sub.add_parser(
         "echo", help="bare framed echo server+client: the ceiling of any broker here"
@@ -451,4 +453,4 @@ def add_perf_commands(sub: Any) -> None:
         help="asyncio Protocol (as the broker) or asyncio streams, to compare",
     )
     echo.add_argument("--json", action="store_true")
-    echo.set_defaults(func=lazy("clients.perf.echo", "main"))
+    echo.set_defaults(func=lazy("purgatory.clients.perf.echo", "main"))

@@ -22,10 +22,10 @@ from functools import partial
 
 from rich.console import Console
 
-from clients.cli.stdin_lines import StdinLines
-from clients.producer import Producer
-from clients.producer_batch import BATCH_OVERHEAD, RECORD_OVERHEAD, RecordMetadata
-from protocol.errors import KafkaError
+from purgatory.clients.cli.stdin_lines import StdinLines
+from purgatory.clients.producer import Producer
+from purgatory.clients.producer_batch import BATCH_OVERHEAD, RECORD_OVERHEAD, RecordMetadata
+from purgatory.protocol.errors import KafkaError
 
 err = Console(stderr=True, highlight=False)
 

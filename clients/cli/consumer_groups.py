@@ -10,11 +10,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from clients.admin import AdminClient
-from clients.cli.tools import _run, err
-from protocol import group_messages as g
-from protocol.consumer_protocol import ConsumerProtocolError, decode_assignment
-from protocol.errors import ErrorCode, KafkaError, error_name
+from purgatory.clients.admin import AdminClient
+from purgatory.clients.cli.tools import _run, err
+from purgatory.protocol import group_messages as g
+from purgatory.protocol.consumer_protocol import ConsumerProtocolError, decode_assignment
+from purgatory.protocol.errors import ErrorCode, KafkaError, error_name
 
 TopicPartition = tuple[str, int]
 

@@ -14,12 +14,12 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from clients.admin import AdminClient
-from clients.cli.commands import DEFAULT_BOOTSTRAP
-from clients.cluster import UnknownTopicError
-from clients.connection import ConnectionClosed
-from clients.consumer import Consumer
-from protocol.errors import ErrorCode, KafkaError, error_name
+from purgatory.clients.admin import AdminClient
+from purgatory.clients.cli.commands import DEFAULT_BOOTSTRAP
+from purgatory.clients.cluster import UnknownTopicError
+from purgatory.clients.connection import ConnectionClosed
+from purgatory.clients.consumer import Consumer
+from purgatory.protocol.errors import ErrorCode, KafkaError, error_name
 
 err = Console(stderr=True)
 
@@ -167,7 +167,7 @@ async def _topics(args: argparse.Namespace) -> int:
 
 
 def produce_command(args: argparse.Namespace) -> int:
-    from clients.cli.console_producer import ConsoleProducer
+    from purgatory.clients.cli.console_producer import ConsoleProducer
 
     topic = topic_of(args)
     if args.timeout_ms < 1:
@@ -258,7 +258,7 @@ async def _consume(args: argparse.Namespace) -> int:
     ) as consumer:
         metrics = None
         if args.metrics_port is not None:
-            from clients.consumer_metrics import serve_metrics
+            from purgatory.clients.consumer_metrics import serve_metrics
 
             metrics = await serve_metrics(consumer, "127.0.0.1", args.metrics_port)
             err.print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics")
@@ -318,7 +318,7 @@ def elect_leaders_command(args: argparse.Namespace) -> int:
 
 
 async def _elect_leaders(args: argparse.Namespace) -> int:
-    from protocol import messages as m
+    from purgatory.protocol import messages as m
 
     kind = m.PREFERRED_ELECTION if args.election_type == "preferred" else m.UNCLEAN_ELECTION
     async with AdminClient(args.bootstrap) as admin:

@@ -10,10 +10,10 @@ from typing import Any
 
 import uvloop
 
-from clients.connection import ConnectionClosed
-from clients.consumer import Consumer
-from clients.perf.progress import progress_of
-from protocol.errors import KafkaError
+from purgatory.clients.connection import ConnectionClosed
+from purgatory.clients.consumer import Consumer
+from purgatory.clients.perf.progress import progress_of
+from purgatory.protocol.errors import KafkaError
 
 
 class _Counter:

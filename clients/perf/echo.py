@@ -14,8 +14,8 @@ from typing import Any
 
 import uvloop
 
-from protocol.api import encode_response_into
-from protocol.framing import LENGTH_PREFIX, FrameDecoder
+from purgatory.protocol.api import encode_response_into
+from purgatory.protocol.framing import LENGTH_PREFIX, FrameDecoder
 
 
 class EchoProtocol(asyncio.Protocol):
@@ -90,7 +90,7 @@ class EchoServer:
 
 
 def main(args: argparse.Namespace) -> int:
-    from clients.perf.produce import produce_load
+    from purgatory.clients.perf.produce import produce_load
 
     with EchoServer(produce_reply(), args.server) as echo:
         stats = uvloop.run(
@@ -121,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def produce_reply() -> bytes:
-    from protocol import messages as m
+    from purgatory.protocol import messages as m
 
     return reply_frame(
         m.ProduceResponse(

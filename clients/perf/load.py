@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from protocol.api import decode_response_body, decode_response_header
-from protocol.framing import FrameDecoder
+from purgatory.protocol.api import decode_response_body, decode_response_header
+from purgatory.protocol.framing import FrameDecoder
 
 
 class LoadStats(msgspec.Struct):

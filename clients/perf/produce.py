@@ -13,13 +13,13 @@ from typing import Any
 import msgspec
 import uvloop
 
-from clients.admin import AdminClient
-from clients.perf.load import LoadStats, PipelinedLoad
-from clients.perf.progress import progress_of
-from protocol import messages as m
-from protocol.api import ApiKey, encode_request_into
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import encode_batch
+from purgatory.clients.admin import AdminClient
+from purgatory.clients.perf.load import LoadStats, PipelinedLoad
+from purgatory.clients.perf.progress import progress_of
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey, encode_request_into
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.records import encode_batch
 
 
 def _check(response: m.ProduceResponse) -> bool:
@@ -135,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
         **stats.summary(),
     }
     if args.echo:
-        from clients.perf.echo import EchoServer, produce_reply
+        from purgatory.clients.perf.echo import EchoServer, produce_reply
 
         with EchoServer(produce_reply()) as echo:
             echo_stats = uvloop.run(

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from broker.local_cluster import broker_commands
-from broker.ops.supervisor import Supervisor
-from clients import AdminClient, Producer
-from experiments.processes import free_port_range
+from purgatory.broker.local_cluster import broker_commands
+from purgatory.broker.ops.supervisor import Supervisor
+from purgatory.clients import AdminClient, Producer
+from purgatory.experiments.processes import free_port_range
 from tests.support import metric_samples, wait_until
 
 SETTINGS = {

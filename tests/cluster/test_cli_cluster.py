@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.processes import free_port_range
+from purgatory.experiments.processes import free_port_range
 
 pytestmark = pytest.mark.cluster
 PURGATORY = [sys.executable, "-m", "purgatory"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.processes import free_port_range, free_ports
+from purgatory.experiments.processes import free_port_range, free_ports
 from tests.cluster.test_cli_cluster import PURGATORY, cli, cluster  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.cluster

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from clients import AdminClient, Consumer, Producer
+from purgatory.clients import AdminClient, Consumer, Producer
 from tests.cluster.process_cluster import ProcessCluster, produce_while, running
 from tests.support import wait_until
 

@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.coordinator.group_records import partition_for
-from clients import AdminClient, Consumer, Producer
-from clients.cli.tools import REBALANCING
-from clients.fetcher import ConsumerMessage
-from protocol.consumer_protocol import decode_assignment
-from protocol.errors import KafkaError
+from purgatory.broker.coordinator.group_records import partition_for
+from purgatory.clients import AdminClient, Consumer, Producer
+from purgatory.clients.cli.tools import REBALANCING
+from purgatory.clients.fetcher import ConsumerMessage
+from purgatory.protocol.consumer_protocol import decode_assignment
+from purgatory.protocol.errors import KafkaError
 from tests.cluster.process_cluster import running
 from tests.support import bootstrap, running_cluster, wait_until
 

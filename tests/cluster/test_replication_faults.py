@@ -7,11 +7,11 @@ import signal
 
 import pytest
 
-from clients import AdminClient, Connection, Consumer, Producer
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import encode_batch
+from purgatory.clients import AdminClient, Connection, Consumer, Producer
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.records import encode_batch
 from tests.cluster.process_cluster import (
     ProcessCluster,
     create,

@@ -8,8 +8,8 @@ from pathlib import Path
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.server import Broker
-from clients import AdminClient, Producer
+from purgatory.broker.server import Broker
+from purgatory.clients import AdminClient, Producer
 from tests.support import bootstrap, metric_samples
 
 DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
@@ -86,7 +86,7 @@ async def test_healthz_and_state(broker: Broker) -> None:
 
 
 async def test_a_broker_waiting_for_its_controller_is_not_healthy() -> None:
-    from broker.server import start_broker
+    from purgatory.broker.server import start_broker
     from tests.support import broker_config, free_ports
 
     ports = free_ports(2)

@@ -9,12 +9,12 @@ import struct
 import msgspec
 import pytest
 
-from broker.server import Broker
-from clients import AdminClient, Connection
-from protocol import messages as m
-from protocol.api import ApiKey, decode_response_header
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import encode_batch
+from purgatory.broker.server import Broker
+from purgatory.clients import AdminClient, Connection
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey, decode_response_header
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.records import encode_batch
 from tests.integration.test_produce_fetch import fetch_request, produce_request
 from tests.support import bootstrap, running_cluster
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from clients.connection import Connection, ConnectionClosed
-from protocol import messages as m
-from protocol.api import ApiKey, decode_request, encode_response_into
-from protocol.framing import FrameDecoder
+from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey, decode_request, encode_response_into
+from purgatory.protocol.framing import FrameDecoder
 
 
 async def test_a_client_closes_a_connection_whose_answers_come_out_of_order() -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.server import Broker
-from clients import AdminClient, Connection, Producer
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.broker.server import Broker
+from purgatory.clients import AdminClient, Connection, Producer
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
 from tests.support import bootstrap, running_cluster, wait_until
 
 
@@ -108,7 +108,7 @@ async def test_a_restarted_broker_gets_the_picture_again_and_never_leads_what_it
     """Logs are in memory: a broker that restarts has lost its replicas. One-replica
     partitions it led stay offline (their only in-sync replica lost the data) until an
     unclean election is allowed, which accepts the loss, as in Kafka."""
-    from broker.server import start_broker
+    from purgatory.broker.server import start_broker
 
     async with running_cluster(2, broker_heartbeat_interval_ms=50) as brokers:
         async with AdminClient(bootstrap(brokers)) as admin:
@@ -144,7 +144,7 @@ async def test_a_restarted_broker_gets_the_picture_again_and_never_leads_what_it
 async def test_a_hung_broker_in_the_bootstrap_list_is_skipped(broker: Broker) -> None:
     import asyncio
 
-    from clients.cluster import ClientCluster
+    from purgatory.clients.cluster import ClientCluster
 
     async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read()  # accepts, reads, never replies: a frozen process

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.ops.faults import parse_spec
-from broker.server import Broker
-from clients import AdminClient, Consumer
+from purgatory.broker.ops.faults import parse_spec
+from purgatory.broker.server import Broker
+from purgatory.clients import AdminClient, Consumer
 from tests.support import bootstrap, running_cluster, wait_until
 
 PURGATORY = [sys.executable, "-m", "purgatory"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.server import Broker
-from clients import AdminClient, Consumer, Producer
+from purgatory.broker.server import Broker
+from purgatory.clients import AdminClient, Consumer, Producer
 from tests.support import bootstrap, free_ports, wait_until
 
 DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
@@ -138,7 +138,7 @@ async def test_seeking_drops_what_was_queued_from_the_old_position(broker: Broke
 
 
 async def test_the_consumer_serves_its_lag_as_prometheus_metrics(broker: Broker) -> None:
-    from clients.consumer_metrics import serve_metrics
+    from purgatory.clients.consumer_metrics import serve_metrics
 
     async with AdminClient(bootstrap([broker])) as admin:
         await admin.create_topic("t", 1)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from broker.coordinator.group_metadata import GroupState
-from broker.server import Broker
-from clients import Consumer, Producer
+from purgatory.broker.coordinator.group_metadata import GroupState
+from purgatory.broker.server import Broker
+from purgatory.clients import Consumer, Producer
 from tests.integration.test_kafka_clients import create, in_thread
 from tests.support import bootstrap, running_cluster, wait_until
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.server import Broker
-from clients import Connection
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.records import decode_records
+from purgatory.broker.server import Broker
+from purgatory.clients import Connection
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.records import decode_records
 from tests.integration.test_bad_input import answer, frame
 from tests.integration.test_produce_fetch import connect, create, produce_request
 from tests.support import wait_until
@@ -173,7 +173,7 @@ async def test_a_closed_connection_leaves_nothing_behind(broker: Broker) -> None
 
 
 async def test_the_consumer_records_total_and_true_fetch_latency(broker: Broker) -> None:
-    from clients import Consumer
+    from purgatory.clients import Consumer
     from tests.support import bootstrap
 
     await create(broker, "t")

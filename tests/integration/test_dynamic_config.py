@@ -6,12 +6,12 @@ from typing import Any
 
 import aiohttp
 
-from broker.config.definitions import DEFINITIONS
-from broker.server import Broker
-from clients import Connection
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
+from purgatory.broker.config.definitions import DEFINITIONS
+from purgatory.broker.server import Broker
+from purgatory.clients import Connection
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
 from tests.integration.test_replication import (
     FAST,
     create,

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from broker.server import Broker
-from clients import AdminClient, Connection
-from clients.connection import ConnectionClosed
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from purgatory.broker.server import Broker
 from purgatory.cli import main
+from purgatory.clients import AdminClient, Connection
+from purgatory.clients.connection import ConnectionClosed
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
 from tests.integration.test_dynamic_config import call
 from tests.integration.test_produce_fetch import fetch_request, produce_request
 from tests.support import bootstrap, running_cluster, wait_until

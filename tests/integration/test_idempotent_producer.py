@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.server import Broker
-from clients import Consumer, Producer
-from protocol import kafka_records
-from protocol.errors import KafkaError
-from protocol.records import is_kafka_batch
+from purgatory.broker.server import Broker
+from purgatory.clients import Consumer, Producer
+from purgatory.protocol import kafka_records
+from purgatory.protocol.errors import KafkaError
+from purgatory.protocol.records import is_kafka_batch
 from tests.integration.test_dynamic_config import call
 from tests.support import bootstrap, running_cluster, wait_until
 

@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 import pytest
 from prometheus_client import generate_latest
 
-from broker.config.definitions import BY_NAME
-from broker.server import Broker
-from clients.admin import AdminClient
-from clients.consumer import Consumer
-from clients.producer import Producer
+from purgatory.broker.config.definitions import BY_NAME
+from purgatory.broker.server import Broker
+from purgatory.clients.admin import AdminClient
+from purgatory.clients.consumer import Consumer
+from purgatory.clients.producer import Producer
 from tests.support import bootstrap, metric_samples, running_cluster, wait_until
 
 T = TypeVar("T")

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import generate_latest
 
-from broker.server import Broker
-from protocol import kafka_records
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.kafka_fetch import WAIT_TIME_TAG
-from protocol.kafka_schemas import VERSIONS
+from purgatory.broker.server import Broker
+from purgatory.protocol import kafka_records
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_fetch import WAIT_TIME_TAG
+from purgatory.protocol.kafka_schemas import VERSIONS
 from tests.integration.test_dynamic_config import call
 from tests.kafka_wire import KafkaWire, request, request_frame, schema
 from tests.support import metric_samples, running_cluster, wait_until
@@ -199,7 +199,7 @@ async def test_a_retried_idempotent_batch_is_answered_with_its_offset_not_append
 async def test_a_batch_that_is_not_kafkas_v2_is_refused_as_an_invalid_record(
     wire: KafkaWire,
 ) -> None:
-    from protocol.records import encode_batch
+    from purgatory.protocol.records import encode_batch
 
     await create_topic(wire, "v2only")
     answer = await wire.call(

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 import structlog
 
-from broker.server import Broker
-from clients import AdminClient, Consumer, Producer
+from purgatory.broker.server import Broker
+from purgatory.clients import AdminClient, Consumer, Producer
 from tests.integration.test_console_producer import cli
 from tests.support import bootstrap, running_cluster, wait_until
 

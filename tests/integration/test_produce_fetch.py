@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from broker.server import Broker
-from clients import AdminClient, Connection, Consumer, Producer
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import decode_records, encode_batch
+from purgatory.broker.server import Broker
+from purgatory.clients import AdminClient, Connection, Consumer, Producer
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.records import decode_records, encode_batch
 from tests.support import bootstrap
 
 
@@ -333,7 +333,7 @@ async def wait_for_pause(broker: Broker) -> None:
 
 
 def _frame(key: ApiKey, version: int, correlation_id: int, body: object) -> bytes:
-    from protocol.api import encode_request
+    from purgatory.protocol.api import encode_request
 
     data = encode_request(key, version, correlation_id, "t", body)  # type: ignore[arg-type]
     return len(data).to_bytes(4, "big") + data

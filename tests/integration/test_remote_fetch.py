@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from broker.server import Broker
-from clients import AdminClient, Connection, Consumer, Producer
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.records import decode_records
+from purgatory.broker.server import Broker
+from purgatory.clients import AdminClient, Connection, Consumer, Producer
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.records import decode_records
 from tests.support import bootstrap, running_cluster, wait_until
 
 TIERED = {

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from broker.server import Broker, start_broker
-from clients import AdminClient, Connection
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.records import decode_records
+from purgatory.broker.server import Broker, start_broker
+from purgatory.clients import AdminClient, Connection
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.records import decode_records
 from tests.integration.test_produce_fetch import produce_request
 from tests.support import bootstrap, running_cluster, wait_until
 

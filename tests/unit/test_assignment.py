@@ -2,11 +2,16 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config.broker_config import load_config
-from broker.controller.topics import assign_replicas, grow_topics, new_topic, topic_name_problem
-from clients.partitioner import murmur2, partition_for_key
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from purgatory.broker.config.broker_config import load_config
+from purgatory.broker.controller.topics import (
+    assign_replicas,
+    grow_topics,
+    new_topic,
+    topic_name_problem,
+)
+from purgatory.clients.partitioner import murmur2, partition_for_key
+from purgatory.protocol import messages as m
+from purgatory.protocol.errors import ErrorCode
 
 BROKERS = [0, 1, 2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from broker.local_cluster import broker_commands, replication_defaults
+from purgatory.broker.local_cluster import broker_commands, replication_defaults
 
 
 def args(

@@ -6,8 +6,8 @@ from typing import get_args
 
 import pytest
 
-from broker.config.addresses import parse_members
-from broker.config.broker_config import (
+from purgatory.broker.config.addresses import parse_members
+from purgatory.broker.config.broker_config import (
     BoolConfig,
     FloatConfig,
     IntConfig,
@@ -15,7 +15,7 @@ from broker.config.broker_config import (
     load_config,
     validate_topic_configs,
 )
-from broker.config.definitions import (
+from purgatory.broker.config.definitions import (
     DEFINITIONS,
     TOPIC_CONFIGS,
     TOPIC_ONLY_CONFIGS,
@@ -109,7 +109,7 @@ def test_every_config_is_documented_with_its_default(definition) -> None:  # typ
 
 
 def test_settings_that_fight_each_other_are_refused_at_start() -> None:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
     for overrides, name in (
         (
@@ -148,7 +148,7 @@ def test_local_retention_may_not_exceed_the_whole_logs() -> None:
 
 
 def test_a_log_normal_remote_latency_needs_a_p99_above_its_median() -> None:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
     with pytest.raises(ValueError, match=r"remote\.storage\.latency\.p99\.ms"):
         Broker(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from broker.config.broker_config import load_config
+from purgatory.broker.config.broker_config import load_config
 
 ROOT = Path(__file__).parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.controller.election import (
+from purgatory.broker.controller.election import (
     Election,
     ElectionResult,
     alter_isr,
@@ -10,8 +10,8 @@ from broker.controller.election import (
     elect_on_request,
     preferred_imbalance,
 )
-from protocol.errors import ErrorCode
-from protocol.messages import PartitionState
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.messages import PartitionState
 
 
 def state(leader: int, isr: list[int], replicas: list[int] | None = None) -> PartitionState:

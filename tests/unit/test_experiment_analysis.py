@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.analyze import analyze, find_culprit
-from experiments.recorder import Recorder
+from purgatory.experiments.analyze import analyze, find_culprit
+from purgatory.experiments.recorder import Recorder
 
 
 def pair(phase: str, source: str, destination: str, true_p50: float) -> dict[str, object]:
@@ -109,7 +109,7 @@ def test_the_spark_job_finds_a_known_culprit_and_writes_parquet_and_a_report(
 
 
 def test_the_spark_job_reads_its_own_parquet_back(tmp_path: Path, spark_ready: None) -> None:
-    from experiments.analyze import spark_session
+    from purgatory.experiments.analyze import spark_session
 
     generated_run(tmp_path, culprit=0)
     analyze(tmp_path, "local[1]", window_s=30)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.framing import FrameDecoder, FrameError, FrameTooLarge, encode_frame
+from purgatory.protocol.framing import FrameDecoder, FrameError, FrameTooLarge, encode_frame
 
 
 def test_frames_split_across_reads_come_out_whole_and_in_order() -> None:

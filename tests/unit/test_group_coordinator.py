@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from broker.controller.internal_topics import OFFSETS_TOPIC
-from broker.coordinator.group_coordinator import GroupCoordinator
-from broker.coordinator.group_metadata import GroupState, JoinResult, SyncResult
-from broker.ops.metrics import BrokerMetrics
-from protocol.consumer_protocol import (
+from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
+from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
+from purgatory.broker.coordinator.group_metadata import GroupState, JoinResult, SyncResult
+from purgatory.broker.ops.metrics import BrokerMetrics
+from purgatory.protocol.consumer_protocol import (
     Assignment,
     Subscription,
     encode_assignment,
     encode_subscription,
 )
-from protocol.errors import ErrorCode as E
+from purgatory.protocol.errors import ErrorCode as E
 from tests.harness import Harness
 
 GROUP = "g"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.in_flight import MAX_CORRELATION_ID, CorrelationMismatch, InFlightRequests
+from purgatory.protocol.in_flight import MAX_CORRELATION_ID, CorrelationMismatch, InFlightRequests
 
 
 def test_a_client_matches_each_response_to_its_oldest_request() -> None:

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_writer
 
-from broker.network.kafka_codec import KafkaCodec
-from broker.network.request_channel import UnreadableRequest, speaks_kafka
-from protocol.api import ApiKey
-from protocol.kafka_fetch import FetchPartition, FetchResponseBody, FetchTopic
-from protocol.kafka_schemas import VERSIONS, build, response_module
+from purgatory.broker.network.kafka_codec import KafkaCodec
+from purgatory.broker.network.request_channel import UnreadableRequest, speaks_kafka
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.kafka_fetch import FetchPartition, FetchResponseBody, FetchTopic
+from purgatory.protocol.kafka_schemas import VERSIONS, build, response_module
 from tests.kafka_wire import request, request_frame
 
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol import kafka_records
-from protocol.records import (
+from purgatory.protocol import kafka_records
+from purgatory.protocol.records import (
     CorruptRecordError,
     Header,
     assign_offsets,

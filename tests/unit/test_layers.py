@@ -9,6 +9,9 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 OURS = ("protocol", "clients", "broker", "experiments", "purgatory")
+# Folders at the top of the repository, installed (and imported) as purgatory.<name>;
+# the layer table names them without the prefix.
+MAPPED = ("protocol", "clients", "broker", "experiments")
 
 # package (or module prefix) -> the prefixes of ours it may import
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -40,7 +43,20 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def layer_name(name: str) -> str:
+    """purgatory.broker.server -> broker.server; other names as they are."""
+    head, _, rest = name.partition(".")
+    return rest if head == "purgatory" and rest.split(".")[0] in MAPPED else name
+
+
 def imports_of(path: Path) -> list[tuple[int, str]]:
+    """Our modules ``path`` imports, by layer name."""
+    return [
+        (line, layer_name(name)) for line, name in raw_imports(path) if name.split(".")[0] in OURS
+    ]
+
+
+def raw_imports(path: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text())
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -50,7 +66,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             found.append((node.lineno, node.module))
             # `from broker import commands` imports broker.commands
             found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
-    return [(line, name) for line, name in found if name.split(".")[0] in OURS]
+    return found
 
 
 def rule_for(module: str) -> tuple[str, tuple[str, ...]]:
@@ -63,7 +79,24 @@ def under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-SOURCES = sorted(p for package in OURS for p in (ROOT / package).rglob("*.py"))
+SOURCES = sorted(
+    p
+    for package in OURS
+    for p in (ROOT / package).rglob("*.py")
+    if not any((ROOT / "purgatory" / m) in p.parents for m in MAPPED)  # the links to them
+)
+
+
+EVERY_FILE = SOURCES + sorted((ROOT / "tests").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", EVERY_FILE, ids=[module_name(p) for p in EVERY_FILE])
+def test_our_packages_are_imported_through_the_purgatory_namespace(path: Path) -> None:
+    """Installed, only ``purgatory`` exists: ``import broker`` would work from a checkout
+    and fail in a user's environment (or import their own ``protocol``)."""
+    for line, name in raw_imports(path):
+        if name.split(".")[0] in MAPPED:
+            pytest.fail(f"{module_name(path)}:{line} imports {name}; use purgatory.{name}")
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=[module_name(p) for p in SOURCES])

@@ -3,9 +3,9 @@ suffix that never reached the ISR."""
 
 from __future__ import annotations
 
-from broker.log.leader_epoch_cache import EpochEndOffset, LeaderEpochCache
-from broker.log.log import Log, LogConfig
-from protocol.records import decode_records, encode_batch, validate_batch
+from purgatory.broker.log.leader_epoch_cache import EpochEndOffset, LeaderEpochCache
+from purgatory.broker.log.log import Log, LogConfig
+from purgatory.protocol.records import decode_records, encode_batch, validate_batch
 
 
 def append(log: Log, epoch: int, *values: bytes) -> int:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log.log import Log, LogConfig, OffsetOutOfRange
-from protocol.records import decode_records, encode_batch, validate_batch
+from purgatory.broker.log.log import Log, LogConfig, OffsetOutOfRange
+from purgatory.protocol.records import decode_records, encode_batch, validate_batch
 
 
 def append(log: Log, *values: bytes, ts: int = 0) -> int:
@@ -108,8 +108,8 @@ def test_available_bytes_stays_right_after_retention_deletes_and_compacts() -> N
 
 
 def test_a_repeated_picture_is_acknowledged_and_an_older_one_refused() -> None:
-    from broker.controller.metadata_cache import MetadataCache
-    from protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
+    from purgatory.broker.controller.metadata_cache import MetadataCache
+    from purgatory.protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
 
     cache = MetadataCache({0: ("h", 1)}, 0)
     picture = UpdateMetadataRequest(

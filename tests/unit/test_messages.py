@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol import messages as m
-from protocol.api import (
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import (
     SCHEMAS,
     ApiKey,
     RequestError,
@@ -20,7 +20,7 @@ from protocol.api import (
     encode_request,
     encode_response_into,
 )
-from protocol.errors import ErrorCode
+from purgatory.protocol.errors import ErrorCode
 
 DOC = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from experiments import analyze
+from purgatory.experiments import analyze
 
 ROOT = Path(__file__).parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -24,7 +25,9 @@ def python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_broker_and_the_command_line_need_no_optional_dependency() -> None:
-    run = python("from purgatory.cli import build_parser; build_parser(); import broker.main")
+    run = python(
+        "from purgatory.cli import build_parser; build_parser(); import purgatory.broker.main"
+    )
     assert run.returncode == 0, run.stderr
     core = " ".join(PYPROJECT["project"]["dependencies"])
     assert "rich" not in core and "matplotlib" not in core and "pyspark" not in core
@@ -72,3 +75,41 @@ def test_a_system_java_home_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     home, problem = analyze.java_home()  # too old: another Java is used, or it says why
     assert home != str(tmp_path)
     assert problem is None or "JAVA_HOME" in problem
+
+
+def test_the_install_exposes_one_import_name(tmp_path: Path) -> None:
+    """Outside the checkout, the installed (editable) distribution is `purgatory` and
+    nothing else: a user's own `protocol` or `clients` module is never shadowed."""
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util as u, purgatory.broker.server, purgatory.clients; "
+            "print([n for n in ('broker', 'clients', 'protocol', 'experiments') if u.find_spec(n)])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
+@pytest.mark.cluster  # builds a wheel: seconds, and the package index for setuptools
+def test_the_wheel_holds_only_the_purgatory_package(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("purgatory-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {
+        "purgatory",
+        wheel.name.split("-py3")[0] + ".dist-info",
+    }
+    for module in ("broker/server.py", "clients/consumer.py", "protocol/messages.py", "cli.py"):
+        assert f"purgatory/{module}" in names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.plot import backfill_figure, failover_figure, lag_figure
+from purgatory.experiments.plot import backfill_figure, failover_figure, lag_figure
 
 
 def lag_rows(chunks: int, size: int, lag: int) -> list[dict[str, Any]]:

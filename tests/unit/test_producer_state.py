@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.log.log import Log
-from broker.log.producer_state import ProducerStateManager
-from protocol import kafka_records
-from protocol.errors import ErrorCode, KafkaError
-from protocol.records import BatchInfo, validate_batch
+from purgatory.broker.log.log import Log
+from purgatory.broker.log.producer_state import ProducerStateManager
+from purgatory.protocol import kafka_records
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.records import BatchInfo, validate_batch
 from tests.harness import Harness
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.purgatory import (
+from purgatory.broker.purgatory import (
     DelayedOperation,
     DelayedOperationPurgatory,
     ManualScheduler,

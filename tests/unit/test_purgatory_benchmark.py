@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.purgatory.perf import (
+from purgatory.broker.purgatory.perf import (
     IMPLEMENTATIONS,
     interval_samples,
     latency_samples,
@@ -16,7 +16,11 @@ from broker.purgatory.perf import (
     run,
     saturation,
 )
-from broker.purgatory.timer_perf import cycles_per_second, insert_cancel_cost_us, run_workload
+from purgatory.broker.purgatory.timer_perf import (
+    cycles_per_second,
+    insert_cancel_cost_us,
+    run_workload,
+)
 
 
 def test_latencies_are_log_normal_with_the_requested_median_and_75th_percentile() -> None:

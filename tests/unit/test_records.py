@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.records import (
+from purgatory.protocol.records import (
     CorruptRecordError,
     Header,
     assign_offsets,

@@ -8,16 +8,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.log.leader_epoch_cache import EpochEndOffset
-from broker.replication.fetch_params import (
+from purgatory.broker.log.leader_epoch_cache import EpochEndOffset
+from purgatory.broker.replication.fetch_params import (
     FetchParams,
     FetchPartitionData,
     FetchResult,
     TopicPartition,
     error_data,
 )
-from broker.replication.replica_fetcher import EpochAsk
-from protocol.errors import ErrorCode
+from purgatory.broker.replication.replica_fetcher import EpochAsk
+from purgatory.protocol.errors import ErrorCode
 from tests.harness import Harness
 
 BACKOFF_MS = 1000

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from protocol.errors import ErrorCode
+from purgatory.protocol.errors import ErrorCode
 from tests.harness import Harness, error_of, records_of
 
 

@@ -8,19 +8,19 @@ import statistics
 
 import pytest
 
-from broker.config.broker_config import load_config
-from broker.log.log import Log, LogConfig, OffsetOutOfRange
-from broker.log.tiered.remote_log_manager import RemoteLogManager
-from broker.log.tiered.remote_log_reader import ReaderQueueFull, RemoteLogReaderPool
-from broker.log.tiered.remote_storage import (
+from purgatory.broker.config.broker_config import load_config
+from purgatory.broker.log.log import Log, LogConfig, OffsetOutOfRange
+from purgatory.broker.log.tiered.remote_log_manager import RemoteLogManager
+from purgatory.broker.log.tiered.remote_log_reader import ReaderQueueFull, RemoteLogReaderPool
+from purgatory.broker.log.tiered.remote_storage import (
     LatencyModel,
     RemoteFetchInfo,
     RemoteStorage,
     RemoteStorageError,
 )
-from broker.purgatory import ManualScheduler
-from broker.replication.partition import Partition
-from protocol.records import decode_records, encode_batch, validate_batch
+from purgatory.broker.purgatory import ManualScheduler
+from purgatory.broker.replication.partition import Partition
+from purgatory.protocol.records import decode_records, encode_batch, validate_batch
 
 RECORD = 100  # value bytes per record; one record per batch below
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.purgatory import ManualScheduler, SystemTimer, TimerTask
+from purgatory.broker.purgatory import ManualScheduler, SystemTimer, TimerTask
 
 
 class Recorder(TimerTask):
@@ -179,7 +179,7 @@ def test_every_task_fires_once_not_before_its_deadline_and_within_a_tick(plan) -
 
 
 def test_an_alarm_only_moves_earlier_and_reports_its_deadline() -> None:
-    from broker.purgatory.clock import Alarm
+    from purgatory.broker.purgatory.clock import Alarm
 
     clock = ManualScheduler()
     fired: list[int] = []

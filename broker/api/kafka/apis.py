@@ -13,21 +13,26 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.api.kafka.cluster import ClusterApis, create_partitions_response
-from broker.api.kafka.configs import ConfigApis, describe_configs_response
-from broker.api.kafka.groups import GROUP_APIS, GroupApis
-from broker.api.kafka.groups import error_response as group_error_response
-from broker.api.kafka.offsets import OffsetApis
-from broker.api.kafka.records import RecordApis
-from broker.api.results import Result
-from broker.network.request_channel import Request
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.kafka_fetch import FetchPartition, FetchResponseBody, FetchTopic, topic_id_bytes
-from protocol.kafka_schemas import VERSIONS, build, response_module
+from purgatory.broker.api.kafka.cluster import ClusterApis, create_partitions_response
+from purgatory.broker.api.kafka.configs import ConfigApis, describe_configs_response
+from purgatory.broker.api.kafka.groups import GROUP_APIS, GroupApis
+from purgatory.broker.api.kafka.groups import error_response as group_error_response
+from purgatory.broker.api.kafka.offsets import OffsetApis
+from purgatory.broker.api.kafka.records import RecordApis
+from purgatory.broker.api.results import Result
+from purgatory.broker.network.request_channel import Request
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_fetch import (
+    FetchPartition,
+    FetchResponseBody,
+    FetchTopic,
+    topic_id_bytes,
+)
+from purgatory.protocol.kafka_schemas import VERSIONS, build, response_module
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
 # KIP-511: what a broker accepts as client software name and version.
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")

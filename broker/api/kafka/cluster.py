@@ -12,16 +12,16 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from broker.api.request_limits import check_topic_count
-from broker.api.results import Result
-from broker.controller.internal_topics import INTERNAL_TOPICS
-from protocol import messages as m
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.kafka_schemas import build, response_module
+from purgatory.broker.api.request_limits import check_topic_count
+from purgatory.broker.api.results import Result
+from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
+from purgatory.protocol import messages as m
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_schemas import build, response_module
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
 _DEFAULT_TIMEOUT_MS = 30000
 

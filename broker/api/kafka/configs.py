@@ -13,16 +13,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.api.request_limits import check_topic_count
-from broker.api.results import Result
-from broker.config.broker_config import validate_topic_configs
-from broker.config.definitions import DEFINITIONS, TOPIC_CONFIGS, TOPIC_ONLY_CONFIGS, ConfigDef
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.kafka_schemas import build, response_module
+from purgatory.broker.api.request_limits import check_topic_count
+from purgatory.broker.api.results import Result
+from purgatory.broker.config.broker_config import validate_topic_configs
+from purgatory.broker.config.definitions import (
+    DEFINITIONS,
+    TOPIC_CONFIGS,
+    TOPIC_ONLY_CONFIGS,
+    ConfigDef,
+)
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_schemas import build, response_module
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
 # ConfigResource types.
 TOPIC = 2

@@ -10,15 +10,20 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from broker.api.request_limits import check_topic_count
-from broker.api.results import Result, answer
-from broker.coordinator.group_metadata import GroupMetadata, GroupState, JoinResult, SyncResult
-from protocol.api import ApiKey, RequestError
-from protocol.errors import ErrorCode
-from protocol.kafka_schemas import build, response_module
+from purgatory.broker.api.request_limits import check_topic_count
+from purgatory.broker.api.results import Result, answer
+from purgatory.broker.coordinator.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    JoinResult,
+    SyncResult,
+)
+from purgatory.protocol.api import ApiKey, RequestError
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_schemas import build, response_module
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
 NO_OPERATIONS = -(2**31)  # DescribeGroups' authorized_operations when not asked for
 CLASSIC = "classic"  # ListGroups v5's group type of every group here

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.api.request_limits import check_partition_count, check_topic_count
-from broker.api.results import Result, answer
-from broker.coordinator.group_metadata import CommittedOffset, TopicPartition
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.kafka_schemas import build, response_module
+from purgatory.broker.api.request_limits import check_partition_count, check_topic_count
+from purgatory.broker.api.results import Result, answer
+from purgatory.broker.coordinator.group_metadata import CommittedOffset, TopicPartition
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_schemas import build, response_module
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
 GROUP_KEY = 0  # FindCoordinator key types: 0 group, 1 transaction
 

@@ -10,24 +10,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.api.request_limits import check_partition_count
-from broker.api.results import Deferred, Result
-from broker.replication.delayed_produce import PartitionResponse
-from broker.replication.fetch_params import (
+from purgatory.broker.api.request_limits import check_partition_count
+from purgatory.broker.api.results import Deferred, Result
+from purgatory.broker.replication.delayed_produce import PartitionResponse
+from purgatory.broker.replication.fetch_params import (
     FetchParams,
     FetchPartitionData,
     FetchResult,
     PartitionFetchInfo,
     TopicPartition,
 )
-from protocol.api import ApiKey, RequestError
-from protocol.errors import ErrorCode
-from protocol.kafka_fetch import FetchPartition, FetchResponseBody, FetchTopic, topic_id_bytes
-from protocol.kafka_records import as_kafka_batches
-from protocol.kafka_schemas import VERSIONS, build, response_module
+from purgatory.protocol.api import ApiKey, RequestError
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_fetch import (
+    FetchPartition,
+    FetchResponseBody,
+    FetchTopic,
+    topic_id_bytes,
+)
+from purgatory.protocol.kafka_records import as_kafka_batches
+from purgatory.protocol.kafka_schemas import VERSIONS, build, response_module
 
 if TYPE_CHECKING:
-    from broker.server import Broker
+    from purgatory.broker.server import Broker
 
 
 class RecordApis:

@@ -9,12 +9,16 @@ from collections.abc import Callable, Iterable, Iterator
 import structlog
 from prometheus_client.core import HistogramMetricFamily, Metric
 
-from broker.config.broker_config import BrokerConfig
-from broker.log.tiered.remote_log_reader import RemoteLogReaderPool
-from broker.log.tiered.remote_storage import RemoteFetchInfo, RemotePartition, RemoteStorage
-from broker.ops.metrics import add_histogram, counter, gauge
-from broker.purgatory import Periodic, Scheduler
-from broker.replication.partition import Partition
+from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.log.tiered.remote_log_reader import RemoteLogReaderPool
+from purgatory.broker.log.tiered.remote_storage import (
+    RemoteFetchInfo,
+    RemotePartition,
+    RemoteStorage,
+)
+from purgatory.broker.ops.metrics import add_histogram, counter, gauge
+from purgatory.broker.purgatory import Periodic, Scheduler
+from purgatory.broker.replication.partition import Partition
 
 
 def remote_partition(partition: Partition) -> RemotePartition:

@@ -14,7 +14,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from broker.log.tiered.remote_storage import RemoteFetchInfo
+from purgatory.broker.log.tiered.remote_storage import RemoteFetchInfo
 from purgatory.common.histogram import Histogram
 
 IDLE_WINDOW_S = 10.0  # the idle ratio is over windows of at least this long
