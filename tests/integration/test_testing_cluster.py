@@ -1,0 +1,73 @@
+"""purgatory.testing.Cluster, as a user's test drives it: thread mode (brokers in this
+process) and process mode (real processes), steering and observing."""
+
+from __future__ import annotations
+
+import pytest
+
+from purgatory.clients import AdminClient, Producer
+from purgatory.testing import Cluster, ClusterError
+
+
+def test_thread_mode_kills_and_restarts_a_leader_and_the_isr_keeps_the_records() -> None:
+    with Cluster(brokers=3) as cluster:
+        cluster.create_topic("kept", partitions=3, config={"min.insync.replicas": 2})
+        # The controller (broker 0) has no stand-in: kill the leader of a partition it
+        # does not lead.
+        p = next(i for i in range(3) if cluster.partition("kept", i)["leader"] != 0)
+        assert sorted(cluster.partition("kept", p)["isr"]) == [0, 1, 2]
+        cluster.set_config("replica.lag.time.max.ms", 5000)
+        assert cluster.state(1)["config_changes"]
+
+        async def produce(value: bytes) -> int:
+            async with Producer(cluster.bootstrap_servers, acks=-1, linger_ms=0) as producer:
+                return (await producer.send_and_wait("kept", value, partition=p)).offset
+
+        assert cluster._run(produce(b"one")) == 0
+        leader = cluster.partition("kept", p)["leader"]
+        cluster.kill(leader)
+        assert not cluster.alive(leader)
+        # A new leader from the ISR; its high watermark covers the record once the other
+        # follower has fetched from it (Kafka's rule), and records() reads up to it.
+        cluster.wait_for(
+            lambda: (
+                cluster.partition("kept", p)["leader"] != leader
+                and cluster.partition("kept", p)["high_watermark"] == 1
+            ),
+            timeout=15,
+        )
+        assert cluster.records("kept", p) == [(0, None, b"one")]
+        cluster.restart(leader)
+        cluster.wait_for(lambda: leader in cluster.partition("kept", p)["isr"], timeout=15)
+        samples = cluster.metrics(leader)
+        assert any(name == "purgatory_requests_total" for name, _ in samples)
+        with pytest.raises(ClusterError, match="unknown config"):
+            cluster.set_config("no.such.config", 1, broker=0)
+    assert not cluster.alive(0) and not cluster.healthy(0)  # nothing left serving
+
+
+async def test_process_mode_under_async_with_and_faults() -> None:
+    async with Cluster(brokers=1, mode="process") as cluster:
+        assert cluster.controller() == 0
+        cluster.add_fault(0, name="flaky", kind="error", api="CreateTopics",
+                          error_code="POLICY_VIOLATION", times=1)  # fmt: skip
+        assert [f["name"] for f in cluster.state(0)["faults"]] == ["flaky"]
+        async with AdminClient(cluster.bootstrap_servers) as admin:
+            with pytest.raises(Exception, match="POLICY_VIOLATION"):
+                await admin.create_topic("refused", 1, 1)
+        cluster.add_fault(0, name="slow", kind="latency", delay_ms=5)
+        cluster.clear_faults()
+        assert not cluster.state(0)["faults"]
+        pid = cluster._supervisor.procs[0].pid
+        cluster.kill(0)
+        assert not cluster.alive(0)
+        cluster.restart(0)
+        assert cluster._supervisor.procs[0].pid != pid and cluster.healthy(0)
+    assert not cluster.healthy(0)
+
+
+def test_bad_arguments_are_refused_before_anything_starts() -> None:
+    with pytest.raises(ValueError, match="mode must be"):
+        Cluster(mode="docker")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at least 1 broker"):
+        Cluster(brokers=0)
