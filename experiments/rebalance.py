@@ -37,34 +37,31 @@ TOPIC = "rebalance-bench"
 
 
 class Members:
-    """The assignment events of N members, and when the group last changed."""
+    """The assignment events of N members, and when the group last changed. Written and
+    read on one thread: our consumers' event loop, or the thread that polls the librdkafka
+    consumers (their callbacks run inside ``poll``)."""
 
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
         self.held: dict[int, frozenset[int] | None] = {}
         self.last_change = time.perf_counter()
         self.assignments = 0
-        self.lock = threading.Lock()
 
     def assigned(self, member: int, partitions: list[int]) -> None:
-        with self.lock:
-            self.held[member] = frozenset(partitions)
-            self.last_change = time.perf_counter()
-            self.assignments += 1
+        self.held[member] = frozenset(partitions)
+        self.last_change = time.perf_counter()
+        self.assignments += 1
 
     def revoked(self, member: int) -> None:
-        with self.lock:
-            self.held[member] = None
-            self.last_change = time.perf_counter()
+        self.held[member] = None
+        self.last_change = time.perf_counter()
 
     def left(self, member: int) -> None:
-        with self.lock:
-            self.held.pop(member, None)
+        self.held.pop(member, None)
 
     def complete(self, members: int) -> bool:
         """Every one of ``members`` holds an assignment, and they split the partitions."""
-        with self.lock:
-            held = list(self.held.values())
+        held = list(self.held.values())
         if len(held) != members or any(h is None for h in held):
             return False
         owned = [p for h in held for p in h or ()]

@@ -67,14 +67,3 @@ async def running_cluster(n: int, **overrides: Any) -> AsyncIterator[list[Broker
 
 def bootstrap(brokers: list[Broker]) -> str:
     return ",".join(f"127.0.0.1:{b.port}" for b in brokers)
-
-
-def metric_samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Prometheus text as {(sample name, sorted labels): value}."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }

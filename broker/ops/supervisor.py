@@ -33,6 +33,15 @@ def get_json(url: str, timeout: float = 1.0) -> Any:
         return json.load(response)
 
 
+def healthy(admin_url: str) -> bool:
+    """Whether the broker at ``admin_url`` answers /healthz with 200."""
+    try:
+        with urllib.request.urlopen(f"{admin_url}/healthz", timeout=1) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+        return False  # not listening yet, or not an HTTP answer: not healthy (yet)
+
+
 class Supervisor:
     def __init__(
         self,
@@ -112,11 +121,7 @@ class Supervisor:
             time.sleep(0.05)
 
     def healthy(self, broker_id: int) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.admin_urls[broker_id]}/healthz", timeout=1) as r:
-                return bool(r.status == 200)
-        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
-            return False  # not listening yet, or not an HTTP answer: not healthy (yet)
+        return healthy(self.admin_urls[broker_id])
 
     def stop(self, broker_id: int, timeout: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (the broker hands its leaderships over first: a controlled shutdown),

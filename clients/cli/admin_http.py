@@ -13,26 +13,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-
-def _call(
-    method: str, url: str, body: dict[str, Any] | None = None, timeout: float = 10
-) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.load(exc)
+from purgatory.common.admin_request import admin_request
 
 
 def config_command(args: argparse.Namespace) -> int:
     base = args.admin.rstrip("/")
     try:
         if args.config_command == "set":
-            status, payload = _call("PUT", f"{base}/v1/config/{args.name}", {"value": args.value})
+            status, payload = admin_request(
+                "PUT", f"{base}/v1/config/{args.name}", {"value": args.value}
+            )
             if status != 200:
                 print(
                     f"purgatory admin config set: {payload.get('error', payload)}", file=sys.stderr
@@ -40,7 +30,7 @@ def config_command(args: argparse.Namespace) -> int:
                 return 1
             print(f"{payload['name']}: {payload['old']} -> {payload['new']}")
             return 0
-        status, payload = _call("GET", f"{base}/v1/config")
+        status, payload = admin_request("GET", f"{base}/v1/config")
     except (urllib.error.URLError, OSError) as exc:
         print(f"purgatory admin: cannot reach {base}: {exc}", file=sys.stderr)
         return 1
@@ -89,13 +79,13 @@ def fault_command(args: argparse.Namespace) -> int:
     action = args.fault_command
     try:
         if action == "add":
-            status, payload = _call("POST", f"{base}/v1/faults", fault_spec(args))
+            status, payload = admin_request("POST", f"{base}/v1/faults", fault_spec(args))
         elif action in ("rm", "remove"):
-            status, payload = _call("DELETE", f"{base}/v1/faults/{args.name}")
+            status, payload = admin_request("DELETE", f"{base}/v1/faults/{args.name}")
         elif action == "reset":
-            status, payload = _call("POST", f"{base}/v1/faults/reset", {})
+            status, payload = admin_request("POST", f"{base}/v1/faults/reset", {})
         else:
-            status, payload = _call("GET", f"{base}/v1/faults")
+            status, payload = admin_request("GET", f"{base}/v1/faults")
     except (urllib.error.URLError, OSError) as exc:
         print(f"purgatory admin: cannot reach {base}: {exc}", file=sys.stderr)
         return 1
@@ -125,10 +115,10 @@ def broker_command(args: argparse.Namespace) -> int:
         return 2
     try:
         if action == "list":
-            status, payload = _call("GET", f"{base}/v1/brokers")
+            status, payload = admin_request("GET", f"{base}/v1/brokers")
         else:
             # stop may wait out a controlled shutdown, start and restart the broker's health.
-            status, payload = _call("POST", f"{base}/v1/brokers/{args.id}/{action}", {}, 90)
+            status, payload = admin_request("POST", f"{base}/v1/brokers/{args.id}/{action}", {}, 90)
     except (urllib.error.URLError, OSError) as exc:
         print(
             f"purgatory admin broker: cannot reach the cluster's control endpoint {base}: {exc}",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import tempfile
 import threading
 import time
@@ -204,11 +203,9 @@ class Cluster:
         return bool(self._supervisor is not None and self._supervisor.running(broker))
 
     def healthy(self, broker: int) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.admin_url(broker)}/healthz", timeout=2) as r:
-                return bool(r.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        from purgatory.broker.ops.supervisor import healthy
+
+        return healthy(self.admin_url(broker))
 
     def kill(self, broker: int) -> None:
         """The broker dies at once: no controlled shutdown, its in-memory logs are gone.
@@ -339,15 +336,8 @@ class Cluster:
 
     def metrics(self, broker: int) -> Samples:
         """The broker's Prometheus samples: {(sample name, sorted labels): value}."""
-        from prometheus_client.parser import text_string_to_metric_families
-
         with urllib.request.urlopen(f"{self.admin_url(broker)}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        return {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
+            return metric_samples(r.read().decode())
 
     def wait_for(
         self, predicate: Callable[[], Any], timeout: float = 10.0, message: str = "condition"
@@ -365,18 +355,23 @@ class Cluster:
             time.sleep(0.01)
 
     def _admin(self, broker: int, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"{self.admin_url(broker)}{path}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
+        from purgatory.common.admin_request import admin_request
+
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as exc:
-            reason = json.load(exc).get("error", exc.reason)
-            raise ClusterError(f"broker {broker}: {method} {path}: {reason}") from None
+            status, payload = admin_request(method, f"{self.admin_url(broker)}{path}", body)
         except (urllib.error.URLError, OSError) as exc:
             raise ClusterError(f"broker {broker} does not answer: {exc}") from None
+        if status >= 400:
+            raise ClusterError(f"broker {broker}: {method} {path}: {payload.get('error', payload)}")
+        return payload
+
+
+def metric_samples(text: str) -> Samples:
+    """Prometheus text as {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }

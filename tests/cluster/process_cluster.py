@@ -19,7 +19,8 @@ from purgatory.broker.local_cluster import broker_commands
 from purgatory.broker.ops.supervisor import Supervisor
 from purgatory.clients import AdminClient, Producer
 from purgatory.experiments.processes import free_port_range
-from tests.support import metric_samples, wait_until
+from purgatory.testing.cluster import metric_samples
+from tests.support import wait_until
 
 SETTINGS = {
     "replica.lag.time.max.ms": "1000",

@@ -10,7 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient, Producer
-from tests.support import bootstrap, metric_samples
+from purgatory.testing.cluster import metric_samples
+from tests.support import bootstrap
 
 DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
 

@@ -19,7 +19,8 @@ from purgatory.broker.server import Broker
 from purgatory.clients.admin import AdminClient
 from purgatory.clients.consumer import Consumer
 from purgatory.clients.producer import Producer
-from tests.support import bootstrap, metric_samples, running_cluster, wait_until
+from purgatory.testing.cluster import metric_samples
+from tests.support import bootstrap, running_cluster, wait_until
 
 T = TypeVar("T")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -15,9 +15,10 @@ from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_fetch import WAIT_TIME_TAG
 from purgatory.protocol.kafka_schemas import VERSIONS
+from purgatory.testing.cluster import metric_samples
 from tests.integration.test_dynamic_config import call
 from tests.kafka_wire import KafkaWire, request, request_frame, schema
-from tests.support import metric_samples, running_cluster, wait_until
+from tests.support import running_cluster, wait_until
 
 
 @pytest.fixture
