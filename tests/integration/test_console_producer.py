@@ -117,24 +117,30 @@ async def test_a_carriage_return_is_data_unless_crlf_is_asked_for(broker: Broker
 
 async def test_every_line_is_acknowledged_or_reported_with_its_number(broker: Broker) -> None:
     await create([broker], "t")
-    # Every produce fails retriably for 1.5 s: the first records run out of their delivery
-    # timeout and are reported; the later ones are retried until they get through.
-    error_fault(broker, error_code="NOT_ENOUGH_REPLICAS", duration_ms=1500)
-    total = 60
-    data = b"".join(b"line-%d\n" % i for i in range(1, total + 1))
-    code, _, err = await cli(
-        "produce", "t", "--timeout-ms", "1000", "--linger-ms", "0",
-        "--bootstrap", bootstrap([broker]), stdin=data,
-    )  # fmt: skip
-    delivered = {int(v.split(b"-")[1]) for v in await values_of([broker], "t")}
-    reported = reported_lines(err)
-    assert reported, err  # the fault outlived some records' delivery timeout
-    assert delivered | reported == set(range(1, total + 1))
-    assert not delivered & reported
-    assert code == 1
-    assert (
-        f"produced {len(delivered)} of {total} record(s) to t; {len(reported)} not delivered" in err
+    # Produce fails retriably until the first 30 lines have run out of their delivery
+    # timeout and been reported; the next 30 are refused at least once, then get through.
+    proc = await start_produce(broker, "--timeout-ms", "1000")
+    assert proc.stdin is not None and proc.stderr is not None
+    await pending_lines(broker, proc, 30, first=1)
+    seen = ""
+    while not reported_lines(seen):
+        seen += (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+    applied = broker.faults.describe()[0]["applied"]
+    proc.stdin.write(b"".join(b"v%d\n" % i for i in range(31, 61)))
+    await proc.stdin.drain()
+    await wait_until(
+        lambda: broker.faults.describe()[0]["applied"] > applied, message="produce refused"
     )
+    broker.faults.reset()
+    proc.stdin.close()
+    _, rest = await asyncio.wait_for(proc.communicate(), 30)
+    err = seen + rest.decode()
+    delivered = {int(v[1:]) for v in await values_of([broker], "t")}
+    reported = reported_lines(err)
+    assert reported == set(range(1, 31)), err
+    assert delivered == set(range(31, 61)), err
+    assert proc.returncode == 1
+    assert "produced 30 of 60 record(s) to t; 30 not delivered" in err
     assert "never retrieved" not in err and "Traceback" not in err
 
 
@@ -158,11 +164,13 @@ async def start_produce(broker: Broker, *extra: str) -> asyncio.subprocess.Proce
     )  # fmt: skip
 
 
-async def pending_lines(broker: Broker, proc: asyncio.subprocess.Process, n: int) -> None:
+async def pending_lines(
+    broker: Broker, proc: asyncio.subprocess.Process, n: int, first: int = 0
+) -> None:
     """Type ``n`` lines that the broker refuses (retriably) and wait until it has."""
     error_fault(broker, error_code="NOT_ENOUGH_REPLICAS")
     assert proc.stdin is not None
-    proc.stdin.write(b"".join(b"v%d\n" % i for i in range(n)))
+    proc.stdin.write(b"".join(b"v%d\n" % i for i in range(first, first + n)))
     await proc.stdin.drain()
     await wait_until(lambda: broker.faults.describe()[0]["applied"] >= 2, message="produce retried")
 
