@@ -269,6 +269,8 @@ async def test_the_pool_runs_threads_reads_queues_max_pending_and_refuses_more()
     assert [i.fetch_offset for i in reads.started] == [0, 1, 2]  # the queue moved up
     assert pool.running == 2 and pool.queue_size == 2
     assert pool.read_time.sum == pytest.approx(1.0)
+    await pool.shutdown()  # the reads still gated end with the test
+    assert all(f.cancelled() for f in futures[1:])
 
 
 async def test_a_cancelled_queued_read_leaves_the_queue_and_a_running_one_keeps_its_slot() -> None:
