@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 from purgatory.broker.log.log import Log
+from purgatory.common.broker_state import ReplicaInfo
+
+UNKNOWN_OFFSET = -1  # a follower's log end before its first fetch from this leadership
 
 
 @dataclass
 class FollowerState:
     """What the leader knows of one follower (Kafka's Replica)."""
 
-    log_end_offset: int = 0
+    log_end_offset: int = UNKNOWN_OFFSET
     last_caught_up_ms: int = 0  # the follower had everything the leader had at this time
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = 0  # the leader's LEO when the follower last fetched
@@ -70,7 +72,9 @@ class Partition:
         """Take (or keep) leadership; True if this is a new leadership (a new epoch).
 
         Followers start as caught up now: they get ``replica.lag.time.max.ms`` to show they
-        keep up, as in Kafka."""
+        keep up, as in Kafka. What they hold is unknown until they fetch from this
+        leadership: a new leader's high watermark waits for its ISR's fetches, and no
+        follower joins the ISR on what it fetched from an earlier leader."""
         new = not self.is_leader or leader_epoch != self.leader_epoch
         old_isr = self.isr
         self.leader_id = self.broker_id
@@ -99,7 +103,7 @@ class Partition:
                 # Removed by the controller (it may have restarted without its log): what it
                 # holds is known again from its next fetch, not from an older incarnation's.
                 if r in self.followers:
-                    self.followers[r].log_end_offset = 0
+                    self.followers[r].log_end_offset = UNKNOWN_OFFSET
         return new
 
     def make_follower(
@@ -146,7 +150,7 @@ class Partition:
         for replica in self.isr:
             if replica != self.broker_id:
                 state = self.followers.get(replica)
-                hw = min(hw, state.log_end_offset if state is not None else 0)
+                hw = min(hw, state.log_end_offset if state is not None else UNKNOWN_OFFSET)
         if hw > self.high_watermark:
             self.high_watermark = hw
             return True
@@ -161,13 +165,16 @@ class Partition:
             and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms > lag_time_ms
         ]
 
-    def caught_up_outside_isr(self) -> list[int]:
-        """Followers outside the ISR that have reached the HW: they may join it."""
-        return [
-            r
-            for r, state in self.followers.items()
-            if r not in self.isr and state.log_end_offset >= self.high_watermark
-        ]
+    def may_join_isr(self, follower_id: int) -> bool:
+        """A follower outside the ISR that has reached the HW (as its fetches from this
+        leadership tell) may join it; Kafka asks this of the follower that just fetched."""
+        state = self.followers.get(follower_id)
+        return (
+            state is not None
+            and follower_id not in self.isr
+            and state.log_end_offset >= max(self.high_watermark, 0)
+            and state.log_end_offset != UNKNOWN_OFFSET
+        )
 
     # -- follower side -------------------------------------------------------------------
 
@@ -176,36 +183,35 @@ class Partition:
 
     # -- observation ----------------------------------------------------------------------
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ReplicaInfo:
         """This replica as the admin state dump (GET /v1/state) shows it."""
         log = self.log
-        return {
-            "topic": self.topic,
-            "partition": self.index,
-            "topic_id": self.topic_id,
-            "role": "leader" if self.is_leader else "follower",
-            "leader": self.leader_id,
-            "leader_epoch": self.leader_epoch,
-            "partition_epoch": self.partition_epoch,
-            "replicas": self.replicas,
-            "isr": self.isr,
-            "log_start_offset": log.log_start_offset,
-            "local_log_start_offset": log.local_log_start_offset,
-            "high_watermark": self.high_watermark,
-            "log_end_offset": log.log_end_offset,
-            # The leader's view of every replica's log end offset (its own included).
-            "replica_log_end_offsets": (
+        return ReplicaInfo(
+            topic=self.topic,
+            partition=self.index,
+            topic_id=self.topic_id,
+            role="leader" if self.is_leader else "follower",
+            leader=self.leader_id,
+            leader_epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch,
+            replicas=list(self.replicas),
+            isr=list(self.isr),
+            log_start_offset=log.log_start_offset,
+            local_log_start_offset=log.local_log_start_offset,
+            high_watermark=self.high_watermark,
+            log_end_offset=log.log_end_offset,
+            replica_log_end_offsets=(
                 {str(self.broker_id): log.log_end_offset}
                 | {str(r): f.log_end_offset for r, f in self.followers.items()}
                 if self.is_leader
                 else {}
             ),
-            "size_bytes": log.size_bytes,
-            "batches": len(log),
-            "segments": len(log.segments),
-            "remote_segments": len(log.remote_segments),
-            "remote_size_bytes": log.remote_size_bytes,
-            "remote_log_end_offset": log.remote_log_end_offset,
-            "log_config": dataclasses.asdict(log.config),
-            "min_insync_replicas": self.min_insync_replicas,
-        }
+            size_bytes=log.size_bytes,
+            batches=len(log),
+            segments=len(log.segments),
+            remote_segments=len(log.remote_segments),
+            remote_size_bytes=log.remote_size_bytes,
+            remote_log_end_offset=log.remote_log_end_offset,
+            log_config=dataclasses.asdict(log.config),
+            min_insync_replicas=self.min_insync_replicas,
+        )

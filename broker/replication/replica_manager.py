@@ -356,9 +356,8 @@ class ReplicaManager:
             partition.record_follower_fetch(replica_id, info.fetch_offset, now)
             if partition.maybe_increment_high_watermark():
                 self._check_waiting(partition.key)
-            joining = partition.caught_up_outside_isr()
-            if joining and not partition.isr_change_pending:
-                self.isr_changes.propose(partition, partition.isr + joining)
+            if partition.may_join_isr(replica_id) and not partition.isr_change_pending:
+                self.isr_changes.propose(partition, [*partition.isr, replica_id])
 
     def delete_old_segments(self, now_ms: int) -> None:
         """Time-based retention of logs without tiered storage (the RemoteLogManager

@@ -220,6 +220,34 @@ async def test_a_follower_that_catches_up_rejoins_the_isr(h: Harness) -> None:
     assert [r.isr for r in h.alter_requests] == [[0, 1, 2]]
 
 
+async def test_only_the_follower_that_fetched_may_join_the_isr(h: Harness) -> None:
+    """Kafka asks whether the follower that just fetched is in sync, never the others: a
+    follower that is dead (never fetches) is not proposed on another's fetches."""
+    h.set_partition("t", 0, isr=[0, 1])
+    await h.settle()
+    for _ in range(3):
+        h.follower_fetch(1, "t", 0)
+    await h.settle()
+    assert h.alter_requests == [] and h.partition("t").isr == [0, 1]
+
+
+async def test_a_new_leader_knows_no_follower_log_end_until_it_fetches(h: Harness) -> None:
+    """A new leadership (a new leader epoch) forgets what followers held: they join the
+    ISR, and move the high watermark, only from their fetches to this leadership."""
+    await committed(h, [b"a"])
+    h.set_partition("t", 0, isr=[0, 1], leader_epoch=1)
+    await h.settle()
+    h.produce("t", [b"b"], acks=1)
+    assert h.partition("t").high_watermark == 1  # follower 1 has not fetched since
+    h.follower_fetch(1, "t", 2)
+    assert h.partition("t").high_watermark == 2
+    await h.settle()
+    assert h.alter_requests == []  # follower 2, silent, is not proposed
+    h.follower_fetch(2, "t", 2)
+    await h.settle()
+    assert [r.isr for r in h.alter_requests] == [[0, 1, 2]]
+
+
 async def test_a_lowered_replica_lag_time_applies_from_the_next_check(h: Harness) -> None:
     h.produce("t", [b"a"], acks=1)
     h.follower_fetch(1, "t", 1)
