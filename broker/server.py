@@ -38,6 +38,7 @@ from purgatory.broker.purgatory import LoopScheduler
 from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.common.broker_state import BrokerState
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
@@ -326,26 +327,25 @@ class Broker:
         """A follower's fetching, by the leader broker fetched from."""
         return self.replica_manager.fetchers.stats
 
-    def state(self) -> dict[str, Any]:
-        return {
-            "broker_id": self.broker_id,
-            "controller_id": self.controller_id,
-            "is_controller": self.controller is not None,
-            "metadata_epoch": self.metadata.epoch,
-            "members": {str(i): f"{h}:{p}" for i, (h, p) in sorted(self.members.items())},
-            "live_brokers": sorted(self.metadata.live_brokers),
-            "groups": self.group_coordinator.describe(),
-            "partitions": [
-                p.describe()
-                for p in sorted(
-                    self.replica_manager.partitions.values(), key=lambda p: (p.topic, p.index)
-                )
-            ],
-            "connections": len(self.socket_server.connections),
-            "clients": self.socket_server.describe_clients(),
-            "config_changes": list(self.config.changes),
-            "faults": self.faults.describe(),
-        }
+    def state(self) -> BrokerState:
+        """The ``/v1/state`` document."""
+        replicas = sorted(
+            self.replica_manager.partitions.values(), key=lambda p: (p.topic, p.index)
+        )
+        return BrokerState(
+            broker_id=self.broker_id,
+            controller_id=self.controller_id,
+            is_controller=self.controller is not None,
+            metadata_epoch=self.metadata.epoch,
+            members={str(i): f"{h}:{p}" for i, (h, p) in sorted(self.members.items())},
+            live_brokers=sorted(self.metadata.live_brokers),
+            groups=self.group_coordinator.describe(),
+            partitions=[p.describe() for p in replicas],
+            connections=len(self.socket_server.connections),
+            clients=self.socket_server.describe_clients(),
+            config_changes=list(self.config.changes),
+            faults=self.faults.describe(),
+        )
 
 
 async def start_broker(config: BrokerConfig) -> Broker:

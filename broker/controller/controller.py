@@ -25,6 +25,7 @@ from purgatory.broker.controller.election import (
     alter_isr,
     change_partition,
     elect_on_request,
+    move_leadership,
 )
 from purgatory.broker.controller.topics import create_topics, grow_topics
 from purgatory.clients.connection import Connection, ConnectionClosed
@@ -334,14 +335,13 @@ class Controller:
         results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         eligible = self._eligible()
         for name, index in partitions:
-            topic = self.topics.get(name)
-            if topic is None or not 0 <= index < len(topic.partitions):
+            state = self._partition_state(name, index)
+            if state is None:
                 results[(name, index)] = (
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"no partition {name}-{index}",
                 )
                 continue
-            state = topic.partitions[index]
             outcome = elect_on_request(state, eligible, election)
             if isinstance(outcome, ElectionResult):
                 self._replace_partition(name, outcome.state)
@@ -353,6 +353,30 @@ class Controller:
             self.epoch += 1
             await self._publish(timeout_ms)
         return results
+
+    async def move_leader(
+        self, topic: str, partition: int, broker: int, timeout_ms: int
+    ) -> tuple[ErrorCode, str | None]:
+        """Make ``broker`` lead ``topic``-``partition`` (and be its preferred replica), as
+        a reorder-only reassignment and a preferred election would; answered once the
+        brokers hold the result. The error Kafka would answer, with a message, if not."""
+        state = self._partition_state(topic, partition)
+        if state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
+        outcome = move_leadership(state, broker, self._eligible())
+        if not isinstance(outcome, ElectionResult):
+            return outcome
+        self._replace_partition(topic, outcome.state)
+        self._log_change(topic, state, outcome)
+        self.epoch += 1
+        await self._publish(timeout_ms)
+        return ErrorCode.NONE, None
+
+    def _partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        found = self.topics.get(topic)
+        if found is None or not 0 <= partition < len(found.partitions):
+            return None
+        return found.partitions[partition]
 
     async def controlled_shutdown(self, broker_id: int, incarnation: str) -> list[tuple[str, int]]:
         """A broker is about to stop: move its leaderships to other live in-sync replicas

@@ -155,3 +155,33 @@ def elect_on_request(
     if change is None or change.offline:
         return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica of the partition is live"
     return change
+
+
+def move_leadership(
+    state: PartitionState, broker: int, eligible: frozenset[int]
+) -> ElectionResult | tuple[ErrorCode, str]:
+    """Make ``broker`` the partition's preferred replica and its leader, as Kafka does it:
+    a reassignment that only reorders the replicas (``broker`` first), then a preferred
+    election. Being preferred, it stays leader under ``auto.leader.rebalance.enable``.
+
+    INVALID_REPLICA_ASSIGNMENT when ``broker`` is not a replica (moving data is not a
+    leader change), PREFERRED_LEADER_NOT_AVAILABLE when it is not a live in-sync replica
+    (it could lack acknowledged records), ELECTION_NOT_NEEDED when it leads already.
+    """
+    if broker not in state.replicas:
+        return (
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"broker {broker} is not a replica (replicas {state.replicas})",
+        )
+    if broker not in eligible or broker not in state.isr:
+        return (
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            f"broker {broker} is not a live in-sync replica (isr {state.isr})",
+        )
+    if state.leader_id == broker:
+        return ErrorCode.ELECTION_NOT_NEEDED, f"broker {broker} leads already"
+    replicas = [broker] + [r for r in state.replicas if r != broker]
+    reordered = msgspec.structs.replace(state, replicas=replicas)
+    change = change_partition(reordered, eligible, preferred=True)
+    assert change is not None and change.state.leader_id == broker
+    return change

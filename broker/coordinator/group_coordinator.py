@@ -39,6 +39,7 @@ from purgatory.broker.coordinator.offset_metadata_manager import OffsetMetadataM
 from purgatory.broker.ops.metrics import BrokerMetrics
 from purgatory.broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
 from purgatory.broker.replication.replica_manager import ReplicaManager
+from purgatory.common.broker_state import GroupInfo
 from purgatory.protocol.errors import ErrorCode
 
 MAX_GROUP_ID_LENGTH = 249
@@ -632,7 +633,7 @@ class GroupCoordinator:
 
     # -- observation -----------------------------------------------------------------------
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[GroupInfo]:
         """The groups coordinated here, for ``/v1/state``."""
         return [g.describe() for g in sorted(self.manager.owned_groups(), key=lambda g: g.group_id)]
 

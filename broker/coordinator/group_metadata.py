@@ -17,8 +17,9 @@ import asyncio
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from purgatory.common.broker_state import GroupInfo, MemberInfo
 from purgatory.protocol.consumer_protocol import (
     PROTOCOL_TYPE,
     ConsumerProtocolError,
@@ -320,23 +321,24 @@ class GroupMetadata:
         ]
         return self.protocol_type or "", protocol, members
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "group_id": self.group_id,
-            "state": self.state.value,
-            "generation_id": self.generation_id,
-            "protocol_type": self.protocol_type or "",
-            "protocol": self.protocol_name or "",
-            "leader": self.leader_id or "",
-            "members": [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "session_timeout_ms": m.session_timeout_ms,
-                }
+    def describe(self) -> GroupInfo:
+        """The group as ``/v1/state`` shows it."""
+        return GroupInfo(
+            group_id=self.group_id,
+            state=self.state.value,
+            generation_id=self.generation_id,
+            protocol_type=self.protocol_type or "",
+            protocol=self.protocol_name or "",
+            leader=self.leader_id or "",
+            members=[
+                MemberInfo(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    session_timeout_ms=m.session_timeout_ms,
+                )
                 for m in self.members.values()
             ],
-            "offsets": len(self.offsets),
-        }
+            offsets=len(self.offsets),
+        )

@@ -34,6 +34,7 @@ from purgatory.broker.network.request_channel import (
     speaks_kafka,
 )
 from purgatory.broker.ops.faults import FaultInjector, peer_broker
+from purgatory.common.broker_state import ClientSoftware
 from purgatory.common.delayed_receiver import DelayedReceiver
 from purgatory.protocol.api import ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
@@ -407,10 +408,12 @@ class SocketServer:
         self.current_peer = "?"
         self._logged_bad: set[tuple[str, str]] = set()
 
-    def describe_clients(self) -> list[dict[str, Any]]:
+    def describe_clients(self) -> list[ClientSoftware]:
         """Open Kafka connections by client software, as ``/v1/state`` shows them."""
         return [
-            {"client_software_name": name, "client_software_version": version, "connections": n}
+            ClientSoftware(
+                client_software_name=name, client_software_version=version, connections=n
+            )
             for (name, version), n in sorted(self.clients.items())
             if n
         ]

@@ -1,11 +1,16 @@
 """Admin HTTP (aiohttp, on the broker's event loop): /metrics, /healthz, /v1/state,
-/v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one)
-and /v1/faults (GET, POST a spec, DELETE /v1/faults/<name>, POST /v1/faults/reset)."""
+/v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one),
+/v1/faults (GET, POST a spec, DELETE /v1/faults/<name>, POST /v1/faults/reset),
+/v1/logs?limit=N (the latest log events, INFO and above, oldest first) and, on the
+controller, POST /v1/partitions/<topic>/<partition>/leader {"broker_id": N} (a mock
+cluster's "set the leader": N becomes the preferred replica and leads)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
+import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -13,7 +18,24 @@ from purgatory.broker.config.broker_config import BrokerConfig, StaticConfigErro
 from purgatory.broker.config.definitions import BY_NAME, ConfigError
 from purgatory.broker.ops.faults import FaultError, FaultInjector, parse_spec
 from purgatory.broker.ops.metrics import BrokerMetrics
+from purgatory.broker.ops.recent_logs import RECENT_LOGS
 from purgatory.broker.replication.replica_fetcher import FetcherStats
+from purgatory.common.broker_state import BrokerState
+from purgatory.protocol.errors import ErrorCode
+
+LEADER_MOVE_TIMEOUT_MS = 10_000
+# How a refused leader move is answered over HTTP.
+_MOVE_STATUS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: 400,
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: 409,
+}
+
+
+class LeaderMover(Protocol):
+    def move_leader(
+        self, topic: str, partition: int, broker: int, timeout_ms: int
+    ) -> Awaitable[tuple[ErrorCode, str | None]]: ...
 
 
 class AdminTarget(Protocol):
@@ -28,9 +50,15 @@ class AdminTarget(Protocol):
     @property
     def fetcher_stats(self) -> dict[int, FetcherStats]: ...
 
+    @property
+    def controller(self) -> LeaderMover | None: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
     def health_problem(self) -> str | None: ...
 
-    def state(self) -> dict[str, Any]: ...
+    def state(self) -> BrokerState: ...
 
     def change_config(self, name: str, value: Any) -> tuple[Any, Any]: ...
 
@@ -47,7 +75,9 @@ def make_app(broker: AdminTarget) -> web.Application:
         return web.json_response({"status": "ok", "broker_id": broker.broker_id})
 
     async def state(_: web.Request) -> web.Response:
-        return web.json_response(broker.state())
+        return web.Response(
+            body=msgspec.json.encode(broker.state()), content_type="application/json"
+        )
 
     async def get_config(_: web.Request) -> web.Response:
         return web.json_response(
@@ -69,6 +99,13 @@ def make_app(broker: AdminTarget) -> web.Application:
         except ConfigError as exc:
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response({"name": BY_NAME[name].name, "old": old, "new": new})
+
+    async def logs(request: web.Request) -> web.Response:
+        raw = request.query.get("limit", "100")
+        if not raw.isdigit():
+            return web.json_response({"error": "limit must be a whole number"}, status=400)
+        events = RECENT_LOGS.events(broker.broker_id, int(raw))
+        return web.json_response({"broker_id": broker.broker_id, "events": events})
 
     async def list_faults(_: web.Request) -> web.Response:
         return web.json_response(
@@ -98,7 +135,8 @@ def make_app(broker: AdminTarget) -> web.Application:
     async def reset_faults(_: web.Request) -> web.Response:
         removed = broker.faults.describe()
         broker.faults.reset()
-        broker.log.warning("faults_reset", removed=len(removed))
+        if removed:
+            broker.log.warning("faults_reset", removed=len(removed))
         return web.json_response({"removed": removed})
 
     async def replica_fetch_samples(request: web.Request) -> web.Response:
@@ -116,10 +154,47 @@ def make_app(broker: AdminTarget) -> web.Application:
         ]
         return web.json_response({"broker_id": broker.broker_id, "samples": samples})
 
+    async def move_leader(request: web.Request) -> web.Response:
+        controller = broker.controller
+        if controller is None:
+            return web.json_response(
+                {
+                    "error": f"broker {broker.broker_id} is not the controller; send this "
+                    f"to broker {broker.controller_id}'s admin API",
+                    "controller_id": broker.controller_id,
+                },
+                status=409,
+            )
+        topic, raw_partition = request.match_info["topic"], request.match_info["partition"]
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if (
+            not raw_partition.isdigit()
+            or not isinstance(body, dict)
+            or not isinstance(body.get("broker_id"), int)
+        ):
+            return web.json_response(
+                {"error": 'POST /v1/partitions/<topic>/<partition>/leader {"broker_id": N}'},
+                status=400,
+            )
+        partition, target = int(raw_partition), body["broker_id"]
+        code, message = await controller.move_leader(
+            topic, partition, target, LEADER_MOVE_TIMEOUT_MS
+        )
+        if code not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED):
+            return web.json_response(
+                {"error": f"{code.name}: {message}"}, status=_MOVE_STATUS.get(code, 409)
+            )
+        answer = {"topic": topic, "partition": partition, "leader": target}
+        return web.json_response({**answer, "changed": code == ErrorCode.NONE})
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/v1/state", state)
+    app.router.add_get("/v1/logs", logs)
     app.router.add_get("/v1/config", get_config)
     app.router.add_put("/v1/config/{name}", put_config)
     app.router.add_get("/v1/samples/replica-fetch", replica_fetch_samples)
@@ -127,6 +202,7 @@ def make_app(broker: AdminTarget) -> web.Application:
     app.router.add_post("/v1/faults", add_fault)
     app.router.add_post("/v1/faults/reset", reset_faults)
     app.router.add_delete("/v1/faults/{name}", remove_fault)
+    app.router.add_post("/v1/partitions/{topic}/{partition}/leader", move_leader)
     return app
 
 

@@ -1,10 +1,11 @@
 """`Cluster`: a Purgatory cluster for someone else's test suite, started and steered from
 Python, synchronously or with ``async with``.
 
-``mode="thread"`` runs every broker in this process, on one event loop of its own thread
-(fast to start; ``kill`` drops a broker's sockets and memory at once, as a crash would).
+``mode="thread"`` runs every broker in this process, each on an event loop of its own
+thread (fast to start; ``kill`` drops a broker's sockets and memory at once, as a crash
+would; ``pause`` blocks its thread, so nothing of it runs until ``resume``).
 ``mode="process"`` runs each broker as a `purgatory broker` process, as `purgatory
-cluster` does (``kill`` is SIGKILL). Either way the brokers bind 127.0.0.1 on free ports
+cluster` does (``kill`` is SIGKILL, ``pause`` SIGSTOP). Either way the brokers bind 127.0.0.1 on free ports
 and everything is stopped when the block ends, however it ends.
 
 Steering and observing go through what a user of the brokers has: the Kafka/our-protocol
@@ -17,7 +18,6 @@ import argparse
 import asyncio
 import contextlib
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +25,11 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
+
+import msgspec
+
+from purgatory.common.broker_state import BrokerState, ReplicaInfo
+from purgatory.testing.loop_thread import LoopThread
 
 T = TypeVar("T")
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -63,8 +68,8 @@ class Cluster:
         self.startup_timeout = startup_timeout
         self.ports: list[int] = []
         self.admin_ports: list[int] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._clients: LoopThread | None = None  # admin clients and consumers of the helpers
+        self._loops: dict[int, LoopThread] = {}  # thread mode: broker id -> its loop
         self._brokers: dict[int, Any] = {}  # thread mode: broker id -> Broker
         self._supervisor: Any = None  # process mode
         self._logs: tempfile.TemporaryDirectory[str] | None = None
@@ -103,18 +108,15 @@ class Cluster:
         """Start every broker and wait until all are healthy and share the metadata."""
         from purgatory.experiments.processes import free_port_range
 
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="purgatory-cluster", daemon=True
-        )
-        self._thread.start()
+        self._clients = LoopThread("purgatory-cluster-clients")
         base = free_port_range(2 * self.size)
         self.ports = [base + i for i in range(self.size)]
         self.admin_ports = [base + self.size + i for i in range(self.size)]
         try:
             if self.mode == "thread":
+                self._configure_logging()
                 for i in range(self.size):
-                    self._run(self._start_broker(i))
+                    self._start_broker(i)
             else:
                 self._start_processes()
             self.wait_for(self._healthy, self.startup_timeout, "every broker healthy")
@@ -131,29 +133,32 @@ class Cluster:
                         self._supervisor.kill(i)
                 self._supervisor.close_logs()
                 self._supervisor = None
-            for i in sorted(self._brokers, reverse=True):
-                self._run(self._brokers.pop(i).stop())
+            for i in sorted(self._loops, reverse=True):
+                self._stop_broker(i)
         finally:
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                if self._thread is not None:
-                    self._thread.join(timeout=10)
-                self._loop.close()
-                self._loop = None
+            for loop in self._loops.values():
+                loop.close()
+            self._loops.clear()
+            self._brokers.clear()
+            if self._clients is not None:
+                self._clients.close()
+                self._clients = None
             if self._logs is not None:
                 self._logs.cleanup()
                 self._logs = None
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60) -> T:
-        if self._loop is None:
+        """Run a client-side helper on the clients' loop."""
+        if self._clients is None:
             coro.close()
             raise ClusterError("the cluster is not running")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        return self._clients.run(coro, timeout)
 
     def _members(self) -> str:
         return ",".join(f"{i}@127.0.0.1:{p}" for i, p in enumerate(self.ports))
 
-    async def _start_broker(self, broker: int) -> None:
+    def _start_broker(self, broker: int) -> None:
+        """Thread mode: start ``broker`` on a new loop thread of its own."""
         from purgatory.broker.config.broker_config import load_config
         from purgatory.broker.server import start_broker
 
@@ -164,7 +169,31 @@ class Cluster:
             "admin.listener": f"127.0.0.1:{self.admin_ports[broker]}",
             "cluster.members": self._members() if self.size > 1 else "",
         }
-        self._brokers[broker] = await start_broker(load_config(environ={}, overrides=values))
+        loop = self._loops[broker] = LoopThread(f"purgatory-broker-{broker}")
+        config = load_config(environ={}, overrides=values)
+        self._brokers[broker] = loop.run(start_broker(config), self.startup_timeout)
+
+    def _configure_logging(self) -> None:
+        """Thread mode: brokers log with this process's structlog set-up. Without one,
+        they get the broker's (``log.level``, to stderr, latest events kept for
+        ``logs()``); one the test suite made is left as it is."""
+        import structlog
+
+        from purgatory.broker.ops.structured_logging import configure_logging
+
+        if not structlog.is_configured():
+            configure_logging("console", self.config.get("log.level", "WARNING"))
+
+    def _stop_broker(self, broker: int) -> None:
+        """Thread mode: stop ``broker`` (thawed first if paused) and its loop."""
+        loop = self._loops.pop(broker)
+        victim = self._brokers.pop(broker, None)
+        try:
+            loop.thaw()
+            if victim is not None:
+                loop.run(victim.stop())
+        finally:
+            loop.close()
 
     def _start_processes(self) -> None:
         from purgatory.broker.local_cluster import broker_commands
@@ -198,6 +227,7 @@ class Cluster:
     # -- steering ----------------------------------------------------------------------
 
     def alive(self, broker: int) -> bool:
+        """Started and not killed (a paused broker is alive)."""
         if self.mode == "thread":
             return broker in self._brokers
         return bool(self._supervisor is not None and self._supervisor.running(broker))
@@ -211,20 +241,51 @@ class Cluster:
         """The broker dies at once: no controlled shutdown, its in-memory logs are gone.
         The controller (broker 0) has no stand-in: while it is dead, leaders are not
         re-elected."""
+        self._check(broker)
         if self.mode == "process":
             self._supervisor.kill(broker)
-            return
-        victim = self._brokers.pop(broker)
-        self._run(victim.stop())
+        else:
+            self._stop_broker(broker)
+
+    def pause(self, broker: int) -> None:
+        """Freeze the broker (a long GC pause, a stalled VM): its sockets stay open but
+        nothing of it runs, no answers, no heartbeats to the controller, no replication,
+        until ``resume``; after ``broker.session.timeout.ms`` the controller fences it."""
+        self._check(broker)
+        if self.mode == "process":
+            self._supervisor.pause(broker)
+        else:
+            self._loops[broker].freeze()
+
+    def resume(self, broker: int) -> None:
+        """Let a paused broker run on from where it stopped (its timers fire late)."""
+        self._check(broker)
+        if self.mode == "process":
+            self._supervisor.resume(broker)
+        else:
+            self._loops[broker].thaw()
+
+    def paused(self, broker: int) -> bool:
+        if self.mode == "process":
+            return self._supervisor is not None and broker in self._supervisor.paused
+        return broker in self._loops and self._loops[broker].frozen
+
+    def _check(self, broker: int) -> None:
+        if not 0 <= broker < self.size:
+            raise ClusterError(f"no broker {broker}: the cluster has brokers 0-{self.size - 1}")
+        if not self.alive(broker):
+            raise ClusterError(f"broker {broker} is not running (killed; restart it first)")
 
     def restart(self, broker: int, timeout: float = 30.0) -> None:
         """Start a killed (or running) broker again, empty, on its port; wait until healthy."""
+        if not 0 <= broker < self.size:
+            raise ClusterError(f"no broker {broker}: the cluster has brokers 0-{self.size - 1}")
         if self.alive(broker):
             self.kill(broker)
         if self.mode == "process":
             self._supervisor.start(broker)
         else:
-            self._run(self._start_broker(broker))
+            self._start_broker(broker)
         self.wait_for(lambda: self.healthy(broker), timeout, f"broker {broker} healthy again")
 
     def add_fault(self, broker: int, **spec: Any) -> dict[str, Any]:
@@ -243,7 +304,7 @@ class Cluster:
             self._admin(i, "PUT", f"/v1/config/{name}", {"value": str(value)})
 
     def _targets(self, broker: int | None) -> list[int]:
-        return [broker] if broker is not None else [i for i in range(self.size) if self.alive(i)]
+        return [broker] if broker is not None else self._answering()
 
     # -- topics and records ------------------------------------------------------------
 
@@ -313,26 +374,51 @@ class Cluster:
 
     # -- observing ---------------------------------------------------------------------
 
-    def state(self, broker: int | None = None) -> dict[str, Any]:
-        """A broker's ``/v1/state`` document (broker None: the controller's)."""
-        return self._admin(self.controller() if broker is None else broker, "GET", "/v1/state")  # type: ignore[no-any-return]
+    def state(self, broker: int | None = None) -> BrokerState:
+        """A broker's ``/v1/state`` document, typed (broker None: the controller's)."""
+        target = self.controller() if broker is None else broker
+        return msgspec.convert(self._admin(target, "GET", "/v1/state"), BrokerState)
 
     def controller(self) -> int:
-        for i in range(self.size):
-            if self.alive(i):
-                with contextlib.suppress(ClusterError):
-                    return int(self._admin(i, "GET", "/v1/state")["controller_id"])
+        for i in self._answering():
+            with contextlib.suppress(ClusterError):
+                return self.state(i).controller_id
         raise ClusterError("no live broker to ask for the controller")
 
-    def partition(self, topic: str, partition: int = 0) -> dict[str, Any]:
+    def partition(self, topic: str, partition: int = 0) -> ReplicaInfo:
         """The partition as its leader describes it (leader, ISR, offsets)."""
-        for i in range(self.size):
-            if not self.alive(i):
-                continue
-            for p in self._admin(i, "GET", "/v1/state")["partitions"]:
-                if p["topic"] == topic and p["partition"] == partition and p["role"] == "leader":
-                    return p  # type: ignore[no-any-return]
-        raise ClusterError(f"no live broker leads {topic}-{partition}")
+        for i in self._answering():
+            replica = self.state(i).replica(topic, partition)
+            if replica is not None and replica.role == "leader":
+                return replica
+        raise ClusterError(f"no running broker leads {topic}-{partition}")
+
+    def elect_leader(self, topic: str, partition: int, broker: int, timeout: float = 10) -> None:
+        """Make ``broker`` lead ``topic``-``partition``: it becomes the preferred (first)
+        replica and is elected, as a reassignment that reorders the replicas and a
+        preferred election would do in Kafka; it must be a live in-sync replica. Returns
+        once the broker leads."""
+        self._admin(
+            self.controller(),
+            "POST",
+            f"/v1/partitions/{topic}/{partition}/leader",
+            {"broker_id": broker},
+        )
+        self.wait_for(
+            lambda: self.partition(topic, partition).leader == broker,
+            timeout,
+            f"broker {broker} to lead {topic}-{partition}",
+        )
+
+    def logs(self, broker: int, limit: int = 100) -> list[dict[str, Any]]:
+        """The broker's latest log events (INFO and above), oldest first: ``timestamp``,
+        ``level``, ``event`` and the event's fields."""
+        events = self._admin(broker, "GET", f"/v1/logs?limit={limit}")["events"]
+        return list(events)
+
+    def _answering(self) -> list[int]:
+        """Brokers that can answer now: running and not paused."""
+        return [i for i in range(self.size) if self.alive(i) and not self.paused(i)]
 
     def metrics(self, broker: int) -> Samples:
         """The broker's Prometheus samples: {(sample name, sorted labels): value}."""

@@ -9,7 +9,8 @@ Fixtures:
   partitions), deleted after it.
 
 A failing test that used a cluster gets a "purgatory cluster" section in its report: each
-live broker's leaders, ISRs and high watermarks, and the faults in force.
+live broker's leaders, ISRs and high watermarks, the faults in force, and its latest log
+events.
 """
 
 from __future__ import annotations
@@ -98,26 +99,45 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+REPORTED_LOG_EVENTS = 15
+
+
 def describe(cluster: Cluster) -> str:
-    """What a failing test's reader wants first: who leads what, with which ISR."""
+    """What a failing test's reader wants first: who leads what with which ISR, the faults
+    in force, and each broker's latest log events."""
     lines = [f"{cluster.size} broker(s), {cluster.mode} mode, {cluster.bootstrap_servers}"]
     for broker in range(cluster.size):
         if not cluster.alive(broker):
             lines.append(f"broker {broker}: not running")
             continue
+        if cluster.paused(broker):
+            lines.append(f"broker {broker}: paused")
+            continue
         try:
             state = cluster.state(broker)
+            events = cluster.logs(broker, REPORTED_LOG_EVENTS)
         except ClusterError as exc:
             lines.append(f"broker {broker}: {exc}")
             continue
-        role = " (controller)" if state["is_controller"] else ""
-        lines.append(f"broker {broker}{role}: live brokers {state['live_brokers']}")
-        for p in state["partitions"]:
-            if p["role"] == "leader":
+        role = " (controller)" if state.is_controller else ""
+        lines.append(f"broker {broker}{role}: live brokers {state.live_brokers}")
+        for p in state.partitions:
+            if p.role == "leader":
                 lines.append(
-                    f"  {p['topic']}-{p['partition']}: leader {p['leader']}, isr {p['isr']}, "
-                    f"high watermark {p['high_watermark']}, log end {p['log_end_offset']}"
+                    f"  {p.topic}-{p.partition}: leader {p.leader}, isr {p.isr}, "
+                    f"high watermark {p.high_watermark}, log end {p.log_end_offset}"
                 )
-        for fault in state["faults"]:
+        for fault in state.faults:
             lines.append(f"  fault {fault}")
+        if events:
+            lines.append(f"  latest log events ({len(events)}):")
+            lines.extend(f"    {format_event(e)}" for e in events)
     return "\n".join(lines)
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """'12:00:01.123 warning clean_leader_election topic=t partition=0 ...'"""
+    fields = dict(event)
+    at = str(fields.pop("timestamp", ""))[11:23]
+    head = f"{at} {fields.pop('level', '')} {fields.pop('event', '')}"
+    return " ".join([head, *(f"{k}={v}" for k, v in fields.items())])

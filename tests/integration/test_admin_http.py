@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient, Producer
+from purgatory.common.broker_state import decode_state
 from purgatory.testing.cluster import metric_samples
 from tests.support import bootstrap
 
@@ -73,17 +74,18 @@ async def test_healthz_and_state(broker: Broker) -> None:
     await produce_some(broker)
     status, _, body = await get(broker, "/healthz")
     assert status == 200 and '"ok"' in body
-    _, content_type, _ = await get(broker, "/v1/state")
+    _, content_type, body = await get(broker, "/v1/state")
     assert content_type.startswith("application/json")
-    state = broker.state()
-    part = next(p for p in state["partitions"] if p["partition"] == 0)
-    assert (
-        part["leader"],
-        part["log_start_offset"],
-        part["high_watermark"],
-        part["log_end_offset"],
-    ) == (0, 0, 5, 5)
-    assert part["size_bytes"] > 0
+    state = decode_state(body.encode())  # the typed document, unknown fields refused
+    part = state.replica("t", 0)
+    assert part is not None
+    assert (part.leader, part.log_start_offset, part.high_watermark, part.log_end_offset) == (
+        0,
+        0,
+        5,
+        5,
+    )
+    assert part.size_bytes > 0 and state.broker_id == broker.broker_id
 
 
 async def test_a_broker_waiting_for_its_controller_is_not_healthy() -> None:

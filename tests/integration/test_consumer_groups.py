@@ -315,9 +315,9 @@ async def test_listeners_hear_each_revocation_before_the_next_assignment_and_sta
             half = PARTITIONS // 2
             await wait_until(holding(half, half), timeout=30, message="two members, half each")
             coordinator = next(b for b in cluster if group in b.group_coordinator.groups)
-            (described,) = [g for g in coordinator.state()["groups"] if g["group_id"] == group]
-            assert described["state"] == "Stable" and described["generation_id"] == 2
-            assert sorted(m["client_id"] for m in described["members"]) == [
+            (described,) = [g for g in coordinator.state().groups if g.group_id == group]
+            assert described.state == "Stable" and described.generation_id == 2
+            assert sorted(m.client_id for m in described.members) == [
                 "purgatory-consumer",
                 "second",
             ]

@@ -54,7 +54,7 @@ async def test_a_dynamic_change_takes_effect_at_once_and_is_recorded(broker: Bro
     response = await conn.send(ApiKey.METADATA, m.MetadataRequest(["brand-new"], True))
     await conn.close()
     assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # not created
-    [change] = broker.state()["config_changes"]
+    [change] = broker.state().config_changes
     assert (change["name"], change["old"], change["new"]) == (
         "auto.create.topics.enable",
         True,
@@ -80,7 +80,7 @@ async def test_bad_changes_are_refused_with_the_reason(broker: Broker) -> None:
         broker, "PUT", "/v1/config/replica.fetch.wait.max.ms", {"value": 60_000}
     )
     assert status == 400 and "replica.lag.time.max.ms" in payload["error"]
-    assert broker.config["num.partitions"] == 1 and broker.state()["config_changes"] == []
+    assert broker.config["num.partitions"] == 1 and broker.state().config_changes == []
 
 
 async def test_lowering_the_lag_time_at_run_time_lets_the_isr_shrink() -> None:
@@ -106,7 +106,7 @@ async def test_the_kips_name_for_the_remote_fetch_timeout_changes_it_and_bad_mod
     )
     assert (status, payload["new"]) == (200, 2500)
     assert broker.config["remote.fetch.max.wait.ms"] == 2500
-    assert broker.state()["config_changes"][-1]["name"] == "remote.fetch.max.wait.ms"
+    assert broker.state().config_changes[-1]["name"] == "remote.fetch.max.wait.ms"
     status, payload = await call(
         broker, "PUT", "/v1/config/remote.storage.latency.distribution", {"value": "pareto"}
     )

@@ -166,9 +166,7 @@ async def test_inbound_latency_on_a_leader_slows_its_followers_true_fetch_latenc
     ) as brokers:
         async with AdminClient(bootstrap(brokers)) as admin:
             await admin.create_topic("r", 1, replication_factor=2)
-        leader = next(
-            b for b in brokers if any(p["role"] == "leader" for p in b.state()["partitions"])
-        )
+        leader = next(b for b in brokers if any(p.role == "leader" for p in b.state().partitions))
         follower = next(b for b in brokers if b is not leader)
         stats = follower.replica_manager.fetchers.stats[leader.broker_id]
         await wait_until(lambda: stats.requests > 5, message="the follower fetching")

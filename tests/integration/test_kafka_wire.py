@@ -10,6 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from purgatory.broker.server import Broker
+from purgatory.common.broker_state import ClientSoftware
 from purgatory.protocol import kafka_records
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -83,10 +84,8 @@ async def test_api_versions_lists_the_served_ranges_and_names_the_client(
     assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == {
         int(k): v for k, v in VERSIONS.items()
     }
-    clients = broker.state()["clients"]
-    assert clients == [
-        {"client_software_name": "wire-test", "client_software_version": "1.0", "connections": 1}
-    ]
+    clients = broker.state().clients
+    assert clients == [ClientSoftware("wire-test", "1.0", connections=1)]
     text = generate_latest(broker.metrics.registry).decode()
     assert (
         'purgatory_client_connections{client_software_name="wire-test",'

@@ -142,8 +142,8 @@ async def test_offsets_outside_the_log_are_out_of_range(broker: Broker) -> None:
         at_end.responses[0].partitions[0].error_code == 0
         and at_end.responses[0].partitions[0].records == b""
     )
-    state = broker.state()["partitions"][0]
-    assert 200 <= state["size_bytes"] < 600 and state["log_end_offset"] == 10
+    state = broker.state().partitions[0]
+    assert 200 <= state.size_bytes < 600 and state.log_end_offset == 10
     await conn.close()
 
 

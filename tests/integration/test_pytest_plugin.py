@@ -45,25 +45,26 @@ def test_confluent_kafka_reads_back_through_a_group(purgatory_cluster, purgatory
 
 def test_every_test_gets_a_fresh_topic(purgatory_cluster, purgatory_topic):
     assert purgatory_cluster.records(purgatory_topic) == []
-    assert sorted(purgatory_cluster.partition(purgatory_topic)["isr"]) == [0, 1, 2]
+    assert sorted(purgatory_cluster.partition(purgatory_topic).isr) == [0, 1, 2]
 
 
 @pytest.mark.purgatory(brokers=1, config={"num.partitions": 2})
 def test_a_marked_test_gets_a_cluster_of_its_own(purgatory_cluster):
     assert purgatory_cluster.size == 1
-    assert purgatory_cluster.state(0)["broker_id"] == 0
+    assert purgatory_cluster.state(0).broker_id == 0
 
 
 def test_faults_stay_with_the_test_that_added_them_1(purgatory_cluster):
     purgatory_cluster.add_fault(0, name="slow", kind="latency", delay_ms=5)
-    assert purgatory_cluster.state(0)["faults"]
+    assert purgatory_cluster.state(0).faults
 
 
 def test_faults_stay_with_the_test_that_added_them_2(purgatory_cluster):
-    assert not purgatory_cluster.state(0)["faults"]
+    assert not purgatory_cluster.state(0).faults
 
 
 def test_that_fails_on_purpose(purgatory_cluster, purgatory_topic):
+    purgatory_cluster.elect_leader(purgatory_topic, 0, 2)  # an event in the controller's log
     assert False, "on purpose"
 """
 
@@ -78,4 +79,6 @@ def test_a_user_suite_runs_on_the_fixtures_and_a_failure_shows_the_cluster(
     out = result.stdout.str()
     assert "purgatory cluster" in out  # the failing test's report section
     assert "broker 0 (controller)" in out
-    assert "test_that_fails_on_purpose-" in out and "-0: leader" in out and "isr [0, 1, 2]" in out
+    assert "test_that_fails_on_purpose-" in out and "-0: leader 2" in out
+    assert "isr [2, 0, 1]" in out  # in replica order: 2 is the preferred replica now
+    assert "latest log events" in out and "preferred_leader_election" in out

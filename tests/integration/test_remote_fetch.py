@@ -46,9 +46,9 @@ async def tiered_topic(
         await producer.flush()
 
     def tiered_down() -> bool:
-        rows = [r for r in broker.state()["partitions"] if r["topic"] == topic]
+        rows = [r for r in broker.state().partitions if r.topic == topic]
         return len(rows) == partitions and all(
-            r["local_log_start_offset"] > r["log_start_offset"] == 0 for r in rows
+            r.local_log_start_offset > r.log_start_offset == 0 for r in rows
         )
 
     await wait_until(tiered_down, message=f"{topic} moved to the remote tier")

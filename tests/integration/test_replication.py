@@ -335,11 +335,11 @@ async def test_state_shows_every_replicas_log_end_and_the_isr(cluster: list[Brok
     await create(cluster, "t")
     leader = leader_of(cluster, "t")
     await produce(leader, "t", [b"a", b"b"])
-    [entry] = leader.state()["partitions"]
-    assert entry["role"] == "leader" and sorted(entry["isr"]) == [0, 1, 2]
-    assert entry["high_watermark"] == 2
-    assert set(entry["replica_log_end_offsets"]) == {"0", "1", "2"}
-    assert entry["replica_log_end_offsets"][str(leader.broker_id)] == 2
+    [entry] = leader.state().partitions
+    assert entry.role == "leader" and sorted(entry.isr) == [0, 1, 2]
+    assert entry.high_watermark == 2
+    assert set(entry.replica_log_end_offsets) == {"0", "1", "2"}
+    assert entry.replica_log_end_offsets[str(leader.broker_id)] == 2
 
 
 async def test_a_restarted_controller_carries_on_with_the_clusters_topics(

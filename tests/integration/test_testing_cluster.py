@@ -14,31 +14,31 @@ def test_thread_mode_kills_and_restarts_a_leader_and_the_isr_keeps_the_records()
         cluster.create_topic("kept", partitions=3, config={"min.insync.replicas": 2})
         # The controller (broker 0) has no stand-in: kill the leader of a partition it
         # does not lead.
-        p = next(i for i in range(3) if cluster.partition("kept", i)["leader"] != 0)
-        assert sorted(cluster.partition("kept", p)["isr"]) == [0, 1, 2]
+        p = next(i for i in range(3) if cluster.partition("kept", i).leader != 0)
+        assert sorted(cluster.partition("kept", p).isr) == [0, 1, 2]
         cluster.set_config("replica.lag.time.max.ms", 5000)
-        assert cluster.state(1)["config_changes"]
+        assert cluster.state(1).config_changes
 
         async def produce(value: bytes) -> int:
             async with Producer(cluster.bootstrap_servers, acks=-1, linger_ms=0) as producer:
                 return (await producer.send_and_wait("kept", value, partition=p)).offset
 
         assert cluster._run(produce(b"one")) == 0
-        leader = cluster.partition("kept", p)["leader"]
+        leader = cluster.partition("kept", p).leader
         cluster.kill(leader)
         assert not cluster.alive(leader)
         # A new leader from the ISR; its high watermark covers the record once the other
         # follower has fetched from it (Kafka's rule), and records() reads up to it.
         cluster.wait_for(
             lambda: (
-                cluster.partition("kept", p)["leader"] != leader
-                and cluster.partition("kept", p)["high_watermark"] == 1
+                cluster.partition("kept", p).leader != leader
+                and cluster.partition("kept", p).high_watermark == 1
             ),
             timeout=15,
         )
         assert cluster.records("kept", p) == [(0, None, b"one")]
         cluster.restart(leader)
-        cluster.wait_for(lambda: leader in cluster.partition("kept", p)["isr"], timeout=15)
+        cluster.wait_for(lambda: leader in cluster.partition("kept", p).isr, timeout=15)
         samples = cluster.metrics(leader)
         assert any(name == "purgatory_requests_total" for name, _ in samples)
         with pytest.raises(ClusterError, match="unknown config"):
@@ -46,18 +46,71 @@ def test_thread_mode_kills_and_restarts_a_leader_and_the_isr_keeps_the_records()
     assert not cluster.alive(0) and not cluster.healthy(0)  # nothing left serving
 
 
+def test_a_paused_broker_is_fenced_and_rejoins_the_isr_when_resumed() -> None:
+    with Cluster(brokers=3) as cluster:
+        cluster.create_topic("frozen", partitions=1)
+        cluster.elect_leader("frozen", 0, 1)  # not the controller, not the paused one
+        cluster.pause(2)
+        assert cluster.paused(2) and cluster.alive(2) and not cluster.healthy(2)
+        # Nothing of broker 2 runs: no heartbeats, so the controller fences it after
+        # broker.session.timeout.ms and the leader's ISR loses it.
+        cluster.wait_for(lambda: 2 not in cluster.state().live_brokers, timeout=15)
+        cluster.wait_for(lambda: cluster.partition("frozen").isr == [1, 0], timeout=15)
+        # Data written meanwhile reaches it after it resumes (it fetches again).
+        cluster._run(produce_one(cluster, "frozen", b"while-paused"))
+        cluster.resume(2)
+        assert not cluster.paused(2)
+        cluster.wait_for(lambda: sorted(cluster.partition("frozen").isr) == [0, 1, 2], timeout=15)
+        cluster.wait_for(lambda: cluster.state(2).replica("frozen", 0).log_end_offset == 1)  # type: ignore[union-attr]
+
+
+def test_elect_leader_moves_leadership_and_the_controller_logs_it() -> None:
+    with Cluster(brokers=3) as cluster:
+        cluster.create_topic("moved", partitions=1)
+        cluster.elect_leader("moved", 0, 2)
+        moved = cluster.partition("moved")
+        assert moved.leader == 2 and moved.replicas[0] == 2  # preferred now: it stays
+        assert moved.leader_epoch == 1
+        events = cluster.logs(cluster.controller())
+        assert any(
+            e["event"] == "preferred_leader_election" and e["leader"] == 2 and e["topic"] == "moved"
+            for e in events
+        ), events
+        cluster.create_topic("pair", partitions=1, replication_factor=2)
+        outside = ({0, 1, 2} - set(cluster.partition("pair").replicas)).pop()
+        with pytest.raises(ClusterError, match="INVALID_REPLICA_ASSIGNMENT"):
+            cluster.elect_leader("pair", 0, outside)
+        cluster.kill(1)
+        cluster.wait_for(lambda: 1 not in cluster.state().live_brokers, message="1 fenced")
+        with pytest.raises(ClusterError, match="PREFERRED_LEADER_NOT_AVAILABLE"):
+            cluster.elect_leader("moved", 0, 1)
+        with pytest.raises(ClusterError, match="not running"):
+            cluster.pause(1)
+        with pytest.raises(ClusterError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            cluster.elect_leader("nosuch", 0, 2)
+
+
+async def produce_one(cluster: Cluster, topic: str, value: bytes) -> int:
+    async with Producer(cluster.bootstrap_servers, acks=-1, linger_ms=0) as producer:
+        return (await producer.send_and_wait(topic, value, partition=0)).offset
+
+
 async def test_process_mode_under_async_with_and_faults() -> None:
     async with Cluster(brokers=1, mode="process") as cluster:
         assert cluster.controller() == 0
         cluster.add_fault(0, name="flaky", kind="error", api="CreateTopics",
                           error_code="POLICY_VIOLATION", times=1)  # fmt: skip
-        assert [f["name"] for f in cluster.state(0)["faults"]] == ["flaky"]
+        assert [f["name"] for f in cluster.state(0).faults] == ["flaky"]
         async with AdminClient(cluster.bootstrap_servers) as admin:
             with pytest.raises(Exception, match="POLICY_VIOLATION"):
                 await admin.create_topic("refused", 1, 1)
         cluster.add_fault(0, name="slow", kind="latency", delay_ms=5)
         cluster.clear_faults()
-        assert not cluster.state(0)["faults"]
+        assert not cluster.state(0).faults
+        cluster.pause(0)  # SIGSTOP
+        assert cluster.paused(0) and not cluster.healthy(0)
+        cluster.resume(0)
+        cluster.wait_for(lambda: cluster.healthy(0), timeout=10, message="resumed")
         pid = cluster._supervisor.procs[0].pid
         cluster.kill(0)
         assert not cluster.alive(0)

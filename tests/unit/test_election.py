@@ -8,6 +8,7 @@ from purgatory.broker.controller.election import (
     alter_isr,
     change_partition,
     elect_on_request,
+    move_leadership,
     preferred_imbalance,
 )
 from purgatory.protocol.errors import ErrorCode
@@ -157,3 +158,26 @@ def test_alter_isr_refuses_stale_senders_bad_sets_and_ineligible_replicas() -> N
 def test_a_broker_in_controlled_shutdown_is_never_replaced_by_an_unclean_election() -> None:
     change = change_partition(state(0, [0]), live(1, 2), unclean=True, shutting_down=live(0))
     assert change is not None and change.offline and change.state.isr == [0]
+
+
+def test_moving_leadership_makes_the_broker_the_preferred_replica_and_the_leader() -> None:
+    result = move_leadership(state(0, [0, 1, 2]), 2, live(0, 1, 2))
+    assert isinstance(result, ElectionResult) and result.election is Election.PREFERRED
+    after = result.state
+    assert (after.leader_id, after.replicas, after.isr) == (2, [2, 0, 1], [2, 0, 1])
+    assert (after.leader_epoch, after.partition_epoch) == (6, 8)
+    # Preferred now: a later preferred election (auto.leader.rebalance) leaves it there.
+    assert not preferred_imbalance(after)
+    assert change_partition(after, live(0, 1, 2), preferred=True) is None
+
+
+def test_leadership_moves_only_to_a_live_in_sync_replica() -> None:
+    cases = [
+        (state(0, [0, 1], [0, 1]), 2, live(0, 1, 2), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        (state(0, [0, 1]), 2, live(0, 1, 2), ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE),
+        (state(0, [0, 1, 2]), 2, live(0, 1), ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE),
+        (state(2, [0, 1, 2]), 2, live(0, 1, 2), ErrorCode.ELECTION_NOT_NEEDED),
+    ]
+    for partition, broker, brokers, code in cases:
+        result = move_leadership(partition, broker, brokers)
+        assert isinstance(result, tuple) and result[0] == code, (partition, broker)
