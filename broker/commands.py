@@ -33,6 +33,13 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--port", type=int, help="client port (port of `listeners`; 0: any free port)")
     p.add_argument("--admin-port", type=int, help="admin HTTP port (port of `admin.listener`)")
     p.add_argument("--cluster", metavar="ID@HOST:PORT,...", help="cluster.members")
+    p.add_argument(
+        "--lifeline-fd",
+        type=int,
+        metavar="FD",
+        help="stop when this inherited file descriptor reads end of file (a supervisor's "
+        "pipe: the broker exits when the process that started it is gone)",
+    )
     _common_config_args(p)
     p.set_defaults(func=lazy("purgatory.broker.main", "run_broker"))
 

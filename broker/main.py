@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import signal
 import sys
 
@@ -13,7 +14,10 @@ import uvloop
 from purgatory.broker.config.addresses import parse_host_port
 from purgatory.broker.config.broker_config import BrokerConfig, load_config, parse_assignments
 from purgatory.broker.config.definitions import ConfigError
+from purgatory.broker.ops.lifeline import watch_lifeline
 from purgatory.broker.ops.structured_logging import configure_logging
+
+SUPERVISOR_GONE = 0  # not a signal number: the lifeline broke
 
 
 def config_from_args(args: argparse.Namespace) -> dict[str, str]:
@@ -51,9 +55,17 @@ def run_broker(args: argparse.Namespace) -> int:
         print(f"purgatory broker: {exc}", file=sys.stderr)
         return 2
     configure_logging(config["log.format"], config["log.level"])
+    if args.lifeline_fd is not None:
+        try:
+            os.fstat(args.lifeline_fd)
+        except OSError:
+            print(
+                f"purgatory broker: --lifeline-fd {args.lifeline_fd} is not open", file=sys.stderr
+            )
+            return 2
     try:
         parse_host_port(config["listeners"])
-        return uvloop.run(_serve(config))
+        return uvloop.run(_serve(config, args.lifeline_fd))
     except ValueError as exc:
         print(f"purgatory broker: {exc}", file=sys.stderr)
         return 2
@@ -62,7 +74,7 @@ def run_broker(args: argparse.Namespace) -> int:
         return 1
 
 
-async def _serve(config: BrokerConfig) -> int:
+async def _serve(config: BrokerConfig, lifeline_fd: int | None) -> int:
     from purgatory.broker.server import start_broker
 
     broker = await start_broker(config)
@@ -72,7 +84,13 @@ async def _serve(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signals.put_nowait, sig)
-    await signals.get()
+    if lifeline_fd is not None:
+        watch_lifeline(lifeline_fd, lambda: signals.put_nowait(SUPERVISOR_GONE))
+    if await signals.get() == SUPERVISOR_GONE:
+        # The whole cluster goes: nobody to hand leadership to.
+        broker.log.warning("supervisor_gone", hint="the process that started this broker exited")
+        await broker.stop()
+        return 0
     # Hand leadership over first (controlled shutdown); a second signal stops at once.
     handover = asyncio.ensure_future(broker.controlled_shutdown())
     second = asyncio.ensure_future(signals.get())

@@ -33,6 +33,17 @@ async def wait_until(
         await asyncio.sleep(interval)
 
 
+def wait_until_sync(
+    condition: Callable[[], bool], *, timeout: float = 10.0, message: str = "condition"
+) -> None:
+    """``wait_until`` for tests without an event loop."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(0.02)
+
+
 def broker_config(broker_id: int = 0, *, members: str = "", port: int = 0, **overrides: Any) -> Any:
     values = {
         "broker.id": broker_id,

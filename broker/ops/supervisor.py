@@ -18,6 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
+from purgatory.broker.ops.lifeline import lifeline_args
+
 # How long a broker may take over a controlled shutdown (SIGTERM) before it is killed:
 # controlled.shutdown.max.retries (3) x controlled.shutdown.retry.backoff.ms (5 s) and then
 # some, as a broker whose controller is gone retries that long.
@@ -60,6 +62,10 @@ class Supervisor:
         self._reported: set[int] = set()  # exits already returned by unexpected_exits()
         self._logs: dict[int, IO[Any]] = {}
         self._lock = threading.RLock()
+        # The lifeline: every broker gets the read end of this pipe and exits when it
+        # reads end of file, which happens when this process is gone however it ended
+        # (SIGKILL included): no broker outlives its supervisor.
+        self._lifeline, self._lifeline_keep = os.pipe()
 
     @property
     def ids(self) -> range:
@@ -97,7 +103,11 @@ class Supervisor:
                 out = open(self.log_dir / f"broker-{broker_id}.log", "ab")  # noqa: SIM115
                 self._logs[broker_id] = out
             self.procs[broker_id] = subprocess.Popen(
-                self.commands[broker_id], stdout=out, stderr=out, start_new_session=True
+                [*self.commands[broker_id], *lifeline_args(self._lifeline)],
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                pass_fds=(self._lifeline,),
             )
             self.paused.discard(broker_id)
             self._expected_exit.discard(broker_id)
@@ -227,12 +237,18 @@ class Supervisor:
             self._expected_exit.update(self.ids)
             for proc in self.procs.values():
                 _wait_or_kill(proc, 0.1)
-            self.close_logs()
+            self.close()
 
-    def close_logs(self) -> None:
+    def close(self) -> None:
+        """Close the brokers' log files and the lifeline (any broker still running
+        exits); the supervisor starts nothing after this."""
         for handle in self._logs.values():
             handle.close()
         self._logs.clear()
+        for fd in (self._lifeline, self._lifeline_keep):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._lifeline = self._lifeline_keep = -1
 
 
 def _wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> None:

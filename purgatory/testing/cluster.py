@@ -5,8 +5,10 @@ Python, synchronously or with ``async with``.
 thread (fast to start; ``kill`` drops a broker's sockets and memory at once, as a crash
 would; ``pause`` blocks its thread, so nothing of it runs until ``resume``).
 ``mode="process"`` runs each broker as a `purgatory broker` process, as `purgatory
-cluster` does (``kill`` is SIGKILL, ``pause`` SIGSTOP). Either way the brokers bind 127.0.0.1 on free ports
-and everything is stopped when the block ends, however it ends.
+cluster` does (``kill`` is SIGKILL, ``pause`` SIGSTOP). Either way the brokers bind
+127.0.0.1 on free ports and everything is stopped when the block ends, however it ends;
+broker processes also exit by themselves when this process dies, even by SIGKILL (the
+supervisor's lifeline).
 
 Steering and observing go through what a user of the brokers has: the Kafka/our-protocol
 port (topics, records) and each broker's admin HTTP API (state, metrics, faults, config).
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import tempfile
 import time
 import urllib.error
@@ -117,9 +120,9 @@ class Cluster:
                 self._configure_logging()
                 for i in range(self.size):
                     self._start_broker(i)
+                self.wait_for(self._healthy, self.startup_timeout, "every broker healthy")
             else:
                 self._start_processes()
-            self.wait_for(self._healthy, self.startup_timeout, "every broker healthy")
         except BaseException:
             self.close()
             raise
@@ -131,7 +134,7 @@ class Cluster:
                 for i in self._supervisor.ids:
                     if self._supervisor.running(i):
                         self._supervisor.kill(i)
-                self._supervisor.close_logs()
+                self._supervisor.close()
                 self._supervisor = None
             for i in sorted(self._loops, reverse=True):
                 self._stop_broker(i)
@@ -197,7 +200,7 @@ class Cluster:
 
     def _start_processes(self) -> None:
         from purgatory.broker.local_cluster import broker_commands
-        from purgatory.broker.ops.supervisor import Supervisor
+        from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
 
         commands = broker_commands(
             argparse.Namespace(
@@ -220,9 +223,18 @@ class Cluster:
             self.startup_timeout,
         )
         self._supervisor.start_all()
+        try:
+            self._supervisor.wait_healthy(list(range(self.size)))
+        except SupervisorError as exc:
+            logs = Path(self._logs.name)
+            tail = "".join(
+                f"\nbroker {i}: {(logs / f'broker-{i}.log').read_text()[-500:]}"
+                for i in range(self.size)
+            )
+            raise ClusterError(f"{exc}{tail}") from None
 
     def _healthy(self) -> bool:
-        return all(self.healthy(i) for i in range(self.size) if self.alive(i))
+        return all(self.healthy(i) for i in range(self.size))
 
     # -- steering ----------------------------------------------------------------------
 
@@ -231,6 +243,13 @@ class Cluster:
         if self.mode == "thread":
             return broker in self._brokers
         return bool(self._supervisor is not None and self._supervisor.running(broker))
+
+    def pid(self, broker: int) -> int:
+        """The broker's process id (in thread mode, this process's)."""
+        self._check(broker)
+        if self.mode == "process":
+            return int(self._supervisor.procs[broker].pid)
+        return os.getpid()
 
     def healthy(self, broker: int) -> bool:
         from purgatory.broker.ops.supervisor import healthy

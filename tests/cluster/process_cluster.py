@@ -106,7 +106,7 @@ class ProcessCluster:
         for broker_id in self.supervisor.ids:
             if self.supervisor.running(broker_id):
                 self.supervisor.kill(broker_id)
-        self.supervisor.close_logs()
+        self.supervisor.close()
         if self._scratch is not None:
             self._scratch.cleanup()
 

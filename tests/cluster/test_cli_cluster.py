@@ -183,6 +183,8 @@ def test_a_broker_with_a_bad_config_fails_at_start_naming_the_key() -> None:
         env={**os.environ, "PURGATORY_SOCKET_REQUEST_MAX_BYTES": "lots"},
     )
     assert bad_env.returncode == 2 and "socket.request.max.bytes" in bad_env.stderr
+    no_lifeline = cli("broker", "--port", "0", "--admin-port", "0", "--lifeline-fd", "999")
+    assert no_lifeline.returncode == 2 and "--lifeline-fd 999 is not open" in no_lifeline.stderr
 
 
 def test_help_lists_every_command() -> None:
