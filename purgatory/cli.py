@@ -18,6 +18,7 @@ from purgatory import __version__
 def build_parser() -> argparse.ArgumentParser:
     from purgatory.broker import commands as broker_commands
     from purgatory.clients.cli import commands as client_commands
+    from purgatory.testing import commands as testing_commands
 
     experiment_commands: ModuleType | None
     try:
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf_sub = perf.add_subparsers(dest="perf_command", metavar="BENCHMARK", required=True)
     broker_commands.add_perf_commands(perf_sub)
     client_commands.add_perf_commands(perf_sub)
+    testing_commands.add_perf_commands(perf_sub)
     _remember_parsers(parser)
     return parser
 
