@@ -24,7 +24,9 @@ RUN pip install ".${EXTRAS:+[$EXTRAS]}" \
 USER purgatory
 
 # A single broker reachable through `docker run -p 9092:9092 -p 9644:9644`:
-# bind every interface, tell clients to come back through the published port.
+# bind every interface, tell clients to come back through the published port. Its admin
+# API then needs a bearer token for changes: `-e PURGATORY_ADMIN_TOKEN=...` chooses it
+# (export the same for `purgatory admin`); without one, the broker prints one it made.
 ENV PURGATORY_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
     PURGATORY_ADVERTISED_LISTENERS=127.0.0.1:9092 \
     PURGATORY_ADMIN_LISTENER=0.0.0.0:9644

@@ -79,8 +79,10 @@ def run_cluster(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from purgatory.broker.ops.admin_http import resolve_token
     from purgatory.broker.ops.cluster_control import serve_control
     from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
+    from purgatory.common.admin_request import TOKEN_ENV
 
     console = Console(stderr=True)
     if not 1 <= args.brokers <= 64:
@@ -94,6 +96,16 @@ def run_cluster(args: argparse.Namespace) -> int:
         console.print(f"[red]purgatory cluster: {exc}[/red]")
         return 2
     admins = [f"http://{args.host}:{args.admin_base_port + i}" for i in range(args.brokers)]
+    # One admin token for the control endpoint and every broker (they read it from the
+    # environment as admin.token), chosen or generated when they listen beyond loopback.
+    token, generated = resolve_token(os.environ.get(TOKEN_ENV, ""), args.host)
+    if token is not None:
+        os.environ[TOKEN_ENV] = token
+    if generated:
+        console.print(
+            f"admin token (changes through the control endpoint and the brokers' admin APIs "
+            f"need it; export {TOKEN_ENV} for purgatory admin): {token}"
+        )
     supervisor = Supervisor(
         commands, admins, Path(args.log_dir) if args.log_dir else None, args.startup_timeout
     )
@@ -111,6 +123,7 @@ def run_cluster(args: argparse.Namespace) -> int:
                 args.host,
                 args.control_port,
                 lambda broker, action: console.print(f"broker {broker}: {action} (on request)"),
+                token=token,
             )
         except OSError as exc:
             console.print(f"[red]purgatory cluster: control port {args.control_port}: {exc}[/red]")

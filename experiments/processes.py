@@ -17,6 +17,7 @@ import aiohttp
 
 from purgatory.broker.local_cluster import broker_commands
 from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
+from purgatory.common.admin_request import auth_headers
 
 
 @dataclass
@@ -136,7 +137,7 @@ async def existing_brokers(bootstrap: str, admins: list[str]) -> AsyncIterator[B
 async def admin_call(base: str, method: str, path: str, body: Any = None) -> Any:
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
-        session.request(method, f"{base}{path}", json=body) as response,
+        session.request(method, f"{base}{path}", json=body, headers=auth_headers()) as response,
     ):
         payload = await response.json()
         if response.status >= 400:

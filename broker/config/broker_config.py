@@ -82,6 +82,7 @@ StrConfig = Literal[
     "listeners",
     "advertised.listeners",
     "admin.listener",
+    "admin.token",
     "cluster.members",
     "cluster.id",
     "remote.storage.latency.distribution",
@@ -226,8 +227,8 @@ class BrokerConfig:
         return [
             {
                 "name": d.name,
-                "value": self.values[d.name],
-                "default": d.default,
+                "value": None if d.sensitive else self.values[d.name],
+                "default": None if d.sensitive else d.default,
                 "source": self.sources.get(d.name, "default"),
                 "dynamic": d.dynamic,
                 "doc": d.doc,

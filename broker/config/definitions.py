@@ -27,6 +27,7 @@ class ConfigDef:
     choices: tuple[str, ...] = ()
     dynamic: bool = False
     topic_name: str | None = None  # the topic-level config this broker config defaults
+    sensitive: bool = False  # never shown (Kafka's PASSWORD type: described as null)
 
 
 def _at_least(n: int) -> Callable[[Any], str | None]:
@@ -83,6 +84,15 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "Address of the admin HTTP server (/metrics, /healthz, /v1/state). Port 0 picks a "
         "free port.",
         _host_port,
+    ),
+    ConfigDef(
+        "admin.token",
+        str,
+        "",
+        "Bearer token the admin HTTP API requires for changes (PUT, POST, DELETE: configs, "
+        "faults, leader moves); reads stay open. Empty: none on a loopback `admin.listener`, "
+        "one generated at start and printed once on stderr otherwise.",
+        sensitive=True,
     ),
     ConfigDef(
         "cluster.members",

@@ -7,6 +7,10 @@ cluster's "set the leader": N becomes the preferred replica and leads)."""
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
+import secrets
+import sys
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
@@ -63,7 +67,47 @@ class AdminTarget(Protocol):
     def change_config(self, name: str, value: Any) -> tuple[Any, Any]: ...
 
 
-def make_app(broker: AdminTarget) -> web.Application:
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def resolve_token(configured: str, host: str) -> tuple[str | None, bool]:
+    """(the token changes need, whether it was generated): ``admin.token`` if set; else
+    none on a loopback address, and a new one on any other (a container's 0.0.0.0)."""
+    if configured:
+        return configured, False
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False  # a host name: reachable from elsewhere
+    return (None, False) if loopback else (secrets.token_urlsafe(24), True)
+
+
+def _bearer_check(token: str) -> Any:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.method not in READS:
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return web.json_response(
+                    {
+                        "error": "changes need the admin token: Authorization: Bearer "
+                        "<admin.token> (PURGATORY_ADMIN_TOKEN for purgatory admin, or "
+                        "--token); reads need none"
+                    },
+                    status=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="purgatory-admin"'},
+                )
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    return check
+
+
+def make_app(broker: AdminTarget, token: str | None = None) -> web.Application:
+    """The admin app; with ``token``, requests that change something must carry it."""
+
     async def metrics(_: web.Request) -> web.Response:
         body = generate_latest(broker.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -190,7 +234,7 @@ def make_app(broker: AdminTarget) -> web.Application:
         answer = {"topic": topic, "partition": partition, "leader": target}
         return web.json_response({**answer, "changed": code == ErrorCode.NONE})
 
-    app = web.Application()
+    app = web.Application(middlewares=[_bearer_check(token)] if token else [])
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/v1/state", state)
@@ -208,13 +252,31 @@ def make_app(broker: AdminTarget) -> web.Application:
 
 class AdminServer:
     def __init__(self, broker: AdminTarget) -> None:
-        # A short grace for open HTTP connections: stopping a broker should not wait on them.
-        self.runner = web.AppRunner(
-            make_app(broker), access_log=None, handle_signals=False, shutdown_timeout=1.0
-        )
+        self.broker = broker
+        self.runner: web.AppRunner | None = None
         self.port = 0
+        self.token: str | None = None
 
     async def start(self, host: str, port: int) -> int:
+        """Listen; a token generated for a non-loopback address is printed once, on
+        stderr only (never in the log, which ``/v1/logs`` serves to anyone)."""
+        self.token, generated = resolve_token(self.broker.config["admin.token"], host)
+        if generated:
+            print(
+                f"purgatory broker {self.broker.broker_id}: the admin API on {host} needs "
+                f"this bearer token for changes: {self.token} (choose one with admin.token "
+                "or PURGATORY_ADMIN_TOKEN)",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.broker.log.warning("admin_token_generated", admin_host=host)
+        # A short grace for open HTTP connections: stopping a broker should not wait on them.
+        self.runner = web.AppRunner(
+            make_app(self.broker, self.token),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=1.0,
+        )
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port, reuse_address=True)
         await site.start()
@@ -222,4 +284,5 @@ class AdminServer:
         return self.port
 
     async def stop(self) -> None:
-        await self.runner.cleanup()
+        if self.runner is not None:
+            await self.runner.cleanup()

@@ -11,6 +11,7 @@ start and restart answer once the broker is healthy. Answers are JSON; errors ca
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
+from purgatory.common.admin_request import TOKEN_ENV
 
 ACTIONS = ("start", "stop", "kill", "pause", "resume", "restart")
 
@@ -27,9 +29,12 @@ def serve_control(
     host: str,
     port: int,
     on_action: Callable[[int, str], None] | None = None,
+    token: str | None = None,
 ) -> ThreadingHTTPServer:
     """Serve the control API on a daemon thread; ``on_action(broker, action)`` is told of
-    every action carried out (to print it). Returns the server (``shutdown()`` stops it)."""
+    every action carried out (to print it); with ``token``, actions need it as a bearer
+    token. Returns the server (``shutdown()`` stops it)."""
+    expected = f"Bearer {token}".encode() if token else None
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -50,6 +55,14 @@ def serve_control(
                 self._answer(404, {"error": f"no such path {self.path}; try /v1/brokers"})
 
         def do_POST(self) -> None:
+            given = self.headers.get("Authorization", "").encode()
+            if expected is not None and not hmac.compare_digest(given, expected):
+                self._answer(
+                    401,
+                    {"error": "actions need the admin token: Authorization: Bearer <token> "
+                     f"({TOKEN_ENV} for purgatory admin broker, or --token)"},
+                )  # fmt: skip
+                return
             parts = self.path.strip("/").split("/")
             if len(parts) != 4 or parts[:2] != ["v1", "brokers"] or parts[3] not in ACTIONS:
                 self._answer(

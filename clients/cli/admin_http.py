@@ -21,7 +21,7 @@ def config_command(args: argparse.Namespace) -> int:
     try:
         if args.config_command == "set":
             status, payload = admin_request(
-                "PUT", f"{base}/v1/config/{args.name}", {"value": args.value}
+                "PUT", f"{base}/v1/config/{args.name}", {"value": args.value}, token=args.token
             )
             if status != 200:
                 print(
@@ -30,7 +30,7 @@ def config_command(args: argparse.Namespace) -> int:
                 return 1
             print(f"{payload['name']}: {payload['old']} -> {payload['new']}")
             return 0
-        status, payload = admin_request("GET", f"{base}/v1/config")
+        status, payload = admin_request("GET", f"{base}/v1/config", token=args.token)
     except (urllib.error.URLError, OSError) as exc:
         print(f"purgatory admin: cannot reach {base}: {exc}", file=sys.stderr)
         return 1
@@ -79,13 +79,17 @@ def fault_command(args: argparse.Namespace) -> int:
     action = args.fault_command
     try:
         if action == "add":
-            status, payload = admin_request("POST", f"{base}/v1/faults", fault_spec(args))
+            status, payload = admin_request(
+                "POST", f"{base}/v1/faults", fault_spec(args), token=args.token
+            )
         elif action in ("rm", "remove"):
-            status, payload = admin_request("DELETE", f"{base}/v1/faults/{args.name}")
+            status, payload = admin_request(
+                "DELETE", f"{base}/v1/faults/{args.name}", token=args.token
+            )
         elif action == "reset":
-            status, payload = admin_request("POST", f"{base}/v1/faults/reset", {})
+            status, payload = admin_request("POST", f"{base}/v1/faults/reset", {}, token=args.token)
         else:
-            status, payload = admin_request("GET", f"{base}/v1/faults")
+            status, payload = admin_request("GET", f"{base}/v1/faults", token=args.token)
     except (urllib.error.URLError, OSError) as exc:
         print(f"purgatory admin: cannot reach {base}: {exc}", file=sys.stderr)
         return 1
@@ -118,7 +122,9 @@ def broker_command(args: argparse.Namespace) -> int:
             status, payload = admin_request("GET", f"{base}/v1/brokers")
         else:
             # stop may wait out a controlled shutdown, start and restart the broker's health.
-            status, payload = admin_request("POST", f"{base}/v1/brokers/{args.id}/{action}", {}, 90)
+            status, payload = admin_request(
+                "POST", f"{base}/v1/brokers/{args.id}/{action}", {}, 90, token=args.token
+            )
     except (urllib.error.URLError, OSError) as exc:
         print(
             f"purgatory admin broker: cannot reach the cluster's control endpoint {base}: {exc}",

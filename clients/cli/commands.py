@@ -226,6 +226,7 @@ def add_admin_commands(sub: Any) -> None:
             default="http://127.0.0.1:9644",
             help="the broker's admin URL (default http://127.0.0.1:9644)",
         )
+        _token(parser)
     config.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "config_command"))
     fault = asub.add_parser("fault", help="inject faults into a broker (latency, errors, ...)")
     fsub = fault.add_subparsers(dest="fault_command", metavar="ACTION", required=True)
@@ -261,6 +262,7 @@ def add_admin_commands(sub: Any) -> None:
             default="http://127.0.0.1:9644",
             help="the broker's admin URL (default http://127.0.0.1:9644)",
         )
+        _token(parser)
         parser.add_argument("--json", action="store_true")
     fault.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "fault_command"))
 
@@ -303,7 +305,17 @@ def add_admin_commands(sub: Any) -> None:
         "(default http://127.0.0.1:9640)",
     )
     broker.add_argument("--json", action="store_true")
+    _token(broker)
     broker.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "broker_command"))
+
+
+def _token(parser: Any) -> None:
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="the broker's admin.token, which changes need when its admin API listens "
+        "beyond loopback (default: $PURGATORY_ADMIN_TOKEN)",
+    )
 
 
 def add_perf_commands(sub: Any) -> None:

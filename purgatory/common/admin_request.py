@@ -1,21 +1,33 @@
 """One JSON request to a broker's admin HTTP API (stdlib only, blocking): what the
-`purgatory admin` commands and `purgatory.testing.Cluster` send."""
+`purgatory admin` commands and `purgatory.testing.Cluster` send; with the bearer token
+changes need when the API listens beyond loopback (``PURGATORY_ADMIN_TOKEN``, the same
+variable that sets a broker's ``admin.token``)."""
 
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any
 
+TOKEN_ENV = "PURGATORY_ADMIN_TOKEN"
 
-def admin_request(method: str, url: str, body: Any = None, timeout: float = 10) -> tuple[int, Any]:
+
+def auth_headers(token: str | None = None) -> dict[str, str]:
+    """The Authorization header for ``token`` (None: ``PURGATORY_ADMIN_TOKEN``), if any."""
+    token = os.environ.get(TOKEN_ENV, "") if token is None else token
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def admin_request(
+    method: str, url: str, body: Any = None, timeout: float = 10, token: str | None = None
+) -> tuple[int, Any]:
     """(HTTP status, JSON payload); an error status is returned, not raised. A broker
     that does not answer raises URLError or OSError."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", **auth_headers(token)}
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.load(response)

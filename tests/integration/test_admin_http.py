@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import sys
 from pathlib import Path
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from purgatory.broker.ops.admin_http import resolve_token
+from purgatory.broker.ops.cluster_control import serve_control
+from purgatory.broker.ops.recent_logs import RECENT_LOGS
+from purgatory.broker.ops.supervisor import Supervisor
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient, Producer
+from purgatory.common.admin_request import admin_request
 from purgatory.common.broker_state import decode_state
 from purgatory.testing.cluster import metric_samples
-from tests.support import bootstrap
+from tests.support import bootstrap, running_cluster
 
 DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
 
@@ -100,3 +108,82 @@ async def test_a_broker_waiting_for_its_controller_is_not_healthy() -> None:
         assert status == 503 and "waiting for metadata from the controller (broker 0)" in body
     finally:
         await lonely.stop()
+
+
+# -- the admin token -----------------------------------------------------------------------
+
+
+def test_a_token_is_needed_beyond_loopback_unless_one_is_chosen() -> None:
+    assert resolve_token("", "127.0.0.1") == (None, False)
+    assert resolve_token("", "::1") == (None, False)
+    assert resolve_token("", "localhost") == (None, False)
+    token, generated = resolve_token("", "0.0.0.0")  # a container's address
+    assert generated and token and len(token) >= 32
+    assert resolve_token("", "0.0.0.0")[0] != token  # a new one each start
+    assert resolve_token("chosen", "0.0.0.0") == ("chosen", False)
+    assert resolve_token("chosen", "127.0.0.1") == ("chosen", False)  # set: always needed
+
+
+async def test_with_a_token_changes_need_it_and_reads_stay_open() -> None:
+    async with running_cluster(1, admin_token="s3cret") as (broker,):
+        url = f"http://127.0.0.1:{broker.admin_port}"
+        async with aiohttp.ClientSession() as session:
+            for path in ("/metrics", "/healthz", "/v1/state", "/v1/config", "/v1/logs"):
+                async with session.get(url + path) as r:
+                    assert r.status == 200, path
+            change = {"value": "2000"}
+            async with session.put(f"{url}/v1/config/replica.lag.time.max.ms", json=change) as r:
+                assert r.status == 401 and r.headers["WWW-Authenticate"].startswith("Bearer")
+                assert "admin token" in (await r.json())["error"]
+            wrong = {"Authorization": "Bearer nope"}
+            async with session.post(f"{url}/v1/faults/reset", headers=wrong) as r:
+                assert r.status == 401
+            right = {"Authorization": "Bearer s3cret"}
+            async with session.put(
+                f"{url}/v1/config/replica.lag.time.max.ms", json=change, headers=right
+            ) as r:
+                assert r.status == 200
+            async with session.get(f"{url}/v1/config") as r:
+                [token] = [c for c in (await r.json())["configs"] if c["name"] == "admin.token"]
+                assert token["value"] is None and token["source"] != "default"  # never shown
+        assert broker.config["replica.lag.time.max.ms"] == 2000
+        assert all("s3cret" not in str(e) for e in RECENT_LOGS.events(broker.broker_id))
+
+
+def test_the_cluster_control_endpoint_needs_its_token_for_actions() -> None:
+    supervisor = Supervisor([], [])
+    control = serve_control(supervisor, "127.0.0.1", 0, token="s3cret")
+    base = f"http://127.0.0.1:{control.server_address[1]}"
+    try:
+        assert admin_request("GET", f"{base}/v1/brokers")[0] == 200
+        status, payload = admin_request("POST", f"{base}/v1/brokers/0/kill", {}, token="")
+        assert status == 401 and "token" in payload["error"]
+        assert admin_request("POST", f"{base}/v1/brokers/0/kill", {}, token="s3cret")[0] == 404
+    finally:
+        control.shutdown()
+        supervisor.close()
+
+
+async def purgatory_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "purgatory", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+async def test_purgatory_admin_sends_the_token_from_its_option_or_the_environment() -> None:
+    async with running_cluster(1, admin_token="s3cret") as (broker,):
+        admin = f"http://127.0.0.1:{broker.admin_port}"
+        setting = ("admin", "config", "set", "num.partitions", "4", "--admin", admin)
+        code, out = await purgatory_cli(*setting, env={"PURGATORY_ADMIN_TOKEN": ""})
+        assert code == 1 and "admin token" in out
+        code, out = await purgatory_cli(*setting, "--token", "s3cret")
+        assert code == 0 and "-> 4" in out, out
+        code, out = await purgatory_cli(
+            "admin", "fault", "reset", "--admin", admin, env={"PURGATORY_ADMIN_TOKEN": "s3cret"}
+        )
+        assert code == 0, out
