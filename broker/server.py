@@ -17,7 +17,7 @@ from purgatory.broker.api.kafka.apis import KafkaListenerApis
 from purgatory.broker.api.kafka_apis import KafkaApis
 from purgatory.broker.config.addresses import parse_host_port
 from purgatory.broker.config.broker_config import BrokerConfig, check_consistency
-from purgatory.broker.config.definitions import BY_NAME
+from purgatory.broker.config.definitions import BY_NAME, parse_per_ip_overrides
 from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
 from purgatory.broker.controller.broker_lifecycle import BrokerLifecycleManager
 from purgatory.broker.controller.controller import Controller
@@ -118,6 +118,9 @@ class Broker:
             max_queued_requests=config["queued.max.requests"],
             broker_id=self.broker_id,
             faults=self.faults,
+            max_connections_per_ip=config["max.connections.per.ip"],
+            per_ip_overrides=parse_per_ip_overrides(config["max.connections.per.ip.overrides"]),
+            max_idle_ms=config["connections.max.idle.ms"],
         )
         self.admin = AdminServer(self)
         self.log = structlog.get_logger("broker").bind(broker_id=self.broker_id)

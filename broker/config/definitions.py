@@ -42,20 +42,31 @@ def _between(low: float, high: float) -> Callable[[Any], str | None]:
     return lambda v: None if low <= v <= high else f"must be between {low} and {high}"
 
 
-def _host_port(value: str) -> str | None:
-    try:
-        parse_host_port(value)
-    except ValueError as exc:
-        return str(exc)
-    return None
+def _parses(parse: Callable[[str], Any]) -> Callable[[Any], str | None]:
+    """A check that ``parse`` accepts the value (its ValueError is the complaint)."""
+
+    def check(value: Any) -> str | None:
+        try:
+            parse(value)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    return check
 
 
-def _members(value: str) -> str | None:
-    try:
-        parse_members(value)
-    except ValueError as exc:
-        return str(exc)
-    return None
+def parse_per_ip_overrides(value: str) -> dict[str, int]:
+    """``host:count,...`` (Kafka's max.connections.per.ip.overrides) as {host: count}."""
+    out: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.isdigit():
+            raise ValueError(f"expected host:count, got {item!r}")
+        out[host.strip("[]")] = int(count)
+    return out
+
+
+_host_port = _parses(parse_host_port)
 
 
 DEFINITIONS: tuple[ConfigDef, ...] = (
@@ -101,7 +112,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         "Static membership, `id@host:port,...` (the format of Kafka's "
         "`controller.quorum.voters`); every broker gets the same list. Empty: a "
         "single-broker cluster of this broker alone. The lowest id is the controller.",
-        _members,
+        _parses(parse_members),
     ),
     ConfigDef("cluster.id", str, "purgatory", "Cluster id reported in Metadata."),
     ConfigDef(
@@ -118,6 +129,28 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         500,
         "Requests one connection may have in flight before the broker stops reading from "
         "it (back-pressure instead of unbounded memory).",
+        _at_least(1),
+    ),
+    ConfigDef(
+        "max.connections.per.ip",
+        int,
+        2147483647,
+        "Connections one IP address may have open; one more is closed at once (logged once "
+        "per address, counted in purgatory_connections_refused_total).",
+        _at_least(0),
+    ),
+    ConfigDef(
+        "max.connections.per.ip.overrides",
+        str,
+        "",
+        "Per-address exceptions to max.connections.per.ip: `host-or-ip:count,...`.",
+        _parses(parse_per_ip_overrides),
+    ),
+    ConfigDef(
+        "connections.max.idle.ms",
+        int,
+        600000,
+        "A connection with no request for this long and nothing in flight is closed.",
         _at_least(1),
     ),
     ConfigDef(

@@ -9,6 +9,8 @@ rule, kept by protocol.in_flight as on the client's end). Responses produced whi
 handling one read are written together. Back-pressure: when the socket's send buffer is
 full the remaining frames of a read wait in a backlog and the connection stops being read
 until it drains; so does a connection with ``queued.max.requests`` responses outstanding.
+Limits: ``max.connections.per.ip`` (with overrides) closes one connection too many at
+once; ``connections.max.idle.ms`` closes connections without requests.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import structlog
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from purgatory.broker.api.results import CloseConnection, Deferred
 from purgatory.broker.network.request_channel import (
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from purgatory.broker.ops.metrics import BrokerMetrics, RequestTimes
 
 _perf = time.perf_counter
+_monotonic = time.monotonic
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
 
 Handler = Callable[[Any, int], Any]
@@ -100,6 +103,9 @@ class BrokerConnection(asyncio.Protocol):
         self.writing_paused = False
         self.pending: dict[asyncio.Future[Any], InFlight[_Waiting | None]] = {}
         self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
+        self.refused = False  # over max.connections.per.ip: closed at once, never counted
+        self.ip = "?"
+        self.last_active = _monotonic()  # a request received or an answer written
         self.client_id: str | None = None  # from the first request
         self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
         self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
@@ -114,6 +120,11 @@ class BrokerConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.ip = str(peer[0]) if peer else "?"
+        if not self.server.admit(self.ip):
+            self.refused = self.closing = True
+            transport.close()
+            return
         self.server.connections.add(self)
         self.metrics.connections += 1
         self.metrics.connections_created += 1
@@ -122,6 +133,9 @@ class BrokerConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
+        if self.refused:
+            return
+        self.server.release(self.ip)
         self.server.connections.discard(self)
         if self.client_software is not None:
             self.server.clients[self.client_software] -= 1
@@ -154,6 +168,7 @@ class BrokerConnection(asyncio.Protocol):
     def _receive(self, data: bytes) -> None:
         if self.closing:
             return
+        self.last_active = _monotonic()
         self.metrics.network_in += len(data)
         try:
             frames = self.decoder.feed(data)
@@ -344,6 +359,7 @@ class BrokerConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         if self.out and self.transport is not None and not self.closing:
+            self.last_active = _monotonic()
             self.metrics.network_out += len(self.out)
             self.transport.write(self.out)
             self.out = bytearray()
@@ -389,6 +405,9 @@ class SocketServer:
         max_queued_requests: int,
         broker_id: int,
         faults: FaultInjector,
+        max_connections_per_ip: int = 2147483647,
+        per_ip_overrides: Mapping[str, int] | None = None,
+        max_idle_ms: int = 600000,
     ) -> None:
         self.msgpack = msgpack
         self.kafka = kafka
@@ -398,6 +417,15 @@ class SocketServer:
         self.max_request_bytes = max_request_bytes
         self.max_queued_requests = max_queued_requests
         self.connections: set[BrokerConnection] = set()
+        # Connection limits (Kafka's ConnectionQuotas and idle expiry).
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides or {})
+        self.per_ip: dict[str, int] = {}
+        self.refused = 0
+        self.max_idle_s = max_idle_ms / 1000
+        self.idle_closed = 0
+        self._idle_check: asyncio.TimerHandle | None = None
+        self._refused_logged: set[str] = set()
         self.faults = faults
         faults.listeners.append(self._faults_changed)
         self.server: asyncio.Server | None = None
@@ -418,7 +446,71 @@ class SocketServer:
             if n
         ]
 
+    # -- connection limits -------------------------------------------------------------------
+
+    def admit(self, ip: str) -> bool:
+        """Count a new connection from ``ip``; False (and it is to be closed) when the
+        address has max.connections.per.ip (or its override) open already."""
+        limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
+        open_now = self.per_ip.get(ip, 0)
+        if open_now >= limit:
+            self.refused += 1
+            if ip not in self._refused_logged:
+                if len(self._refused_logged) > 10000:
+                    self._refused_logged.clear()
+                self._refused_logged.add(ip)
+                self.log.warning(
+                    "connection_refused",
+                    ip=ip,
+                    open_connections=open_now,
+                    limit=limit,
+                    hint="max.connections.per.ip (or max.connections.per.ip.overrides); "
+                    "logged once per address, counted in purgatory_connections_refused_total",
+                )
+            return False
+        self.per_ip[ip] = open_now + 1
+        return True
+
+    def release(self, ip: str) -> None:
+        left = self.per_ip.get(ip, 0) - 1
+        if left > 0:
+            self.per_ip[ip] = left
+        else:
+            self.per_ip.pop(ip, None)
+            self._refused_logged.discard(ip)
+
+    def _close_idle(self) -> None:
+        """Close connections idle for connections.max.idle.ms with nothing in flight;
+        runs every quarter of it (so one is closed at most 1.25 x the limit after)."""
+        now = _monotonic()
+        for conn in list(self.connections):
+            if (
+                now - conn.last_active >= self.max_idle_s
+                and not conn.pending
+                and not len(conn.in_flight)
+                and not conn.closing
+            ):
+                self.idle_closed += 1
+                self.log.info("connection_idle_closed", peer=conn.peer, client_id=conn.client_id)
+                conn._close()
+        self._schedule_idle_check()
+
+    def _schedule_idle_check(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._idle_check = loop.call_later(self.max_idle_s / 4, self._close_idle)
+
     def collect_metrics(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "purgatory_connections_refused",
+            "Connections closed at once because their address had max.connections.per.ip "
+            "(or its override) open.",
+            value=self.refused,
+        )
+        yield CounterMetricFamily(
+            "purgatory_connections_idle_closed",
+            "Connections closed after connections.max.idle.ms without a request.",
+            value=self.idle_closed,
+        )
         family = GaugeMetricFamily(
             "purgatory_client_connections",
             "Open Kafka-protocol connections by client software name and version (KIP-511, "
@@ -439,9 +531,12 @@ class SocketServer:
         self.server = await loop.create_server(
             lambda: BrokerConnection(self), host, port, reuse_address=True
         )
+        self._schedule_idle_check()
         return int(self.server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        if self._idle_check is not None:
+            self._idle_check.cancel()
         if self.server is not None:
             self.server.close()
         for conn in list(self.connections):
