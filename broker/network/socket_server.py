@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from purgatory.broker.ops.metrics import BrokerMetrics, RequestTimes
 
 _perf = time.perf_counter
-_monotonic = time.monotonic
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
 
 Handler = Callable[[Any, int], Any]
@@ -105,7 +104,10 @@ class BrokerConnection(asyncio.Protocol):
         self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
         self.refused = False  # over max.connections.per.ip: closed at once, never counted
         self.ip = "?"
-        self.last_active = _monotonic()  # a request received or an answer written
+        # Idle expiry: a read sets ``active``; the server's sweep clears it and keeps
+        # ``idle_since`` (no clock read on the request path).
+        self.active = False
+        self.idle_since = time.monotonic()
         self.client_id: str | None = None  # from the first request
         self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
         self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
@@ -168,7 +170,7 @@ class BrokerConnection(asyncio.Protocol):
     def _receive(self, data: bytes) -> None:
         if self.closing:
             return
-        self.last_active = _monotonic()
+        self.active = True
         self.metrics.network_in += len(data)
         try:
             frames = self.decoder.feed(data)
@@ -359,7 +361,6 @@ class BrokerConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         if self.out and self.transport is not None and not self.closing:
-            self.last_active = _monotonic()
             self.metrics.network_out += len(self.out)
             self.transport.write(self.out)
             self.out = bytearray()
@@ -425,7 +426,6 @@ class SocketServer:
         self.max_idle_s = max_idle_ms / 1000
         self.idle_closed = 0
         self._idle_check: asyncio.TimerHandle | None = None
-        self._refused_logged: set[str] = set()
         self.faults = faults
         faults.listeners.append(self._faults_changed)
         self.server: asyncio.Server | None = None
@@ -434,7 +434,7 @@ class SocketServer:
         # group members are described by client id and host).
         self.current_client: str | None = None
         self.current_peer = "?"
-        self._logged_bad: set[tuple[str, str]] = set()
+        self._logged: set[tuple[str, str]] = set()  # (address, what) logged once
 
     def describe_clients(self) -> list[ClientSoftware]:
         """Open Kafka connections by client software, as ``/v1/state`` shows them."""
@@ -455,18 +455,15 @@ class SocketServer:
         open_now = self.per_ip.get(ip, 0)
         if open_now >= limit:
             self.refused += 1
-            if ip not in self._refused_logged:
-                if len(self._refused_logged) > 10000:
-                    self._refused_logged.clear()
-                self._refused_logged.add(ip)
-                self.log.warning(
-                    "connection_refused",
-                    ip=ip,
-                    open_connections=open_now,
-                    limit=limit,
-                    hint="max.connections.per.ip (or max.connections.per.ip.overrides); "
-                    "logged once per address, counted in purgatory_connections_refused_total",
-                )
+            self._log_once(
+                (ip, "connection_refused"),
+                "connection_refused",
+                ip=ip,
+                open_connections=open_now,
+                limit=limit,
+                hint="max.connections.per.ip (or max.connections.per.ip.overrides); logged "
+                "once per address, counted in purgatory_connections_refused_total",
+            )
             return False
         self.per_ip[ip] = open_now + 1
         return True
@@ -477,19 +474,17 @@ class SocketServer:
             self.per_ip[ip] = left
         else:
             self.per_ip.pop(ip, None)
-            self._refused_logged.discard(ip)
 
     def _close_idle(self) -> None:
-        """Close connections idle for connections.max.idle.ms with nothing in flight;
-        runs every quarter of it (so one is closed at most 1.25 x the limit after)."""
-        now = _monotonic()
+        """Close connections that received nothing and had nothing in flight for
+        connections.max.idle.ms; runs every quarter of it (so one is closed at most 1.25 x
+        the limit after)."""
+        now = time.monotonic()
         for conn in list(self.connections):
-            if (
-                now - conn.last_active >= self.max_idle_s
-                and not conn.pending
-                and not len(conn.in_flight)
-                and not conn.closing
-            ):
+            if conn.active or conn.pending or len(conn.in_flight):
+                conn.active = False
+                conn.idle_since = now
+            elif now - conn.idle_since >= self.max_idle_s and not conn.closing:
                 self.idle_closed += 1
                 self.log.info("connection_idle_closed", peer=conn.peer, client_id=conn.client_id)
                 conn._close()
@@ -546,10 +541,21 @@ class SocketServer:
 
     def log_bad_input(self, peer: str, reason: str, message: str, **extra: Any) -> None:
         """Log a bad-input case once per (peer host, reason); the metric counts every one."""
-        key = (peer.rsplit(":", 1)[0], reason)
-        if key in self._logged_bad:
+        self._log_once(
+            (peer.rsplit(":", 1)[0], reason),
+            "bad_request",
+            peer=peer,
+            reason=reason,
+            detail=message,
+            **extra,
+        )
+
+    def _log_once(self, key: tuple[str, str], event: str, **fields: Any) -> None:
+        """A warning, once per ``key`` (a flood from one address logs one line; the set
+        is bounded: cleared past 10000 keys)."""
+        if key in self._logged:
             return
-        if len(self._logged_bad) > 10000:
-            self._logged_bad.clear()
-        self._logged_bad.add(key)
-        self.log.warning("bad_request", peer=peer, reason=reason, detail=message, **extra)
+        if len(self._logged) > 10000:
+            self._logged.clear()
+        self._logged.add(key)
+        self.log.warning(event, **fields)

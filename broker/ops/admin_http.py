@@ -7,7 +7,6 @@ cluster's "set the leader": N becomes the preferred replica and leads)."""
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import secrets
 import sys
@@ -24,6 +23,7 @@ from purgatory.broker.ops.faults import FaultError, FaultInjector, parse_spec
 from purgatory.broker.ops.metrics import BrokerMetrics
 from purgatory.broker.ops.recent_logs import RECENT_LOGS
 from purgatory.broker.replication.replica_fetcher import FetcherStats
+from purgatory.common.admin_request import bearer_matches
 from purgatory.common.broker_state import BrokerState
 from purgatory.protocol.errors import ErrorCode
 
@@ -83,22 +83,19 @@ def resolve_token(configured: str, host: str) -> tuple[str | None, bool]:
 
 
 def _bearer_check(token: str) -> Any:
-    expected = f"Bearer {token}".encode()
-
     @web.middleware
     async def check(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.method not in READS:
-            given = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
-                return web.json_response(
-                    {
-                        "error": "changes need the admin token: Authorization: Bearer "
-                        "<admin.token> (PURGATORY_ADMIN_TOKEN for purgatory admin, or "
-                        "--token); reads need none"
-                    },
-                    status=401,
-                    headers={"WWW-Authenticate": 'Bearer realm="purgatory-admin"'},
-                )
+        authorization = request.headers.get("Authorization", "")
+        if request.method not in READS and not bearer_matches(authorization, token):
+            return web.json_response(
+                {
+                    "error": "changes need the admin token: Authorization: Bearer "
+                    "<admin.token> (PURGATORY_ADMIN_TOKEN for purgatory admin, or "
+                    "--token); reads need none"
+                },
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="purgatory-admin"'},
+            )
         response: web.StreamResponse = await handler(request)
         return response
 

@@ -11,7 +11,6 @@ start and restart answer once the broker is healthy. Answers are JSON; errors ca
 
 from __future__ import annotations
 
-import hmac
 import json
 import threading
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
-from purgatory.common.admin_request import TOKEN_ENV
+from purgatory.common.admin_request import TOKEN_ENV, bearer_matches
 
 ACTIONS = ("start", "stop", "kill", "pause", "resume", "restart")
 
@@ -34,7 +33,6 @@ def serve_control(
     """Serve the control API on a daemon thread; ``on_action(broker, action)`` is told of
     every action carried out (to print it); with ``token``, actions need it as a bearer
     token. Returns the server (``shutdown()`` stops it)."""
-    expected = f"Bearer {token}".encode() if token else None
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -55,8 +53,7 @@ def serve_control(
                 self._answer(404, {"error": f"no such path {self.path}; try /v1/brokers"})
 
         def do_POST(self) -> None:
-            given = self.headers.get("Authorization", "").encode()
-            if expected is not None and not hmac.compare_digest(given, expected):
+            if token and not bearer_matches(self.headers.get("Authorization", ""), token):
                 self._answer(
                     401,
                     {"error": "actions need the admin token: Authorization: Bearer <token> "

@@ -5,6 +5,7 @@ variable that sets a broker's ``admin.token``)."""
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import urllib.error
@@ -18,6 +19,12 @@ def auth_headers(token: str | None = None) -> dict[str, str]:
     """The Authorization header for ``token`` (None: ``PURGATORY_ADMIN_TOKEN``), if any."""
     token = os.environ.get(TOKEN_ENV, "") if token is None else token
     return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def bearer_matches(authorization: str, token: str) -> bool:
+    """Whether an Authorization header carries ``token`` (compared in constant time): the
+    check of every admin endpoint that takes changes."""
+    return hmac.compare_digest(authorization.encode(), f"Bearer {token}".encode())
 
 
 def admin_request(
