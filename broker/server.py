@@ -26,6 +26,7 @@ from purgatory.broker.controller.forwarding_manager import ForwardingManager
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
+from purgatory.broker.network.connection_quotas import ConnectionQuotas
 from purgatory.broker.network.kafka_codec import KafkaCodec
 from purgatory.broker.network.leader_endpoint import RemoteLeaderEndPoint
 from purgatory.broker.network.msgpack_codec import MsgpackCodec
@@ -118,9 +119,14 @@ class Broker:
             max_queued_requests=config["queued.max.requests"],
             broker_id=self.broker_id,
             faults=self.faults,
-            max_connections_per_ip=config["max.connections.per.ip"],
-            per_ip_overrides=parse_per_ip_overrides(config["max.connections.per.ip.overrides"]),
+            quotas=ConnectionQuotas(
+                structlog.get_logger("network").bind(broker_id=self.broker_id),
+                max_connections=config["max.connections"],
+                max_connections_per_ip=config["max.connections.per.ip"],
+                per_ip_overrides=parse_per_ip_overrides(config["max.connections.per.ip.overrides"]),
+            ),
             max_idle_ms=config["connections.max.idle.ms"],
+            listen_backlog=config["socket.listen.backlog.size"],
         )
         self.admin = AdminServer(self)
         self.log = structlog.get_logger("broker").bind(broker_id=self.broker_id)

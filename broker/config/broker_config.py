@@ -28,6 +28,8 @@ IntConfig = Literal[
     "socket.request.max.bytes",
     "leader.imbalance.check.interval.seconds",
     "queued.max.requests",
+    "max.connections",
+    "socket.listen.backlog.size",
     "max.connections.per.ip",
     "connections.max.idle.ms",
     "message.max.bytes",

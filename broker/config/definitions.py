@@ -132,6 +132,24 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         _at_least(1),
     ),
     ConfigDef(
+        "max.connections",
+        int,
+        2147483647,
+        "Connections the broker may have open. At the limit it stops accepting until one "
+        "closes: new connections wait in the accept queue (as Kafka's acceptor does; one "
+        "port serves clients and brokers here, so brokers' connections count too). Logged "
+        "at most once a minute; purgatory_acceptor_blocked_seconds_total counts the time.",
+        _at_least(0),
+    ),
+    ConfigDef(
+        "socket.listen.backlog.size",
+        int,
+        50,
+        "Connections the kernel may hold accepted but not yet taken by the broker (the "
+        "listen backlog; capped by net.core.somaxconn).",
+        _at_least(1),
+    ),
+    ConfigDef(
         "max.connections.per.ip",
         int,
         2147483647,

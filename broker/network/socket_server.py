@@ -9,15 +9,17 @@ rule, kept by protocol.in_flight as on the client's end). Responses produced whi
 handling one read are written together. Back-pressure: when the socket's send buffer is
 full the remaining frames of a read wait in a backlog and the connection stops being read
 until it drains; so does a connection with ``queued.max.requests`` responses outstanding.
-Limits: ``max.connections.per.ip`` (with overrides) closes one connection too many at
-once; ``connections.max.idle.ms`` closes connections without requests.
+The acceptor is our own loop so that ``max.connections`` can stop it
+(connection_quotas); ``connections.max.idle.ms`` closes connections without requests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +30,7 @@ import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from purgatory.broker.api.results import CloseConnection, Deferred
+from purgatory.broker.network.connection_quotas import ConnectionQuotas
 from purgatory.broker.network.request_channel import (
     Codec,
     Request,
@@ -82,7 +85,7 @@ class _Waiting:
 
 
 class BrokerConnection(asyncio.Protocol):
-    def __init__(self, server: SocketServer) -> None:
+    def __init__(self, server: SocketServer, ip: str) -> None:
         self.server = server
         # Chosen by the first request (``_speak``): our protocol until then.
         self.handlers: Mapping[int, Handler] = server.msgpack.handlers
@@ -102,8 +105,7 @@ class BrokerConnection(asyncio.Protocol):
         self.writing_paused = False
         self.pending: dict[asyncio.Future[Any], InFlight[_Waiting | None]] = {}
         self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
-        self.refused = False  # over max.connections.per.ip: closed at once, never counted
-        self.ip = "?"
+        self.ip = ip  # as the acceptor counted it (released when the connection is lost)
         # Idle expiry: a read sets ``active``; the server's sweep clears it and keeps
         # ``idle_since`` (no clock read on the request path).
         self.active = False
@@ -122,11 +124,6 @@ class BrokerConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.ip = str(peer[0]) if peer else "?"
-        if not self.server.admit(self.ip):
-            self.refused = self.closing = True
-            transport.close()
-            return
         self.server.connections.add(self)
         self.metrics.connections += 1
         self.metrics.connections_created += 1
@@ -135,9 +132,7 @@ class BrokerConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
-        if self.refused:
-            return
-        self.server.release(self.ip)
+        self.server.quotas.release(self.ip, counted=self.peer_broker_id is None)
         self.server.connections.discard(self)
         if self.client_software is not None:
             self.server.clients[self.client_software] -= 1
@@ -226,6 +221,8 @@ class BrokerConnection(asyncio.Protocol):
         if self.client_id is None:
             self.client_id = request.client_id
             self.peer_broker_id = peer_broker(request.client_id)
+            if self.peer_broker_id is not None:
+                self.server.quotas.exempt()
         if request.client_software is not None:
             self._client_software(request.client_software)
         api_key = request.api_key
@@ -406,9 +403,9 @@ class SocketServer:
         max_queued_requests: int,
         broker_id: int,
         faults: FaultInjector,
-        max_connections_per_ip: int = 2147483647,
-        per_ip_overrides: Mapping[str, int] | None = None,
+        quotas: ConnectionQuotas | None = None,
         max_idle_ms: int = 600000,
+        listen_backlog: int = 50,
     ) -> None:
         self.msgpack = msgpack
         self.kafka = kafka
@@ -418,23 +415,20 @@ class SocketServer:
         self.max_request_bytes = max_request_bytes
         self.max_queued_requests = max_queued_requests
         self.connections: set[BrokerConnection] = set()
-        # Connection limits (Kafka's ConnectionQuotas and idle expiry).
-        self.max_connections_per_ip = max_connections_per_ip
-        self.per_ip_overrides = dict(per_ip_overrides or {})
-        self.per_ip: dict[str, int] = {}
-        self.refused = 0
+        self.log = structlog.get_logger("network").bind(broker_id=broker_id)
+        self.quotas = quotas or ConnectionQuotas(self.log)
+        self.listen_backlog = listen_backlog
         self.max_idle_s = max_idle_ms / 1000
         self.idle_closed = 0
         self._idle_check: asyncio.TimerHandle | None = None
         self.faults = faults
         faults.listeners.append(self._faults_changed)
-        self.server: asyncio.Server | None = None
-        self.log = structlog.get_logger("network").bind(broker_id=broker_id)
+        self.listening: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task[None]] = []
         # Who sent the request being handled (a handler reads them before it returns:
         # group members are described by client id and host).
         self.current_client: str | None = None
         self.current_peer = "?"
-        self._logged: set[tuple[str, str]] = set()  # (address, what) logged once
 
     def describe_clients(self) -> list[ClientSoftware]:
         """Open Kafka connections by client software, as ``/v1/state`` shows them."""
@@ -447,33 +441,6 @@ class SocketServer:
         ]
 
     # -- connection limits -------------------------------------------------------------------
-
-    def admit(self, ip: str) -> bool:
-        """Count a new connection from ``ip``; False (and it is to be closed) when the
-        address has max.connections.per.ip (or its override) open already."""
-        limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
-        open_now = self.per_ip.get(ip, 0)
-        if open_now >= limit:
-            self.refused += 1
-            self._log_once(
-                (ip, "connection_refused"),
-                "connection_refused",
-                ip=ip,
-                open_connections=open_now,
-                limit=limit,
-                hint="max.connections.per.ip (or max.connections.per.ip.overrides); logged "
-                "once per address, counted in purgatory_connections_refused_total",
-            )
-            return False
-        self.per_ip[ip] = open_now + 1
-        return True
-
-    def release(self, ip: str) -> None:
-        left = self.per_ip.get(ip, 0) - 1
-        if left > 0:
-            self.per_ip[ip] = left
-        else:
-            self.per_ip.pop(ip, None)
 
     def _close_idle(self) -> None:
         """Close connections that received nothing and had nothing in flight for
@@ -495,12 +462,7 @@ class SocketServer:
         self._idle_check = loop.call_later(self.max_idle_s / 4, self._close_idle)
 
     def collect_metrics(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
-            "purgatory_connections_refused",
-            "Connections closed at once because their address had max.connections.per.ip "
-            "(or its override) open.",
-            value=self.refused,
-        )
+        yield from self.quotas.collect_metrics()
         yield CounterMetricFamily(
             "purgatory_connections_idle_closed",
             "Connections closed after connections.max.idle.ms without a request.",
@@ -522,26 +484,72 @@ class SocketServer:
             conn.fault_check()
 
     async def start(self, host: str, port: int) -> int:
+        """Bind every address ``host`` resolves to (the port of the first when ``port``
+        is 0) and accept on each; return the port."""
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: BrokerConnection(self), host, port, reuse_address=True
+        infos = await loop.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )
+        bound = port
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((address[0], bound, *address[2:]))
+                sock.listen(self.listen_backlog)
+                sock.setblocking(False)
+            except OSError:
+                sock.close()
+                if not self.listening:
+                    raise
+                continue  # another address of a name taken: the first one serves
+            bound = sock.getsockname()[1]
+            self.listening.append(sock)
+            self._acceptors.append(loop.create_task(self._accept(sock)))
         self._schedule_idle_check()
-        return int(self.server.sockets[0].getsockname()[1])
+        return int(bound)
+
+    async def _accept(self, sock: socket.socket) -> None:
+        """The acceptor: waits at max.connections, closes what max.connections.per.ip
+        refuses, and hands the rest to a BrokerConnection."""
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        while True:
+            await quotas.wait_for_slot()
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except OSError as exc:  # out of file descriptors, say: wait, then go on
+                quotas.log_once(("*", "accept_failed"), "accept_failed", error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            ip = str(address[0]) if isinstance(address, tuple) else "?"
+            if not quotas.admit(ip):
+                conn.close()
+                continue
+            try:
+                await loop.connect_accepted_socket(
+                    functools.partial(BrokerConnection, self, ip), conn
+                )
+            except OSError:  # gone before it was served
+                quotas.release(ip)
+                conn.close()
 
     async def stop(self) -> None:
         if self._idle_check is not None:
             self._idle_check.cancel()
-        if self.server is not None:
-            self.server.close()
+        for task in self._acceptors:
+            task.cancel()
+        await asyncio.gather(*self._acceptors, return_exceptions=True)
+        for sock in self.listening:
+            sock.close()
         for conn in list(self.connections):
             conn._close()
-        if self.server is not None:
-            await self.server.wait_closed()
 
     def log_bad_input(self, peer: str, reason: str, message: str, **extra: Any) -> None:
         """Log a bad-input case once per (peer host, reason); the metric counts every one."""
-        self._log_once(
+        self.quotas.log_once(
             (peer.rsplit(":", 1)[0], reason),
             "bad_request",
             peer=peer,
@@ -549,13 +557,3 @@ class SocketServer:
             detail=message,
             **extra,
         )
-
-    def _log_once(self, key: tuple[str, str], event: str, **fields: Any) -> None:
-        """A warning, once per ``key`` (a flood from one address logs one line; the set
-        is bounded: cleared past 10000 keys)."""
-        if key in self._logged:
-            return
-        if len(self._logged) > 10000:
-            self._logged.clear()
-        self._logged.add(key)
-        self.log.warning(event, **fields)

@@ -1,11 +1,14 @@
-"""Connection limits as Kafka has them: max.connections.per.ip (and its overrides) closes
-one connection too many at once, connections.max.idle.ms closes connections without
+"""Connection limits as Kafka has them: max.connections stops the acceptor until a
+connection closes, max.connections.per.ip (and its overrides) closes one connection too
+many at once, connections.max.idle.ms closes connections without
 requests; both counted and logged, and the broker keeps serving."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+
+from prometheus_client import generate_latest
 
 from purgatory.broker.ops.recent_logs import RECENT_LOGS
 from purgatory.broker.server import Broker
@@ -24,11 +27,13 @@ async def closed_by_broker(reader: asyncio.StreamReader) -> bool:
 async def test_one_connection_over_the_per_ip_limit_is_closed_at_once() -> None:
     async with running_cluster(1, max_connections_per_ip=2) as (broker,):
         kept = [await connect(broker) for _ in range(2)]
-        await wait_until(lambda: broker.socket_server.per_ip.get("127.0.0.1") == 2)
+        await wait_until(lambda: broker.socket_server.quotas.per_ip.get("127.0.0.1") == 2)
         reader, writer = await connect(broker)
         assert await closed_by_broker(reader)
         writer.close()
-        assert broker.socket_server.refused == 1 and len(broker.socket_server.connections) == 2
+        assert (
+            broker.socket_server.quotas.refused == 1 and len(broker.socket_server.connections) == 2
+        )
         events = [
             e for e in RECENT_LOGS.events(broker.broker_id) if e["event"] == "connection_refused"
         ]
@@ -36,7 +41,7 @@ async def test_one_connection_over_the_per_ip_limit_is_closed_at_once() -> None:
         # They close: the address is under its limit again, and a client is served.
         for _, kept_writer in kept:
             kept_writer.close()
-        await wait_until(lambda: "127.0.0.1" not in broker.socket_server.per_ip)
+        await wait_until(lambda: "127.0.0.1" not in broker.socket_server.quotas.per_ip)
         async with AdminClient(bootstrap([broker])) as admin:
             await admin.create_topic("still-served", 1)
 
@@ -45,10 +50,10 @@ async def test_an_override_raises_the_limit_for_one_address() -> None:
     overrides = {"max_connections_per_ip": 1, "max_connections_per_ip_overrides": "127.0.0.1:3"}
     async with running_cluster(1, **overrides) as (broker,):
         kept = [await connect(broker) for _ in range(3)]
-        await wait_until(lambda: broker.socket_server.per_ip.get("127.0.0.1") == 3)
+        await wait_until(lambda: broker.socket_server.quotas.per_ip.get("127.0.0.1") == 3)
         reader, writer = await connect(broker)
         assert await closed_by_broker(reader)
-        assert broker.socket_server.refused == 1
+        assert broker.socket_server.quotas.refused == 1
         for _, w in [*kept, (reader, writer)]:
             w.close()
 
@@ -66,3 +71,34 @@ async def test_a_connection_without_requests_is_closed_after_the_idle_limit() ->
             while time.monotonic() < until:
                 await admin.describe_topics(["busy"])
             await admin.create_topic("busy-after", 1)
+
+
+async def test_at_max_connections_the_acceptor_waits_until_one_closes() -> None:
+    async with running_cluster(1, max_connections=3) as (broker,):
+        server = broker.socket_server
+        async with AdminClient(bootstrap([broker])) as admin:
+            # The broker's connection to its controller (itself) is not counted.
+            await admin.create_topic("first", 1)
+        await wait_until(lambda: server.quotas.total == 0)
+        kept = [await connect(broker) for _ in range(3)]
+        await wait_until(lambda: server.quotas.total == 3)
+        # The fourth connects (the kernel's accept queue holds it) but is not served.
+        async with AdminClient(bootstrap([broker])) as admin:
+            creating = asyncio.ensure_future(admin.create_topic("after-a-slot", 1))
+            await wait_until(lambda: server.quotas.blocked == 1)
+            assert not creating.done() and server.quotas.total == 3
+            events = [
+                e
+                for e in RECENT_LOGS.events(broker.broker_id)
+                if e["event"] == "max_connections_reached"
+            ]
+            assert events and events[-1]["limit"] == 3
+            # Two slots: the admin client's bootstrap connection and its connection to
+            # the controller node are accepted, and it is served.
+            kept[0][1].close()
+            kept[1][1].close()
+            await asyncio.wait_for(creating, 10)
+        assert server.quotas.blocked_s > 0 and server.quotas.refused == 0
+        text = generate_latest(broker.metrics.registry).decode()
+        assert "purgatory_acceptor_blocked_seconds_total" in text
+        kept[2][1].close()

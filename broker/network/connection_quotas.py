@@ -1,0 +1,142 @@
+"""ConnectionQuotas: how many connections the broker, and each address, may have open
+(Kafka's class of that name).
+
+``max.connections`` bounds the broker: at the limit the acceptor stops accepting until a
+connection closes, so new ones wait in the kernel's accept queue (Kafka's acceptor
+blocks the same way); brokers' own connections leave the count once their first request
+names them. ``max.connections.per.ip`` (with per-address overrides) bounds one
+address: one connection too many is closed at once. Both are counted and logged, once
+per episode or address, not once per connection: a flood writes a few lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, Metric
+
+_BLOCKED_LOG_EVERY_S = 60.0  # a broker held at max.connections says so at most once a minute
+
+
+class ConnectionQuotas:
+    def __init__(
+        self,
+        log: Any,
+        *,
+        max_connections: int = 2147483647,
+        max_connections_per_ip: int = 2147483647,
+        per_ip_overrides: Mapping[str, int] | None = None,
+    ) -> None:
+        self.log = log
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides or {})
+        self.total = 0  # connections admitted and not yet released
+        self.per_ip: dict[str, int] = {}
+        self.refused = 0  # closed at once: their address was at its limit
+        self.blocked = 0  # times the acceptor stopped at max.connections
+        self.blocked_s = 0.0  # time it spent stopped
+        self._freed: asyncio.Future[None] | None = None
+        self._blocked_start = 0.0  # when the acceptor stopped; 0 while it runs
+        self._blocked_logged_at = -_BLOCKED_LOG_EVERY_S
+        self._blocked_since_log = 0
+        self._logged: set[tuple[str, str]] = set()  # (address, what) logged once
+
+    async def wait_for_slot(self) -> None:
+        """Return when the broker is under max.connections (at once, usually)."""
+        if self.total < self.max_connections:
+            return
+        start = self._blocked_start = time.monotonic()
+        self.blocked += 1
+        self._blocked_since_log += 1
+        if start - self._blocked_logged_at >= _BLOCKED_LOG_EVERY_S:
+            self._blocked_logged_at = start
+            self.log.warning(
+                "max_connections_reached",
+                open_connections=self.total,
+                limit=self.max_connections,
+                times_blocked=self._blocked_since_log,
+                hint="new connections wait in the accept queue until one closes "
+                "(max.connections; purgatory_acceptor_blocked_seconds_total); logged at "
+                "most once a minute",
+            )
+            self._blocked_since_log = 0
+        loop = asyncio.get_running_loop()
+        while self.total >= self.max_connections:
+            self._freed = loop.create_future()
+            await self._freed
+        self.blocked_s += time.monotonic() - start
+        self._blocked_start = 0.0
+
+    def admit(self, ip: str) -> bool:
+        """Count a new connection from ``ip``; False (and it is to be closed, uncounted)
+        when the address has max.connections.per.ip (or its override) open already."""
+        limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
+        open_now = self.per_ip.get(ip, 0)
+        if open_now >= limit:
+            self.refused += 1
+            self.log_once(
+                (ip, "connection_refused"),
+                "connection_refused",
+                ip=ip,
+                open_connections=open_now,
+                limit=limit,
+                hint="max.connections.per.ip (or max.connections.per.ip.overrides); logged "
+                "once per address, counted in purgatory_connections_refused_total",
+            )
+            return False
+        self.per_ip[ip] = open_now + 1
+        self.total += 1
+        return True
+
+    def exempt(self) -> None:
+        """An admitted connection turned out to come from a broker: it leaves the broker's
+        count (Kafka exempts its inter-broker listener; one port serves both here, so a
+        connection is known by its first request's client id)."""
+        self.total -= 1
+        self._wake()
+
+    def release(self, ip: str, *, counted: bool = True) -> None:
+        """An admitted connection from ``ip`` closed (``counted``: not exempted)."""
+        if counted:
+            self.total -= 1
+        left = self.per_ip.get(ip, 0) - 1
+        if left > 0:
+            self.per_ip[ip] = left
+        else:
+            self.per_ip.pop(ip, None)
+        self._wake()
+
+    def _wake(self) -> None:
+        freed = self._freed
+        if freed is not None and not freed.done():
+            freed.set_result(None)
+
+    def log_once(self, key: tuple[str, str], event: str, **fields: Any) -> None:
+        """A warning, once per ``key`` (a flood from one address logs one line; the set
+        is bounded: cleared past 10000 keys)."""
+        if key in self._logged:
+            return
+        if len(self._logged) > 10000:
+            self._logged.clear()
+        self._logged.add(key)
+        self.log.warning(event, **fields)
+
+    def collect_metrics(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "purgatory_connections_refused",
+            "Connections closed at once because their address had max.connections.per.ip "
+            "(or its override) open.",
+            value=self.refused,
+        )
+        # The episode in progress counts too (a broker held at the limit shows it now).
+        waiting = time.monotonic() - self._blocked_start if self._blocked_start else 0.0
+        yield CounterMetricFamily(
+            "purgatory_acceptor_blocked_seconds",
+            "Time the acceptor spent stopped at max.connections (Kafka's "
+            "AcceptorBlockedPercent, as a counter: rate() gives the fraction).",
+            value=self.blocked_s + waiting,
+        )
