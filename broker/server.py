@@ -324,6 +324,8 @@ class Broker:
             configure_logging(self.config["log.format"], new)
         elif canonical == "replica.lag.time.max.ms":
             self.replica_manager.lag_time_changed()
+        elif canonical == "log.memory.max.bytes":
+            self.replica_manager.memory_budget.limit_changed()
         elif canonical == "unclean.leader.election.enable" and self.controller is not None:
             self.controller.reelect()
         self.log.info("config_changed", name=canonical, old=old, new=new)

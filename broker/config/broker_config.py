@@ -35,6 +35,7 @@ IntConfig = Literal[
     "message.max.bytes",
     "log.retention.bytes",
     "log.retention.ms",
+    "log.memory.max.bytes",
     "log.segment.bytes",
     "log.retention.check.interval.ms",
     "log.local.retention.bytes",

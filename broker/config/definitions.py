@@ -193,6 +193,17 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
         topic_name="retention.bytes",
     ),
     ConfigDef(
+        "log.memory.max.bytes",
+        int,
+        1073741824,
+        "Bytes all partition logs of this broker may hold in memory together (Kafka has no "
+        "such limit: its logs are on disk). Past it, the oldest committed closed segments "
+        "of the largest logs are deleted, as retention would, with a warning "
+        "(purgatory_log_memory_evicted_segments_total). -1: unlimited.",
+        _minus_one_or_at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef(
         "log.retention.ms",
         int,
         604800000,

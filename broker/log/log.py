@@ -16,7 +16,8 @@ clock: time-based retention is given the time.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -136,6 +137,19 @@ class RemoteLogSegmentMetadata(NamedTuple):
     max_timestamp: int
 
 
+class LogMemory:
+    """Bytes held by all local logs of a broker (every Log keeps ``used`` exact); an
+    append that takes it past ``trigger`` calls ``over`` (the broker's memory budget,
+    ``log_memory_budget``). A Log made without one has its own, without a trigger."""
+
+    __slots__ = ("over", "trigger", "used")
+
+    def __init__(self, over: Callable[[], None] | None = None) -> None:
+        self.used = 0
+        self.trigger = sys.maxsize
+        self.over = over or (lambda: None)
+
+
 class Log:
     """The batches of one partition replica, in offset order, in segments.
 
@@ -154,6 +168,7 @@ class Log:
         "local_log_start_offset",
         "log_end_offset",
         "log_start_offset",
+        "memory",
         "producer_state",
         "remote_segments",
         "remote_size_bytes",
@@ -161,8 +176,9 @@ class Log:
         "size_bytes",
     )
 
-    def __init__(self, config: LogConfig | None = None) -> None:
+    def __init__(self, config: LogConfig | None = None, memory: LogMemory | None = None) -> None:
         self.config = config or LogConfig()
+        self.memory = memory or LogMemory()
         self.segments: list[LogSegment] = [LogSegment(0)]
         self._segment_bases: list[int] = [0]
         self.remote_segments: list[RemoteLogSegmentMetadata] = []
@@ -215,6 +231,7 @@ class Log:
     def reset_to(self, offset: int) -> None:
         """Drop everything, both tiers, and start empty at ``offset`` (a follower behind the
         leader's log start begins again where the leader's local log begins)."""
+        self.memory.used -= self.size_bytes
         self.segments = [LogSegment(offset)]
         self._segment_bases = [offset]
         self.remote_segments = []
@@ -237,6 +254,7 @@ class Log:
             dropped = self.segments.pop()
             self._segment_bases.pop()
             self.size_bytes -= dropped.size_bytes
+            self.memory.used -= dropped.size_bytes
         segment = self.segments[-1]  # starts below offset
         if segment.next_offset > offset:  # and holds it: drop from the batch holding it
             index = max(bisect.bisect_right(segment.bases, offset) - 1, 0)
@@ -245,6 +263,7 @@ class Log:
             del segment.bases[index:], segment.batches[index:], segment.ends[index:]
             segment.size_bytes -= removed
             self.size_bytes -= removed
+            self.memory.used -= removed
         # Byte positions go on from the last batch kept (reads measure spans by them).
         last = next((s.ends[-1] for s in reversed(self.segments) if s.ends), None)
         if last is not None:
@@ -274,6 +293,10 @@ class Log:
             and _breaches(self.size_bytes, self.segments[0].size_bytes, self.config.retention_bytes)
         ):
             self.delete_old_segments(None)
+        memory = self.memory
+        memory.used += info.size
+        if memory.used > memory.trigger:
+            memory.over()
 
     # -- the remote tier ---------------------------------------------------------------------
 
@@ -368,16 +391,44 @@ class Log:
                 break
             local_bytes -= oldest_local.size_bytes
             self._drop_oldest_local()
-        if not self.remote_segments:
-            self.log_start_offset = max(self.log_start_offset, self.local_log_start_offset)
-        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._start_moved()
         return deleted_remote
+
+    def evict_oldest_segment(self, high_watermark: int) -> int:
+        """Delete the oldest closed local segment for the broker's memory budget, as
+        retention would: only one whose records are all below ``high_watermark``
+        (committed), and in a tiered log only one the remote tier holds. Returns the bytes
+        freed; 0 when no segment may go."""
+        if len(self.segments) < 2:
+            return 0
+        oldest = self.segments[0]
+        if oldest.next_offset > high_watermark:
+            return 0
+        if self.tiered and oldest.next_offset > self._copied_to:
+            return 0
+        self._drop_oldest_local()
+        self._start_moved()
+        return oldest.size_bytes
+
+    def release(self) -> None:
+        """The broker no longer keeps this log (its replica was removed): its bytes leave
+        the memory account."""
+        self.memory.used -= self.size_bytes
+        self.memory = LogMemory()
 
     def _drop_oldest_local(self) -> None:
         segment = self.segments.pop(0)
         self._segment_bases.pop(0)
         self.size_bytes -= segment.size_bytes
+        self.memory.used -= segment.size_bytes
         self.local_log_start_offset = self.segments[0].base_offset
+
+    def _start_moved(self) -> None:
+        """Local segments went: the log starts at the local start unless the remote tier
+        holds older records."""
+        if not self.remote_segments:
+            self.log_start_offset = max(self.log_start_offset, self.local_log_start_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
 
     # -- reads -------------------------------------------------------------------------------
 

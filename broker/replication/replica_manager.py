@@ -44,6 +44,7 @@ from purgatory.broker.replication.fetch_params import (
     error_data,
 )
 from purgatory.broker.replication.isr_changes import AlterIsr, IsrChanges
+from purgatory.broker.replication.log_memory_budget import LogMemoryBudget
 from purgatory.broker.replication.log_read import LogReadResult, read_from_local_log
 from purgatory.broker.replication.partition import Partition
 from purgatory.broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
@@ -92,12 +93,18 @@ class ReplicaManager:
             self.broker_id, metadata.members, config, scheduler, leader_endpoint
         )
         self.replication_metrics = ReplicationMetrics(self.partitions.values)
+        self.memory_budget = LogMemoryBudget(
+            config,
+            self.partitions.values,
+            structlog.get_logger("log_memory").bind(broker_id=self.broker_id),
+        )
         purgatories = (self.fetch_purgatory, self.produce_purgatory, self.remote_fetch_purgatory)
         for source in (
             self.replication_metrics.collect,
             self.fetchers.collect_metrics,
             lambda: purgatory_families(purgatories),
             self.remote_log_manager.collect_metrics,
+            self.memory_budget.collect,
         ):
             metrics.register(source)
         self.isr_changes = IsrChanges(
@@ -171,6 +178,7 @@ class ReplicaManager:
             if state is None or self.broker_id not in state.replicas:
                 if existing is not None:
                     del self.partitions[key]
+                    existing.log.release()
                     self.fetchers.unfollow(key)
                     self._leadership(key, existing.leader_epoch, False)
                     self.log.info(
@@ -179,13 +187,15 @@ class ReplicaManager:
                 continue
             partition = existing
             if partition is None or partition.topic_id != change.topic_id:
+                if partition is not None:  # a topic deleted and made again: a new log
+                    partition.log.release()
                 configs = {**defaults, **validate_topic_configs(change.configs)}
                 partition = Partition(
                     change.topic,
                     change.partition,
                     change.topic_id,
                     self.broker_id,
-                    Log(LogConfig.from_topic_configs(configs)),
+                    Log(LogConfig.from_topic_configs(configs), self.memory_budget.memory),
                     int(configs["max.message.bytes"]),
                     int(configs["min.insync.replicas"]),
                 )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from purgatory.broker.log.log import Log, LogConfig, OffsetOutOfRange
+from purgatory.broker.log.log import Log, LogConfig, LogMemory, OffsetOutOfRange
 from purgatory.protocol.records import decode_records, encode_batch, validate_batch
 
 
@@ -121,3 +121,58 @@ def test_a_repeated_picture_is_acknowledged_and_an_older_one_refused() -> None:
     newer = cache.apply(UpdateMetadataRequest(1, "c2", 6, [], [0, 1]))  # a new controller, newer
     assert newer is not None and [c.state for c in newer] == [None]  # the topic is gone
     assert cache.controller_id == 1
+
+
+def test_the_shared_memory_account_stays_exact_through_every_change() -> None:
+    memory = LogMemory()
+    logs = [Log(LogConfig(segment_bytes=300, retention_bytes=900), memory) for _ in range(3)]
+
+    def held() -> int:
+        return sum(log.size_bytes for log in logs)
+
+    for i in range(60):
+        append(logs[i % 3], bytes([i]) * 100)  # appends, rolls, size retention
+        assert memory.used == held()
+    logs[0].truncate_to(logs[0].log_end_offset - 3)  # a follower's divergent suffix
+    assert memory.used == held()
+    logs[1].delete_old_segments(now_ms=10**12)  # time retention
+    assert memory.used == held()
+    logs[2].reset_to(500)
+    assert memory.used == held()
+    logs[0].release()  # its replica removed: its bytes leave the account
+    assert memory.used == logs[1].size_bytes + logs[2].size_bytes
+
+
+def test_an_append_past_the_trigger_calls_over() -> None:
+    calls: list[int] = []
+    memory = LogMemory(lambda: calls.append(memory.used))
+    memory.trigger = 350  # a batch of one 100-byte record takes 150
+    log = Log(memory=memory)
+    append(log, b"a" * 100)
+    append(log, b"b" * 100)
+    assert calls == []
+    append(log, b"c" * 100)
+    assert calls == [memory.used] and memory.used > 350
+
+
+def test_eviction_takes_only_closed_committed_segments_and_moves_the_log_start() -> None:
+    log = Log(LogConfig(segment_bytes=300))  # two 150-byte batches a segment
+    for i in range(6):
+        append(log, bytes([i]) * 100)
+    assert len(log.segments) == 3 and log.segments[1].base_offset == 2
+    assert log.evict_oldest_segment(high_watermark=1) == 0  # offset 1 is not committed
+    freed = log.evict_oldest_segment(high_watermark=2)
+    assert freed > 0 and log.log_start_offset == log.local_log_start_offset == 2
+    assert log.evict_oldest_segment(high_watermark=6) > 0
+    assert log.evict_oldest_segment(high_watermark=6) == 0  # the active segment stays
+    assert log.log_start_offset == 4 and log.log_end_offset == 6
+
+
+def test_eviction_in_a_tiered_log_takes_only_what_the_remote_tier_holds() -> None:
+    log = Log(LogConfig(segment_bytes=300, remote_storage_enable=True))
+    for i in range(6):
+        append(log, bytes([i]) * 100)
+    assert log.evict_oldest_segment(high_watermark=6) == 0  # not copied yet
+    log.segment_copied(log.segments_to_copy(6)[0])
+    assert log.evict_oldest_segment(high_watermark=6) > 0
+    assert log.log_start_offset == 0 and log.local_log_start_offset == 2  # remote has 0-1
