@@ -13,7 +13,6 @@ from typing import Any
 
 import structlog
 
-from purgatory.broker.api.kafka.apis import KafkaListenerApis
 from purgatory.broker.api.kafka_apis import KafkaApis
 from purgatory.broker.config.addresses import parse_host_port
 from purgatory.broker.config.broker_config import BrokerConfig, check_consistency
@@ -27,7 +26,6 @@ from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
 from purgatory.broker.network.connection_quotas import ConnectionQuotas
-from purgatory.broker.network.kafka_codec import KafkaCodec
 from purgatory.broker.network.leader_endpoint import RemoteLeaderEndPoint
 from purgatory.broker.network.msgpack_codec import MsgpackCodec
 from purgatory.broker.network.socket_server import ServedProtocol, SocketServer
@@ -110,10 +108,10 @@ class Broker:
             self.forwarding.create_offsets_topic,
         )
         self.apis = KafkaApis(self)
-        self.kafka_apis = KafkaListenerApis(self)
+        self._kafka: ServedProtocol | None = None  # Kafka's protocol, once loaded
         self.socket_server = SocketServer(
             ServedProtocol(MsgpackCodec(), self.apis.handlers),
-            ServedProtocol(KafkaCodec(self.kafka_apis.error_response), self.kafka_apis.handlers),
+            self.kafka_protocol,
             self.metrics,
             max_request_bytes=config["socket.request.max.bytes"],
             max_queued_requests=config["queued.max.requests"],
@@ -163,6 +161,21 @@ class Broker:
             controller_id=self.controller_id,
             members=len(self.members),
         )
+
+        # Kafka's schemas (kio) take ~0.2 s to import: loaded after the broker is ready, on
+        # a thread, or by the first Kafka connection if it comes sooner.
+        asyncio.get_running_loop().run_in_executor(None, _load_kafka_listener)
+
+    def kafka_protocol(self) -> ServedProtocol:
+        """Kafka's codec and API handlers for a connection that speaks it (made once)."""
+        if self._kafka is None:
+            _load_kafka_listener()
+            from purgatory.broker.api.kafka.apis import KafkaListenerApis
+            from purgatory.broker.network.kafka_codec import KafkaCodec
+
+            apis = KafkaListenerApis(self)
+            self._kafka = ServedProtocol(KafkaCodec(apis.error_response), apis.handlers)
+        return self._kafka
 
     async def controlled_shutdown(self) -> None:
         """Kafka's controlled shutdown: ask the controller to move this broker's
@@ -367,3 +380,15 @@ async def start_broker(config: BrokerConfig) -> Broker:
         await broker.stop()
         raise
     return broker
+
+
+def _load_kafka_listener() -> None:
+    """Import what serving Kafka's protocol needs (idempotent; safe on any thread)."""
+    import importlib
+
+    for module in (
+        "purgatory.broker.api.kafka.apis",
+        "purgatory.broker.network.kafka_codec",
+        "purgatory.protocol.consumer_protocol",
+    ):
+        importlib.import_module(module)

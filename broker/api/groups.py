@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from purgatory.broker.api.kafka.groups import client_host
 from purgatory.broker.api.request_limits import check_partition_count, check_topic_count
 from purgatory.broker.api.results import Result, answer
 from purgatory.broker.coordinator.group_metadata import (
@@ -24,6 +23,11 @@ from purgatory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from purgatory.broker.server import Broker
+
+
+def client_host(peer: str) -> str:
+    """A member's host as Kafka shows it (``/127.0.0.1``)."""
+    return "/" + peer.rsplit(":", 1)[0]
 
 
 class GroupApis:

@@ -198,7 +198,7 @@ class BrokerConnection(asyncio.Protocol):
     def _speak(self, frame: bytes) -> None:
         kafka = self.server.kafka
         if kafka is not None and speaks_kafka(frame):
-            self.codec, self.handlers = kafka
+            self.codec, self.handlers = kafka()
         self.chosen = True
 
     def _handle(self, frame: bytes) -> None:
@@ -396,7 +396,7 @@ class SocketServer:
     def __init__(
         self,
         msgpack: ServedProtocol,
-        kafka: ServedProtocol | None,
+        kafka: Callable[[], ServedProtocol] | None,
         metrics: BrokerMetrics,
         *,
         max_request_bytes: int,

@@ -26,7 +26,6 @@ from prometheus_client.registry import Collector
 from purgatory.broker.network.request_channel import PURGATORY
 from purgatory.broker.purgatory import DelayedOperationPurgatory
 from purgatory.common.histogram import Histogram
-from purgatory.protocol import kafka_schemas
 from purgatory.protocol.api import SCHEMAS, ApiKey
 from purgatory.protocol.errors import error_name
 
@@ -134,6 +133,8 @@ class BrokerMetrics:
         key = (api_key, version, follower, listener)
         stats = self._requests.get(key)
         if stats is None:
+            from purgatory.protocol import kafka_schemas  # loaded with the Kafka listener
+
             known = (
                 (api_key, version) in SCHEMAS
                 if listener == PURGATORY

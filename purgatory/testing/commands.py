@@ -1,4 +1,5 @@
-"""Arguments of the testing package's benchmark (`purgatory perf cluster-start`)."""
+"""Arguments of the testing package's benchmarks (`purgatory perf cluster-start`, `purgatory perf
+scale`)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,47 @@ def add_perf_commands(sub: Any) -> None:
     start.add_argument("--partitions", type=int, default=1, help="partitions per topic (default 1)")
     start.add_argument("--json", action="store_true", help="one line of JSON")
     start.set_defaults(func=lazy("purgatory.testing.startup_bench", "main"))
+
+    scale = sub.add_parser(
+        "scale",
+        help="cost as the work grows: partitions, idle connections, parked fetches, broker "
+        "start, many brokers",
+    )
+    scale.add_argument(
+        "--modes",
+        default="partitions,connections,parked-fetches,start",
+        help="any of partitions, connections, parked-fetches, start, brokers (default all "
+        "but brokers)",
+    )
+    scale.add_argument(
+        "--partition-counts",
+        type=_counts,
+        default=[10, 100, 1000, 10000],
+        help="partitions of the produced topic, in turn (default 10,100,1000,10000)",
+    )
+    scale.add_argument(
+        "--connection-counts",
+        type=_counts,
+        default=[1, 100, 1000, 10000],
+        help="idle connections open, in turn (default 1,100,1000,10000)",
+    )
+    scale.add_argument(
+        "--requests", type=int, default=30000, help="produce requests per step (default 30000)"
+    )
+    scale.add_argument(
+        "--fetches", type=int, default=10000, help="parked fetches, one per connection"
+    )
+    scale.add_argument("--runs", type=int, default=5, help="broker starts timed (default 5)")
+    scale.add_argument(
+        "--brokers", type=int, default=50, help="brokers of the brokers mode (default 50)"
+    )
+    scale.add_argument("--json", action="store_true", help="one line of JSON")
+    scale.set_defaults(func=lazy("purgatory.testing.scale_bench", "main"))
+
+
+def _counts(text: str) -> list[int]:
+    """``10,100,1000`` as [10, 100, 1000]; argparse turns a ValueError into a usage error."""
+    counts = [int(part) for part in text.split(",") if part.strip()]
+    if not counts or min(counts) < 1:
+        raise ValueError(text)
+    return counts

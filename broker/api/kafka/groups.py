@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api.groups import client_host
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result, answer
 from purgatory.broker.coordinator.group_metadata import (
@@ -31,11 +32,6 @@ CLASSIC = "classic"  # ListGroups v5's group type of every group here
 
 def millis(value: datetime.timedelta) -> int:
     return int(value / datetime.timedelta(milliseconds=1))
-
-
-def client_host(peer: str) -> str:
-    """A member's host as Kafka shows it (``/127.0.0.1``)."""
-    return "/" + peer.rsplit(":", 1)[0]
 
 
 class GroupApis:

@@ -1,0 +1,349 @@
+"""`purgatory perf scale`: what Purgatory's cost does as the work grows.
+
+Modes, each against broker processes started here (so the load and the broker do not
+share an interpreter):
+
+- ``partitions``: single-record produce req/s into one topic of 10 -> 10,000 partitions,
+  round-robin, and the time of a Metadata request for that topic;
+- ``connections``: the same produce load with 1 -> 10,000 idle connections open, and the
+  broker's RSS;
+- ``parked-fetches``: 10,000 connections each with one fetch parked in the purgatory
+  (max wait 1-5 s on an empty partition): how late each answer comes after its deadline,
+  as the client sees it and as the broker reports it (KIP-736's wait time), and the
+  broker's RSS while they wait;
+- ``start``: a broker process from spawn to healthy;
+- ``brokers``: ``purgatory cluster`` of N brokers (50) to all healthy, and each one's
+  idle RSS.
+
+Progress goes to stderr, the result to stdout as JSON with the targets and whether each
+was met. Figures are never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from purgatory.testing.cluster import Cluster, ClusterError
+
+MODES = ("partitions", "connections", "parked-fetches", "start", "brokers")
+TARGETS = {
+    "partitions_slowdown": 1.5,
+    "metadata_ms": 20.0,
+    "connections_slowdown": 1.5,
+    "parked_late_p99_ms": 5.0,
+    "parked_rss_mb": 300.0,
+    "start_ms": 500.0,
+    "brokers_start_ms": 10_000.0,
+    "brokers_rss_mb": 40.0,
+}
+QUIET = {"log.level": "ERROR"}
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3) if ordered else 0.0
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` (Linux), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise ClusterError(f"no VmRSS for process {pid}")
+
+
+def _produce_rate(port: int, topic: str, partitions: int, requests: int) -> float:
+    """Single-record produce (acks=1, 64 in flight) round-robin over ``partitions``: req/s."""
+    import uvloop
+
+    from purgatory.clients.perf.produce import produce_load
+
+    stats = uvloop.run(
+        produce_load(
+            "127.0.0.1",
+            port,
+            topic,
+            requests,
+            100,
+            1,
+            64,
+            acks=1,
+            throughput=-1,
+            duration_s=None,
+            progress=False,
+            partitions=list(range(partitions)),
+        )
+    )
+    if stats.errors:
+        raise ClusterError(f"{stats.errors} produce requests failed")
+    return float(stats.summary()["requests_per_sec"])
+
+
+def _slowdown(rows: list[dict[str, Any]]) -> float:
+    rates = [r["requests_per_sec"] for r in rows]
+    return round(rates[0] / rates[-1], 3) if rates[-1] else float("inf")
+
+
+# -- partitions -------------------------------------------------------------------------
+
+
+async def _metadata_ms(port: int, topic: str, samples: int) -> list[float]:
+    from purgatory.clients import Connection
+    from purgatory.protocol import messages as m
+    from purgatory.protocol.api import ApiKey
+
+    conn = await Connection.open("127.0.0.1", port)
+    try:
+        times = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            response = await conn.send(ApiKey.METADATA, m.MetadataRequest([topic]))
+            times.append((time.perf_counter() - start) * 1000)
+            if response.topics[0].error_code:
+                raise ClusterError(f"metadata for {topic}: error {response.topics[0].error_code}")
+        return times
+    finally:
+        await conn.close()
+
+
+def partitions_mode(args: argparse.Namespace) -> dict[str, Any]:
+    import uvloop
+
+    rows = []
+    with Cluster(1, config=QUIET, mode="process") as cluster:
+        port = cluster.ports[0]
+        for count in args.partition_counts:
+            topic = f"scale-{count}"
+            start = time.perf_counter()
+            cluster.create_topic(topic, count)
+            created_ms = (time.perf_counter() - start) * 1000
+            rate = _produce_rate(port, topic, count, args.requests)
+            meta = uvloop.run(_metadata_ms(port, topic, 20))
+            row = {
+                "partitions": count,
+                "create_ms": round(created_ms, 1),
+                "requests_per_sec": rate,
+                "metadata_ms": {
+                    "median": round(statistics.median(meta), 3),
+                    "p99": _pct(meta, 0.99),
+                },
+                "broker_rss_mb": rss_mb(cluster.pid(0)),
+            }
+            _say(
+                f"partitions {count}: {rate:,.0f} req/s, metadata {row['metadata_ms']['median']} ms"
+            )
+            rows.append(row)
+    slowdown = _slowdown(rows)
+    metadata = rows[-1]["metadata_ms"]["median"]
+    return {
+        "rows": rows,
+        "slowdown": slowdown,
+        "slowdown_met": slowdown <= TARGETS["partitions_slowdown"],
+        "metadata_ms_at_most": metadata,
+        "metadata_met": metadata <= TARGETS["metadata_ms"],
+    }
+
+
+# -- connections ------------------------------------------------------------------------
+
+
+def connections_mode(args: argparse.Namespace) -> dict[str, Any]:
+    import socket
+
+    rows = []
+    held: list[socket.socket] = []
+    with Cluster(1, config=QUIET, mode="process") as cluster:
+        port = cluster.ports[0]
+        cluster.create_topic("scale-connections", 1)
+        try:
+            for count in args.connection_counts:
+                while len(held) < count:
+                    held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+                cluster.wait_for(
+                    lambda: cluster.metrics(0)[("purgatory_connections", ())] >= len(held),
+                    timeout=60,
+                    message=f"{count} connections accepted",
+                )
+                rate = _produce_rate(port, "scale-connections", 1, args.requests)
+                row = {
+                    "idle_connections": count,
+                    "requests_per_sec": rate,
+                    "broker_rss_mb": rss_mb(cluster.pid(0)),
+                }
+                _say(f"connections {count}: {rate:,.0f} req/s, RSS {row['broker_rss_mb']} MB")
+                rows.append(row)
+        finally:
+            for sock in held:
+                sock.close()
+    slowdown = _slowdown(rows)
+    return {
+        "rows": rows,
+        "slowdown": slowdown,
+        "slowdown_met": slowdown <= TARGETS["connections_slowdown"],
+    }
+
+
+# -- parked fetches ---------------------------------------------------------------------
+
+
+async def _park(port: int, count: int, rss: Callable[[], float]) -> dict[str, Any]:
+    from purgatory.clients import Connection
+    from purgatory.protocol import messages as m
+    from purgatory.protocol.api import ApiKey
+
+    rng = random.Random(4)
+    late_ms: list[float] = []
+    broker_late_ms: list[float] = []
+    early = 0
+    conns: list[Connection] = []
+    for start in range(0, count, 500):  # open them 500 at a time
+        conns += await asyncio.gather(
+            *(Connection.open("127.0.0.1", port) for _ in range(start, min(count, start + 500)))
+        )
+    _say(f"parked-fetches: {count} connections open")
+
+    async def fetch(conn: Connection) -> None:
+        nonlocal early
+        max_wait = rng.randint(1000, 5000)
+        request = m.FetchRequest(
+            -1,
+            max_wait,
+            1,
+            1 << 20,
+            [m.FetchTopic("scale-parked", [m.FetchPartition(0, 0, 1 << 20)])],
+        )
+        sent = time.perf_counter()
+        response = await conn.send(ApiKey.FETCH, request, timeout_ms=max_wait + 30_000)
+        waited = (time.perf_counter() - sent) * 1000
+        if waited < max_wait:
+            early += 1
+        late_ms.append(waited - max_wait)
+        broker_late_ms.append(response.wait_time_ms - max_wait)
+
+    started = time.perf_counter()
+    waiting = asyncio.gather(*(fetch(c) for c in conns))
+    await asyncio.sleep(0.9)  # every fetch is sent and none is due before 1 s
+    peak = rss()
+    await waiting
+    for conn in conns:
+        await conn.close()
+    return {
+        "fetches": count,
+        "elapsed_s": round(time.perf_counter() - started, 2),
+        "answered_early": early,
+        "late_ms": {q: _pct(late_ms, v) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
+        "broker_wait_late_ms": {
+            q: _pct(broker_late_ms, v) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))
+        },
+        "broker_rss_mb": peak,
+    }
+
+
+def parked_fetches_mode(args: argparse.Namespace) -> dict[str, Any]:
+    import uvloop
+
+    with Cluster(1, config=QUIET, mode="process") as cluster:
+        cluster.create_topic("scale-parked", 1)
+        idle_rss = rss_mb(cluster.pid(0))
+        result = uvloop.run(_park(cluster.ports[0], args.fetches, lambda: rss_mb(cluster.pid(0))))
+    result["broker_idle_rss_mb"] = idle_rss
+    p99 = result["late_ms"]["p99"]
+    _say(f"parked-fetches: late p99 {p99} ms, RSS {result['broker_rss_mb']} MB")
+    result["late_met"] = p99 <= TARGETS["parked_late_p99_ms"] and not result["answered_early"]
+    result["rss_met"] = result["broker_rss_mb"] <= TARGETS["parked_rss_mb"]
+    return result
+
+
+# -- start and many brokers -------------------------------------------------------------
+
+
+def _timed_start(brokers: int, timeout: float) -> tuple[float, Cluster]:
+    cluster = Cluster(brokers, config=QUIET, mode="process", startup_timeout=timeout)
+    start = time.perf_counter()
+    cluster.start()
+    return (time.perf_counter() - start) * 1000, cluster
+
+
+def start_mode(args: argparse.Namespace) -> dict[str, Any]:
+    import subprocess
+
+    times = []
+    for run in range(args.runs):
+        elapsed, cluster = _timed_start(1, 30)
+        cluster.close()
+        times.append(elapsed)
+        _say(f"start {run + 1}/{args.runs}: {elapsed:.0f} ms")
+    floor = []
+    for _ in range(args.runs):  # the interpreter alone, importing the broker
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import purgatory.broker.server"], check=True)
+        floor.append((time.perf_counter() - start) * 1000)
+    median = round(statistics.median(times), 1)
+    return {
+        "runs": args.runs,
+        "ms": {"median": median, "max": round(max(times), 1)},
+        "import_only_ms": round(statistics.median(floor), 1),
+        "met": median <= TARGETS["start_ms"],
+    }
+
+
+def brokers_mode(args: argparse.Namespace) -> dict[str, Any]:
+    elapsed, cluster = _timed_start(args.brokers, 300)
+    _say(f"brokers: {args.brokers} healthy in {elapsed:.0f} ms")
+    try:
+        time.sleep(2)  # idle: heartbeats only
+        rss = [rss_mb(cluster.pid(i)) for i in range(args.brokers)]
+    finally:
+        cluster.close()
+    per_broker = round(statistics.median(rss), 1)
+    return {
+        "brokers": args.brokers,
+        "all_healthy_ms": round(elapsed, 1),
+        "start_met": elapsed <= TARGETS["brokers_start_ms"],
+        "idle_rss_mb": {"median": per_broker, "max": max(rss), "total": round(sum(rss), 1)},
+        "rss_met": per_broker <= TARGETS["brokers_rss_mb"],
+    }
+
+
+RUNNERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "partitions": partitions_mode,
+    "connections": connections_mode,
+    "parked-fetches": parked_fetches_mode,
+    "start": start_mode,
+    "brokers": brokers_mode,
+}
+
+
+def main(args: argparse.Namespace) -> int:
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in RUNNERS]
+    if unknown or not modes:
+        print(
+            f"purgatory perf scale: unknown mode {', '.join(unknown) or '(none)'}; "
+            f"choose from {', '.join(MODES)}",
+            file=sys.stderr,
+        )
+        return 2
+    result: dict[str, Any] = {"benchmark": "scale", "cpus": os.cpu_count(), "targets": TARGETS}
+    try:
+        for mode in modes:
+            result[mode] = RUNNERS[mode](args)
+    except (ClusterError, OSError) as exc:
+        print(f"purgatory perf scale ({mode}): {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
