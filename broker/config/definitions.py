@@ -144,9 +144,12 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "socket.listen.backlog.size",
         int,
-        50,
+        1024,
         "Connections the kernel may hold accepted but not yet taken by the broker (the "
-        "listen backlog; capped by net.core.somaxconn).",
+        "listen backlog; capped by net.core.somaxconn). Kafka's default is 50, for an "
+        "acceptor thread that does nothing else; one event loop here accepts between "
+        "requests, so a burst of connections needs more room (with 50, 10,000 connections "
+        "opened 500 at a time lose SYNs and wait seconds for a retransmission).",
         _at_least(1),
     ),
     ConfigDef(

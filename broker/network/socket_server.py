@@ -405,7 +405,7 @@ class SocketServer:
         faults: FaultInjector,
         quotas: ConnectionQuotas | None = None,
         max_idle_ms: int = 600000,
-        listen_backlog: int = 50,
+        listen_backlog: int = 1024,
     ) -> None:
         self.msgpack = msgpack
         self.kafka = kafka
@@ -425,6 +425,7 @@ class SocketServer:
         faults.listeners.append(self._faults_changed)
         self.listening: list[socket.socket] = []
         self._acceptors: list[asyncio.Task[None]] = []
+        self._connecting: set[asyncio.Task[None]] = set()  # accepted, transport being made
         # Who sent the request being handled (a handler reads them before it returns:
         # group members are described by client id and host).
         self.current_client: str | None = None
@@ -512,8 +513,8 @@ class SocketServer:
         return int(bound)
 
     async def _accept(self, sock: socket.socket) -> None:
-        """The acceptor: waits at max.connections, closes what max.connections.per.ip
-        refuses, and hands the rest to a BrokerConnection."""
+        """The acceptor: waits at max.connections, then takes every connection the kernel
+        holds (one per loop turn would overflow the listen backlog under a burst)."""
         loop = asyncio.get_running_loop()
         quotas = self.quotas
         while True:
@@ -524,17 +525,34 @@ class SocketServer:
                 quotas.log_once(("*", "accept_failed"), "accept_failed", error=str(exc))
                 await asyncio.sleep(0.1)
                 continue
-            ip = str(address[0]) if isinstance(address, tuple) else "?"
-            if not quotas.admit(ip):
-                conn.close()
-                continue
-            try:
-                await loop.connect_accepted_socket(
-                    functools.partial(BrokerConnection, self, ip), conn
-                )
-            except OSError:  # gone before it was served
-                quotas.release(ip)
-                conn.close()
+            self._serve(loop, conn, address)
+            while quotas.total < quotas.max_connections:
+                try:
+                    conn, address = sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as exc:
+                    quotas.log_once(("*", "accept_failed"), "accept_failed", error=str(exc))
+                    break
+                self._serve(loop, conn, address)
+
+    def _serve(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, address: Any) -> None:
+        """Close what max.connections.per.ip refuses; hand the rest to a BrokerConnection."""
+        ip = str(address[0]) if isinstance(address, tuple) else "?"
+        if not self.quotas.admit(ip):
+            conn.close()
+            return
+        conn.setblocking(False)
+        task = loop.create_task(self._connect(loop, conn, ip))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, ip: str) -> None:
+        try:
+            await loop.connect_accepted_socket(functools.partial(BrokerConnection, self, ip), conn)
+        except OSError:  # gone before it was served
+            self.quotas.release(ip)
+            conn.close()
 
     async def stop(self) -> None:
         if self._idle_check is not None:

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from purgatory.protocol.errors import KafkaError
 from purgatory.testing.cluster import Cluster, ClusterError
 
 MODES = ("partitions", "connections", "parked-fetches", "start", "brokers")
@@ -342,7 +343,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         for mode in modes:
             result[mode] = RUNNERS[mode](args)
-    except (ClusterError, OSError) as exc:
+    except (ClusterError, KafkaError, OSError) as exc:
         print(f"purgatory perf scale ({mode}): {exc}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=None if args.json else 2))
