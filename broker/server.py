@@ -25,7 +25,6 @@ from purgatory.broker.controller.forwarding_manager import ForwardingManager
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
-from purgatory.broker.network.connection_quotas import ConnectionQuotas
 from purgatory.broker.network.leader_endpoint import RemoteLeaderEndPoint
 from purgatory.broker.network.msgpack_codec import MsgpackCodec
 from purgatory.broker.network.socket_server import ServedProtocol, SocketServer
@@ -117,12 +116,9 @@ class Broker:
             max_queued_requests=config["queued.max.requests"],
             broker_id=self.broker_id,
             faults=self.faults,
-            quotas=ConnectionQuotas(
-                structlog.get_logger("network").bind(broker_id=self.broker_id),
-                max_connections=config["max.connections"],
-                max_connections_per_ip=config["max.connections.per.ip"],
-                per_ip_overrides=parse_per_ip_overrides(config["max.connections.per.ip.overrides"]),
-            ),
+            max_connections=config["max.connections"],
+            max_connections_per_ip=config["max.connections.per.ip"],
+            per_ip_overrides=parse_per_ip_overrides(config["max.connections.per.ip.overrides"]),
             max_idle_ms=config["connections.max.idle.ms"],
             listen_backlog=config["socket.listen.backlog.size"],
         )
@@ -169,7 +165,6 @@ class Broker:
     def kafka_protocol(self) -> ServedProtocol:
         """Kafka's codec and API handlers for a connection that speaks it (made once)."""
         if self._kafka is None:
-            _load_kafka_listener()
             from purgatory.broker.api.kafka.apis import KafkaListenerApis
             from purgatory.broker.network.kafka_codec import KafkaCodec
 

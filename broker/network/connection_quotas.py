@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -25,12 +25,14 @@ class ConnectionQuotas:
     def __init__(
         self,
         log: Any,
+        log_once: Callable[..., None],
         *,
         max_connections: int = 2147483647,
         max_connections_per_ip: int = 2147483647,
         per_ip_overrides: Mapping[str, int] | None = None,
     ) -> None:
         self.log = log
+        self.log_once = log_once  # the network layer's warn-once-per-(address, what)
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.per_ip_overrides = dict(per_ip_overrides or {})
@@ -43,7 +45,6 @@ class ConnectionQuotas:
         self._blocked_start = 0.0  # when the acceptor stopped; 0 while it runs
         self._blocked_logged_at = -_BLOCKED_LOG_EVERY_S
         self._blocked_since_log = 0
-        self._logged: set[tuple[str, str]] = set()  # (address, what) logged once
 
     async def wait_for_slot(self) -> None:
         """Return when the broker is under max.connections (at once, usually)."""
@@ -114,16 +115,6 @@ class ConnectionQuotas:
         freed = self._freed
         if freed is not None and not freed.done():
             freed.set_result(None)
-
-    def log_once(self, key: tuple[str, str], event: str, **fields: Any) -> None:
-        """A warning, once per ``key`` (a flood from one address logs one line; the set
-        is bounded: cleared past 10000 keys)."""
-        if key in self._logged:
-            return
-        if len(self._logged) > 10000:
-            self._logged.clear()
-        self._logged.add(key)
-        self.log.warning(event, **fields)
 
     def collect_metrics(self) -> Iterator[Metric]:
         yield CounterMetricFamily(

@@ -9,8 +9,8 @@ rule, kept by protocol.in_flight as on the client's end). Responses produced whi
 handling one read are written together. Back-pressure: when the socket's send buffer is
 full the remaining frames of a read wait in a backlog and the connection stops being read
 until it drains; so does a connection with ``queued.max.requests`` responses outstanding.
-The acceptor is our own loop so that ``max.connections`` can stop it
-(connection_quotas); ``connections.max.idle.ms`` closes connections without requests.
+Connections come from the Acceptor (limited by ConnectionQuotas);
+``connections.max.idle.ms`` closes connections without requests.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import asyncio
 import contextvars
 import functools
 import inspect
-import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -30,6 +29,7 @@ import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from purgatory.broker.api.results import CloseConnection, Deferred
+from purgatory.broker.network.acceptor import Acceptor
 from purgatory.broker.network.connection_quotas import ConnectionQuotas
 from purgatory.broker.network.request_channel import (
     Codec,
@@ -403,7 +403,9 @@ class SocketServer:
         max_queued_requests: int,
         broker_id: int,
         faults: FaultInjector,
-        quotas: ConnectionQuotas | None = None,
+        max_connections: int = 2147483647,
+        max_connections_per_ip: int = 2147483647,
+        per_ip_overrides: Mapping[str, int] | None = None,
         max_idle_ms: int = 600000,
         listen_backlog: int = 1024,
     ) -> None:
@@ -416,16 +418,22 @@ class SocketServer:
         self.max_queued_requests = max_queued_requests
         self.connections: set[BrokerConnection] = set()
         self.log = structlog.get_logger("network").bind(broker_id=broker_id)
-        self.quotas = quotas or ConnectionQuotas(self.log)
-        self.listen_backlog = listen_backlog
+        self._logged: set[tuple[str, str]] = set()  # (address, what) warned of once
+        self.quotas = ConnectionQuotas(
+            self.log,
+            self.log_once,
+            max_connections=max_connections,
+            max_connections_per_ip=max_connections_per_ip,
+            per_ip_overrides=per_ip_overrides,
+        )
+        self.acceptor = Acceptor(
+            self.quotas, functools.partial(BrokerConnection, self), listen_backlog
+        )
         self.max_idle_s = max_idle_ms / 1000
         self.idle_closed = 0
         self._idle_check: asyncio.TimerHandle | None = None
         self.faults = faults
         faults.listeners.append(self._faults_changed)
-        self.listening: list[socket.socket] = []
-        self._acceptors: list[asyncio.Task[None]] = []
-        self._connecting: set[asyncio.Task[None]] = set()  # accepted, transport being made
         # Who sent the request being handled (a handler reads them before it returns:
         # group members are described by client id and host).
         self.current_client: str | None = None
@@ -485,89 +493,20 @@ class SocketServer:
             conn.fault_check()
 
     async def start(self, host: str, port: int) -> int:
-        """Bind every address ``host`` resolves to (the port of the first when ``port``
-        is 0) and accept on each; return the port."""
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-        bound = port
-        for family, kind, proto, _, address in dict.fromkeys(infos):
-            sock = socket.socket(family, kind, proto)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6:
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                sock.bind((address[0], bound, *address[2:]))
-                sock.listen(self.listen_backlog)
-                sock.setblocking(False)
-            except OSError:
-                sock.close()
-                if not self.listening:
-                    raise
-                continue  # another address of a name taken: the first one serves
-            bound = sock.getsockname()[1]
-            self.listening.append(sock)
-            self._acceptors.append(loop.create_task(self._accept(sock)))
+        port = await self.acceptor.start(host, port)
         self._schedule_idle_check()
-        return int(bound)
-
-    async def _accept(self, sock: socket.socket) -> None:
-        """The acceptor: waits at max.connections, then takes every connection the kernel
-        holds (one per loop turn would overflow the listen backlog under a burst)."""
-        loop = asyncio.get_running_loop()
-        quotas = self.quotas
-        while True:
-            await quotas.wait_for_slot()
-            try:
-                conn, address = await loop.sock_accept(sock)
-            except OSError as exc:  # out of file descriptors, say: wait, then go on
-                quotas.log_once(("*", "accept_failed"), "accept_failed", error=str(exc))
-                await asyncio.sleep(0.1)
-                continue
-            self._serve(loop, conn, address)
-            while quotas.total < quotas.max_connections:
-                try:
-                    conn, address = sock.accept()
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError as exc:
-                    quotas.log_once(("*", "accept_failed"), "accept_failed", error=str(exc))
-                    break
-                self._serve(loop, conn, address)
-
-    def _serve(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, address: Any) -> None:
-        """Close what max.connections.per.ip refuses; hand the rest to a BrokerConnection."""
-        ip = str(address[0]) if isinstance(address, tuple) else "?"
-        if not self.quotas.admit(ip):
-            conn.close()
-            return
-        conn.setblocking(False)
-        task = loop.create_task(self._connect(loop, conn, ip))
-        self._connecting.add(task)
-        task.add_done_callback(self._connecting.discard)
-
-    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, ip: str) -> None:
-        try:
-            await loop.connect_accepted_socket(functools.partial(BrokerConnection, self, ip), conn)
-        except OSError:  # gone before it was served
-            self.quotas.release(ip)
-            conn.close()
+        return port
 
     async def stop(self) -> None:
         if self._idle_check is not None:
             self._idle_check.cancel()
-        for task in self._acceptors:
-            task.cancel()
-        await asyncio.gather(*self._acceptors, return_exceptions=True)
-        for sock in self.listening:
-            sock.close()
+        await self.acceptor.stop()
         for conn in list(self.connections):
             conn._close()
 
     def log_bad_input(self, peer: str, reason: str, message: str, **extra: Any) -> None:
         """Log a bad-input case once per (peer host, reason); the metric counts every one."""
-        self.quotas.log_once(
+        self.log_once(
             (peer.rsplit(":", 1)[0], reason),
             "bad_request",
             peer=peer,
@@ -575,3 +514,13 @@ class SocketServer:
             detail=message,
             **extra,
         )
+
+    def log_once(self, key: tuple[str, str], event: str, **fields: Any) -> None:
+        """A warning, once per ``key`` (a flood from one address logs one line; the set
+        is bounded: cleared past 10000 keys)."""
+        if key in self._logged:
+            return
+        if len(self._logged) > 10000:
+            self._logged.clear()
+        self._logged.add(key)
+        self.log.warning(event, **fields)

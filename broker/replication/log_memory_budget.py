@@ -40,7 +40,7 @@ class LogMemoryBudget:
         self.evicted_segments = 0
         self.evicted_bytes = 0
         self._logged_at: dict[str, float] = {}
-        self._since_logged = [0, 0]  # segments, bytes evicted since the last line
+        self._logged_evicted = (0, 0)  # the two counters when the last eviction line went
         self.limit_changed()
 
     @property
@@ -70,18 +70,17 @@ class LogMemoryBudget:
                 continue  # nothing more this log may give now
             self.evicted_segments += 1
             self.evicted_bytes += freed
-            self._since_logged[0] += 1
-            self._since_logged[1] += freed
             if len(partition.log.segments) > 1:
                 heapq.heappush(largest, (-partition.log.size_bytes, i, partition))
-        if self._since_logged[0]:
-            self._log(
-                "log_memory_budget_evicted",
-                segments=self._since_logged[0],
-                bytes=self._since_logged[1],
-                hint="log.memory.max.bytes: the oldest committed segments of the largest "
-                "logs were deleted, as retention would; logged at most once a minute",
-            )
+        segments, freed_bytes = self._logged_evicted
+        if self.evicted_segments > segments and self._log(
+            "log_memory_budget_evicted",
+            segments=self.evicted_segments - segments,
+            bytes=self.evicted_bytes - freed_bytes,
+            hint="log.memory.max.bytes: the oldest committed segments of the largest "
+            "logs were deleted, as retention would; logged at most once a minute",
+        ):
+            self._logged_evicted = (self.evicted_segments, self.evicted_bytes)
         if memory.used <= limit:
             memory.trigger = limit
             return
@@ -92,16 +91,16 @@ class LogMemoryBudget:
             "log.segment.bytes or raise log.memory.max.bytes; logged at most once a minute",
         )
 
-    def _log(self, event: str, **fields: Any) -> None:
+    def _log(self, event: str, **fields: Any) -> bool:
+        """Warn of ``event`` unless it was logged within the last minute; True if logged."""
         now = time.monotonic()
         if now - self._logged_at.get(event, -_LOG_EVERY_S) < _LOG_EVERY_S:
-            return
+            return False
         self._logged_at[event] = now
         self.log.warning(
             event, log_bytes=self.memory.used, limit=self.config["log.memory.max.bytes"], **fields
         )
-        if event == "log_memory_budget_evicted":
-            self._since_logged = [0, 0]
+        return True
 
     def collect(self) -> Iterator[Metric]:
         yield gauge(

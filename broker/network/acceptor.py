@@ -1,0 +1,103 @@
+"""Acceptor: the broker's listening sockets and the loop that accepts on them (Kafka's
+class of that name).
+
+Our own loop rather than ``loop.create_server`` so that ``max.connections`` can stop it:
+at the limit it waits (ConnectionQuotas), and new connections wait in the kernel's
+accept queue. Otherwise it takes every connection the kernel holds per turn (one per
+loop turn would overflow the listen backlog under a burst), closes what
+``max.connections.per.ip`` refuses and hands the rest to the protocol ``connect`` makes
+for their address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from purgatory.broker.network.connection_quotas import ConnectionQuotas
+
+
+class Acceptor:
+    def __init__(
+        self,
+        quotas: ConnectionQuotas,
+        connect: Callable[[str], asyncio.Protocol],
+        backlog: int,
+    ) -> None:
+        self.quotas = quotas
+        self.connect = connect  # the protocol for a connection from an address
+        self.backlog = backlog
+        self.listening: list[socket.socket] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._connecting: set[asyncio.Task[None]] = set()  # accepted, transport being made
+
+    async def start(self, host: str, port: int) -> int:
+        """Bind every address ``host`` resolves to (the port of the first when ``port``
+        is 0) and accept on each; return the port."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        bound = port
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((address[0], bound, *address[2:]))
+                sock.listen(self.backlog)
+                sock.setblocking(False)
+            except OSError:
+                sock.close()
+                if not self.listening:
+                    raise
+                continue  # another address of a name taken: the first one serves
+            bound = sock.getsockname()[1]
+            self.listening.append(sock)
+            self._tasks.append(loop.create_task(self._accept(sock)))
+        return int(bound)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for sock in self.listening:
+            sock.close()
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        quotas = self.quotas
+        while True:
+            await quotas.wait_for_slot()
+            try:
+                conn, address = await loop.sock_accept(sock)
+                while True:
+                    self._serve(loop, conn, address)
+                    if quotas.total >= quotas.max_connections:
+                        break
+                    conn, address = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                continue  # the kernel holds no more
+            except OSError as exc:  # out of file descriptors, say: wait, then go on
+                quotas.log_once(("*", "accept_failed"), "accept_failed", error=str(exc))
+                await asyncio.sleep(0.1)
+
+    def _serve(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, address: Any) -> None:
+        ip = str(address[0]) if isinstance(address, tuple) else "?"
+        if not self.quotas.admit(ip):
+            conn.close()
+            return
+        conn.setblocking(False)
+        task = loop.create_task(self._connect(loop, conn, ip))
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, ip: str) -> None:
+        try:
+            await loop.connect_accepted_socket(lambda: self.connect(ip), conn)
+        except OSError:  # gone before it was served
+            self.quotas.release(ip)
+            conn.close()
