@@ -133,6 +133,13 @@ def add_perf_commands(sub: Any) -> None:
     bench.add_argument("--purge-interval", type=int, default=1000)
     bench.add_argument("--seed", type=int, help="random seed, for repeatable workloads")
     bench.add_argument(
+        "--gc",
+        default="broker",
+        choices=("broker", "python"),
+        help="collect garbage as a broker process does (the default) or with Python's "
+        "default thresholds",
+    )
+    bench.add_argument(
         "--sweep",
         action="store_true",
         help="every --impls over --rates, for both of the post's cases",

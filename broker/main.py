@@ -16,6 +16,7 @@ from purgatory.broker.config.broker_config import BrokerConfig, load_config, par
 from purgatory.broker.config.definitions import ConfigError
 from purgatory.broker.ops.lifeline import watch_lifeline
 from purgatory.broker.ops.structured_logging import configure_logging
+from purgatory.common import gc_policy
 
 SUPERVISOR_GONE = 0  # not a signal number: the lifeline broke
 
@@ -77,6 +78,7 @@ def run_broker(args: argparse.Namespace) -> int:
 async def _serve(config: BrokerConfig, lifeline_fd: int | None) -> int:
     from purgatory.broker.server import start_broker
 
+    gc_policy.use("broker")
     broker = await start_broker(config)
     # What start-up built lives as long as the process: keep it out of every collection.
     gc.freeze()

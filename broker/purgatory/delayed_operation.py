@@ -51,7 +51,9 @@ class DelayedOperation(TimerTask):
         if self.completed:
             return False
         self.completed = True
-        self.cancel()
+        bucket = self._bucket  # TimerTask.cancel, inlined (once per operation)
+        if bucket is not None:
+            bucket.remove(self)
         purgatory = self._purgatory
         if purgatory is not None:
             purgatory._completed(self)

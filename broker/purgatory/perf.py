@@ -20,7 +20,6 @@ import asyncio
 import functools
 import gc
 import heapq
-import itertools
 import math
 import random
 import resource
@@ -33,6 +32,7 @@ from purgatory.broker.purgatory.delayed_operation import DelayedOperation
 from purgatory.broker.purgatory.heap_purgatory import HeapPurgatory
 from purgatory.broker.purgatory.purgatory import DelayedOperationPurgatory
 from purgatory.broker.purgatory.timer import SystemTimer
+from purgatory.common import gc_policy
 
 IMPLEMENTATIONS = ("wheel", "wheel-purge", "heap")
 # The post's two cases (timeout 200 ms): a low and a high timeout rate.
@@ -77,7 +77,13 @@ class FakeOperation(DelayedOperation):
     def __init__(
         self, delay_ms: int, latency_ms: int, now_ms: int, scheduler: Scheduler, latch: Latch
     ) -> None:
-        super().__init__(delay_ms)
+        # DelayedOperation's fields, set here as it sets TimerTask's: one call less each.
+        self.delay_ms = delay_ms
+        self.expiration_ms = 0
+        self._bucket = None
+        self.completed = False
+        self._purgatory = None
+        self._watch_keys = ()
         self.scheduler = scheduler
         self.completes_at = now_ms + latency_ms
         self.latch = latch
@@ -113,24 +119,35 @@ def interval_samples(size: int, per_second: float, rng: random.Random) -> list[i
 
 
 class CompletionQueue:
-    """Completes operations at their latency (the original's DelayQueue + thread)."""
+    """Completes operations at their latency (the original's DelayQueue + thread).
+
+    Latencies are whole milliseconds, so operations wait in one list per millisecond and
+    only the milliseconds are in a heap.
+    """
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self._queue: list[tuple[int, int, FakeOperation]] = []
-        self._seq = itertools.count()
+        self._due: dict[int, list[FakeOperation]] = {}
+        self._times: list[int] = []
         self._alarm = Alarm(scheduler, self._complete_due)
 
     def add(self, operation: FakeOperation) -> None:
-        heapq.heappush(self._queue, (operation.completes_at, next(self._seq), operation))
-        self._alarm.no_later_than(operation.completes_at)
+        at = operation.completes_at
+        due = self._due.get(at)
+        if due is None:
+            self._due[at] = [operation]
+            heapq.heappush(self._times, at)
+            self._alarm.no_later_than(at)
+        else:
+            due.append(operation)
 
     def _complete_due(self, now: int) -> None:
-        queue = self._queue
-        while queue and queue[0][0] <= now:
-            heapq.heappop(queue)[2].force_complete()
-        if queue:
-            self._alarm.no_later_than(queue[0][0])
+        times = self._times
+        while times and times[0] <= now:
+            for operation in self._due.pop(heapq.heappop(times)):
+                operation.force_complete()
+        if times:
+            self._alarm.no_later_than(times[0])
 
 
 @dataclass
@@ -163,6 +180,8 @@ class RunResult:
     target_rate: float
     actual_rate: float
     cpu_ms: int
+    gc_policy: str
+    gc_thresholds: list[int]
     gc_counts: list[int]
     gc_cpu_ms: list[float]
     expirations: int
@@ -206,6 +225,7 @@ async def run(
     pct50: float = 20.0,
     purge_interval: int = 1000,
     seed: int | None = None,
+    collector: str = "broker",
 ) -> RunResult:
     if num < 1 or rate <= 0 or keys < 1 or key_space_size < 1 or timeout_ms < 0:
         raise ValueError("num, rate, keys and key space must be positive, timeout not negative")
@@ -223,6 +243,8 @@ async def run(
     latch = Latch(num, done)
     watch_keys = [f"fakeKey{rng.randrange(key_space_size)}" for _ in range(keys)]
     gc_watch = GcWatch()
+    previous_thresholds = gc.get_threshold()
+    thresholds = gc_policy.use(collector)
     gc.collect()
     rss_start = rss_mb()
     gc.callbacks.append(gc_watch)
@@ -250,6 +272,7 @@ async def run(
         finished = scheduler.now_ms()
     finally:
         gc.callbacks.remove(gc_watch)
+        gc.set_threshold(*previous_thresholds)
     cpu_ms = int((cpu_seconds() - cpu_start) * 1000)
     gc.collect()
     watched_after, delayed_after = purgatory.watched, purgatory.delayed
@@ -265,6 +288,8 @@ async def run(
         target_rate=num * 1000 / max(arrival - start, 1),
         actual_rate=num * 1000 / max(end - start, 1),
         cpu_ms=cpu_ms,
+        gc_policy=collector,
+        gc_thresholds=list(thresholds),
         gc_counts=gc_watch.counts,
         gc_cpu_ms=[round(t, 1) for t in gc_watch.cpu_ms],
         expirations=purgatory.expirations,
@@ -322,6 +347,7 @@ def main(args: Any) -> int:
                 pct50=args.pct50,
                 purge_interval=args.purge_interval,
                 seed=args.seed,
+                collector=args.gc,
             )
         )
     except ValueError as exc:
@@ -332,7 +358,8 @@ def main(args: Any) -> int:
     else:
         print(
             f"# {args.impl}: {args.num} requests, timeout {args.timeout} ms, "
-            f"pct75 {args.pct75} ms, pct50 {args.pct50} ms, {args.keys} keys"
+            f"pct75 {args.pct75} ms, pct50 {args.pct50} ms, {args.keys} keys, "
+            f"gc thresholds {result.gc_thresholds} ({args.gc})"
         )
         print(
             "# <elapsed time ms>\t<target rate>\t<actual rate>\t<process cpu time ms>\t"
@@ -374,6 +401,7 @@ def _sweep(args: Any) -> int:
                             timeout_ms=args.timeout,
                             purge_interval=args.purge_interval,
                             seed=args.seed,
+                            collector=args.gc,
                             **shape,
                         )
                     )

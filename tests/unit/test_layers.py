@@ -19,7 +19,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "purgatory.common": ("purgatory.common",),
     "protocol": ("protocol",),
     # A generic delayed-operation engine: nothing about requests, brokers or clients.
-    "broker.purgatory": ("broker.purgatory",),
+    "broker.purgatory": ("broker.purgatory", "purgatory.common"),
     "clients": ("clients", "protocol", "purgatory.common"),
     "broker": ("broker", "clients", "protocol", "purgatory.common"),
     # Experiments drive brokers as processes: the command lines that start them

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import random
 import statistics
 from pathlib import Path
 
 import pytest
 
+from purgatory.broker.purgatory.clock import ManualScheduler
 from purgatory.broker.purgatory.perf import (
     IMPLEMENTATIONS,
+    CompletionQueue,
+    FakeOperation,
+    Latch,
     interval_samples,
     latency_samples,
     plot_sweep,
@@ -21,6 +27,7 @@ from purgatory.broker.purgatory.timer_perf import (
     insert_cancel_cost_us,
     run_workload,
 )
+from purgatory.common import gc_policy
 
 
 def test_latencies_are_log_normal_with_the_requested_median_and_75th_percentile() -> None:
@@ -84,3 +91,38 @@ def test_the_timer_micro_benchmarks_run_their_workloads() -> None:
     assert run_workload("dict", tasks=100, cancel_fraction=0.5, rounds=3) > 0
     assert cycles_per_second("eager", pending=500, cycles=2000) > 0
     assert cycles_per_second("purge", pending=500, cycles=2000) > 0
+
+
+@pytest.mark.parametrize("collector", ["broker", "python"])
+async def test_a_run_collects_garbage_as_asked_and_puts_the_thresholds_back(
+    collector: str,
+) -> None:
+    before = gc.get_threshold()
+    result = await run("wheel", num=500, rate=60_000, timeout_ms=20, seed=2, collector=collector)
+    assert result.gc_policy == collector
+    assert tuple(result.gc_thresholds) == gc_policy.POLICIES[collector]
+    assert gc.get_threshold() == before
+
+
+def test_the_broker_collects_young_garbage_less_often_than_python_does() -> None:
+    before = gc.get_threshold()
+    try:
+        assert gc_policy.use("broker") == gc.get_threshold() == gc_policy.BROKER_THRESHOLDS
+        assert gc_policy.BROKER_THRESHOLDS[0] > gc_policy.PYTHON_THRESHOLDS[0]
+    finally:
+        gc.set_threshold(*before)
+
+
+async def test_the_completion_queue_completes_each_operation_at_its_latency() -> None:
+    scheduler = ManualScheduler()
+    completer = CompletionQueue(scheduler)
+    latch = Latch(4, asyncio.get_running_loop().create_future())
+    operations = [FakeOperation(1000, latency, 0, scheduler, latch) for latency in (5, 3, 5, 9)]
+    for operation in operations:
+        completer.add(operation)
+    scheduler.advance(4)
+    assert [op.completed for op in operations] == [False, True, False, False]
+    scheduler.advance(1)
+    assert [op.completed for op in operations] == [True, True, True, False]
+    scheduler.advance(4)
+    assert all(op.completed for op in operations) and latch.count == 0
