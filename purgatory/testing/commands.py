@@ -62,6 +62,32 @@ def add_perf_commands(sub: Any) -> None:
     scale.add_argument("--json", action="store_true", help="one line of JSON")
     scale.set_defaults(func=lazy("purgatory.testing.scale_bench", "main"))
 
+    soak = sub.add_parser(
+        "soak",
+        help="an hour of mixed load (acks=all produce, a consumer group with churn, long "
+        "polls) on broker processes: RSS and latency percentiles per minute",
+    )
+    soak.add_argument("--duration", type=float, default=3600, help="seconds of load (3600)")
+    soak.add_argument("--interval", type=float, default=60, help="seconds per row (60)")
+    soak.add_argument("--brokers", type=int, default=3, help="broker processes (default 3)")
+    soak.add_argument("--partitions", type=int, default=6, help="partitions of the topic (6)")
+    soak.add_argument("--rate", type=float, default=1000, help="records/s in all (1000)")
+    soak.add_argument("--producers", type=int, default=2, help="producers sharing the rate (2)")
+    soak.add_argument("--record-size", type=int, default=100, help="bytes per record (100)")
+    soak.add_argument("--members", type=int, default=3, help="consumer group members (3)")
+    soak.add_argument(
+        "--churn-every",
+        type=float,
+        default=300,
+        help="seconds between replacing a group member (300; 0: never)",
+    )
+    soak.add_argument(
+        "--long-polls", type=int, default=100, help="connections long-polling an empty topic"
+    )
+    soak.add_argument("--out", help="directory for soak.json and soak.png")
+    soak.add_argument("--json", action="store_true", help="one line of JSON")
+    soak.set_defaults(func=lazy("purgatory.testing.soak_bench", "main"))
+
 
 def _counts(text: str) -> list[int]:
     """``10,100,1000`` as [10, 100, 1000]; argparse turns a ValueError into a usage error."""
