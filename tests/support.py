@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -11,6 +13,17 @@ from typing import Any
 from purgatory.broker.config.broker_config import load_config
 from purgatory.broker.server import Broker, start_broker
 from purgatory.experiments.processes import free_ports
+
+PURGATORY = [sys.executable, "-m", "purgatory"]  # the command, as a user runs it
+
+
+def purgatory_cli(
+    *args: str, stdin: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``purgatory *args`` in a child process; its output comes back as text."""
+    return subprocess.run(
+        [*PURGATORY, *args], input=stdin, capture_output=True, text=True, timeout=timeout
+    )
 
 
 async def wait_until(

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -15,17 +14,10 @@ from pathlib import Path
 import pytest
 
 from purgatory.experiments.processes import free_port_range
+from tests.support import PURGATORY, purgatory_cli
 
 pytestmark = pytest.mark.cluster
-PURGATORY = [sys.executable, "-m", "purgatory"]
-
-
-def cli(
-    *args: str, stdin: str | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*PURGATORY, *args], input=stdin, capture_output=True, text=True, timeout=timeout
-    )
+cli = purgatory_cli
 
 
 @pytest.fixture(scope="module")

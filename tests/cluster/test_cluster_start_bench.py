@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+
+from tests.support import purgatory_cli
 
 pytestmark = pytest.mark.cluster
 
 
 def perf(*options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "purgatory", "perf", "cluster-start", *options],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return purgatory_cli("perf", "cluster-start", *options)
 
 
 def test_the_cluster_start_benchmark_measures_both_modes() -> None:

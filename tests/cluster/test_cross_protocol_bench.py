@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+
+from tests.support import purgatory_cli
 
 pytestmark = pytest.mark.cluster
 
 
 def test_the_cross_protocol_benchmark_reads_every_record_with_both_consumers() -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "purgatory", "perf", "cross-protocol", "--num-records", "5000",
-         "--json"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )  # fmt: skip
+    run = purgatory_cli("perf", "cross-protocol", "--num-records", "5000", "--json")
     # Each reader raises (exit 1) unless it read all 5000 records of both topics.
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)

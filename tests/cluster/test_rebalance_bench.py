@@ -4,10 +4,10 @@ our client and confluent-kafka on Purgatory and confluent-kafka on librdkafka's 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+
+from tests.support import purgatory_cli
 
 pytestmark = pytest.mark.cluster
 
@@ -18,12 +18,7 @@ def test_the_rebalance_benchmark_measures_every_target_and_skips_what_it_is_told
         "--members 1,3 --confluent-max-members 1 --initial-delay-ms 0 --session-timeout-ms 6000"
         " --heartbeat-interval-ms 200 --quiet-ms 300 --timeout 60 --json"
     )
-    run = subprocess.run(
-        [sys.executable, "-m", "purgatory", "perf", "rebalance", *options.split()],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = purgatory_cli("perf", "rebalance", *options.split())
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)
     assert "perf rebalance: purgatory/ours, 3 members" in run.stderr  # progress

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+
+from tests.support import purgatory_cli
 
 pytestmark = pytest.mark.cluster
 
 
 def perf(*options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "purgatory", "perf", "scale", *options],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return purgatory_cli("perf", "scale", *options)
 
 
 def test_every_mode_reports_its_figures_and_targets() -> None:

@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import purgatory_cli
 
 pytestmark = pytest.mark.cluster
 
 
 def soak(*options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "purgatory", "perf", "soak", *options],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return purgatory_cli("perf", "soak", *options)
 
 
 def test_a_short_soak_reports_each_interval_and_loses_nothing(tmp_path: Path) -> None:
