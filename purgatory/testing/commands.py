@@ -74,6 +74,12 @@ def add_perf_commands(sub: Any) -> None:
     soak.add_argument("--rate", type=float, default=1000, help="records/s in all (1000)")
     soak.add_argument("--producers", type=int, default=2, help="producers sharing the rate (2)")
     soak.add_argument("--record-size", type=int, default=100, help="bytes per record (100)")
+    soak.add_argument(
+        "--retention-bytes",
+        type=int,
+        default=8 << 20,
+        help="retention.bytes of the topic, per partition (8 MiB; segments of 1 MiB)",
+    )
     soak.add_argument("--members", type=int, default=3, help="consumer group members (3)")
     soak.add_argument(
         "--churn-every",

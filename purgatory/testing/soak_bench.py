@@ -10,10 +10,14 @@ What it runs against the brokers it starts (3 by default, replication factor 3,
 - long polls: fetches on an empty topic that wait their whole ``max_wait_ms`` (1-3 s) in
   a purgatory and are sent again at once.
 
+The topic keeps ``--retention-bytes`` per partition (segments of a MiB), so once
+retention starts deleting, each broker's log memory stays level and its resident memory
+should too: what still grows is a leak.
+
 Each interval (a minute by default) gives one row: records acknowledged and consumed,
 produce latency (send to acknowledgement) and end-to-end latency (send to a member
 receiving it) percentiles, how late the long polls came back after their deadline, errors,
-rebalances, and every broker's resident memory. At the end the producers stop, the group
+rebalances, and every broker's resident memory and the bytes its logs hold. At the end the producers stop, the group
 reads what is left, and every acknowledged record must have been consumed. Progress goes
 to stderr, the rows and the summary to stdout as JSON (and to ``--out`` with a plot).
 """
@@ -130,8 +134,9 @@ class Soak:
             await producer.flush(timeout_s=60)
 
     def _acknowledged(self, future: asyncio.Future[Any], *, sent: float) -> None:
-        if future.cancelled() or future.exception() is not None:
-            self._error(future.exception() or asyncio.CancelledError())
+        failure = asyncio.CancelledError() if future.cancelled() else future.exception()
+        if failure is not None:  # a record the producer could not deliver
+            self._error(failure)
             return
         metadata = future.result()
         self.now.acknowledged += 1
@@ -279,7 +284,12 @@ class Soak:
 
     def _row(self, index: int, elapsed_s: float) -> dict[str, Any]:
         now, self.now = self.now, Interval()
-        rss = [rss_mb(self.cluster.pid(i)) for i in range(self.cluster.size)]
+        brokers = range(self.cluster.size)
+        rss = [rss_mb(self.cluster.pid(i)) for i in brokers]
+        logs = [
+            round(self.cluster.metrics(i)[("purgatory_log_memory_bytes", ())] / 2**20, 1)
+            for i in brokers
+        ]
         return {
             "interval": index,
             "elapsed_s": round(elapsed_s, 1),
@@ -293,6 +303,7 @@ class Soak:
             "long_polls": len(now.long_poll_late_ms),
             "long_poll_late_ms": percentiles(now.long_poll_late_ms),
             "broker_rss_mb": rss,
+            "broker_log_mb": logs,
             "load_rss_mb": rss_mb(os.getpid()),
         }
 
@@ -302,7 +313,8 @@ class Soak:
             f"{row['acknowledged']} acked, produce p99 {row['produce_ms']['p99']} ms, "
             f"end-to-end p99 {row['end_to_end_ms']['p99']} ms, "
             f"long polls late p99 {row['long_poll_late_ms']['p99']} ms, "
-            f"RSS {row['broker_rss_mb']} MB, {row['errors']} errors"
+            f"RSS {row['broker_rss_mb']} MB (logs {row['broker_log_mb']} MB), "
+            f"{row['errors']} errors"
         )
 
     def _summary(self, rows: list[dict[str, Any]], drained: bool) -> dict[str, Any]:
@@ -359,8 +371,17 @@ def plot(result: dict[str, Any], path: Path) -> None:
     minutes = [r["elapsed_s"] / 60 for r in rows]
     fig, (rss_ax, lat_ax) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)
     for broker in range(result["brokers"]):
-        rss_ax.plot(minutes, [r["broker_rss_mb"][broker] for r in rows], label=f"broker {broker}")
-    rss_ax.set(ylabel="resident memory (MB)", title="Broker memory")
+        line = rss_ax.plot(
+            minutes, [r["broker_rss_mb"][broker] for r in rows], label=f"broker {broker}: RSS"
+        )[0]
+        rss_ax.plot(
+            minutes,
+            [r["broker_log_mb"][broker] for r in rows],
+            color=line.get_color(),
+            linestyle=":",
+            label=f"broker {broker}: its logs",
+        )
+    rss_ax.set(ylabel="MB", title="Broker memory")
     for kind, label in (
         ("produce_ms", "produce, acks=all"),
         ("end_to_end_ms", "end to end"),
@@ -385,6 +406,8 @@ def main(args: argparse.Namespace) -> int:
     problem = None
     if args.duration <= 0 or args.interval <= 0:
         problem = "--duration and --interval must be positive"
+    elif args.retention_bytes < 1 << 20:
+        problem = "--retention-bytes must be at least one segment (1048576)"
     elif args.rate <= 0 or args.producers < 1 or args.members < 1 or args.brokers < 1:
         problem = "--rate, --producers, --members and --brokers must be positive"
     if problem:
@@ -395,7 +418,8 @@ def main(args: argparse.Namespace) -> int:
     config = {"log.level": "ERROR", "min.insync.replicas": str(min(rf, 2))}
     try:
         with Cluster(args.brokers, config=config, mode="process") as cluster:
-            cluster.create_topic(TOPIC, args.partitions, rf)
+            retention = {"retention.bytes": args.retention_bytes, "segment.bytes": 1 << 20}
+            cluster.create_topic(TOPIC, args.partitions, rf, retention)
             cluster.create_topic(IDLE_TOPIC, 1, rf)
             _say(f"soak: {args.brokers} brokers up; {args.duration:.0f} s of load")
             result = uvloop.run(Soak(cluster, args).run())

@@ -26,6 +26,8 @@ def test_a_short_soak_reports_each_interval_and_loses_nothing(tmp_path: Path) ->
         "--rate", "300",
         "--churn-every", "4",
         "--long-polls", "5",
+        "--retention-bytes", str(1 << 20),
+        "--record-size", "10000",
         "--out", str(tmp_path),
         "--json",
     )  # fmt: skip
@@ -36,6 +38,7 @@ def test_a_short_soak_reports_each_interval_and_loses_nothing(tmp_path: Path) ->
     assert [r["interval"] for r in rows] == [1, 2, 3]
     for row in rows:
         assert len(row["broker_rss_mb"]) == 3 and min(row["broker_rss_mb"]) > 10
+        assert len(row["broker_log_mb"]) == 3 and min(row["broker_log_mb"]) > 0
         assert row["acknowledged"] > 0 and row["produce_ms"]["p50"] > 0
         assert row["produce_ms"]["p50"] <= row["produce_ms"]["p99"] <= row["produce_ms"]["max"]
         assert row["long_polls"] > 0  # each waits 1-3 s, five connections
@@ -46,6 +49,10 @@ def test_a_short_soak_reports_each_interval_and_loses_nothing(tmp_path: Path) ->
     assert result["consumed"] >= result["acknowledged"]
     assert result["rebalances"] >= 3 + 2  # the first generation, then a member replaced
     assert result["errors"] == 0, result["first_error"]
+    # Retention deleted segments: each broker holds about 6 partitions x (--retention-bytes
+    # plus an active segment), well under what was written (~4.5 MiB a partition).
+    written_mb = result["acknowledged"] * 10_000 / 2**20
+    assert max(rows[-1]["broker_log_mb"]) < min(6 * 3, 0.7 * written_mb)
     saved = json.loads((tmp_path / "soak.json").read_text())
     assert saved["rows"] == rows
     assert (tmp_path / "soak.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
