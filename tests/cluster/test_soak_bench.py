@@ -44,7 +44,8 @@ def test_a_short_soak_reports_each_interval_and_loses_nothing(tmp_path: Path) ->
         assert row["long_polls"] > 0  # each waits 1-3 s, five connections
     # The long polls waited out their deadlines: none came back early.
     assert min(r["long_poll_late_ms"]["p50"] for r in rows) >= 0
-    assert result["acknowledged"] == sum(r["acknowledged"] for r in rows) > 2000
+    # The total also holds what the producers' last flush had acknowledged after the last row.
+    assert result["acknowledged"] >= sum(r["acknowledged"] for r in rows) > 2000
     assert result["lost"] == 0 and result["drained"]
     assert result["consumed"] >= result["acknowledged"]
     assert result["rebalances"] >= 3 + 2  # the first generation, then a member replaced
