@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from purgatory.common.percentiles import latency_summary
 from purgatory.protocol.api import decode_response_body, decode_response_header
 from purgatory.protocol.framing import FrameDecoder
 
@@ -28,11 +29,6 @@ class LoadStats(msgspec.Struct):
     latencies_ms: list[float]
 
     def summary(self) -> dict[str, Any]:
-        lat = sorted(self.latencies_ms)
-
-        def pct(q: float) -> float:
-            return round(lat[min(len(lat) - 1, int(q * len(lat)))], 3) if lat else 0.0
-
         secs = max(self.elapsed_s, 1e-9)
         return {
             "requests": self.requests,
@@ -42,12 +38,7 @@ class LoadStats(msgspec.Struct):
             "requests_per_sec": round(self.requests / secs, 1),
             "records_per_sec": round(self.records / secs, 1),
             "mb_per_sec": round(self.record_bytes / secs / 1e6, 3),
-            "latency_ms": {
-                "p50": pct(0.50),
-                "p99": pct(0.99),
-                "p999": pct(0.999),
-                "max": round(lat[-1], 3) if lat else 0.0,
-            },
+            "latency_ms": latency_summary(self.latencies_ms),
         }
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from purgatory.common.percentiles import percentile
 from purgatory.protocol.errors import KafkaError
 from purgatory.testing.cluster import Cluster, ClusterError
 
@@ -55,8 +56,7 @@ def _say(text: str) -> None:
 
 
 def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3) if ordered else 0.0
+    return percentile(sorted(samples), q)
 
 
 def rss_mb(pid: int) -> float:

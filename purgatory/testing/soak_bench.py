@@ -16,11 +16,11 @@ should too: what still grows is a leak.
 
 Each interval (a minute by default) gives one row: records acknowledged and consumed,
 produce latency (send to acknowledgement) and end-to-end latency (send to a member
-receiving it) percentiles, how late the long polls came back after their deadline (as the client saw it, and by the
-broker's KIP-736 wait time), errors,
-rebalances, and every broker's resident memory and the bytes its logs hold. At the end the producers stop, the group
-reads what is left, and every acknowledged record must have been consumed. Progress goes
-to stderr, the rows and the summary to stdout as JSON (and to ``--out`` with a plot).
+receiving it) percentiles, how late the long polls came back after their deadline (as
+the client saw it, and by the broker's KIP-736 wait time), errors, rebalances, and every
+broker's resident memory and the bytes its logs hold. At the end the producers stop, the
+group reads what is left, and every acknowledged record must have been consumed. Progress
+goes to stderr, the rows and the summary to stdout as JSON (and to ``--out`` with a plot).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from purgatory.clients.cluster import TopicPartition
+from purgatory.common.percentiles import latency_summary
 from purgatory.protocol.errors import KafkaError
 from purgatory.testing.cluster import Cluster, ClusterError
 from purgatory.testing.scale_bench import rss_mb
@@ -52,18 +53,6 @@ _STAMP = struct.Struct(">q")  # a record's value starts with its send time (ns, 
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    """p50, p99, p999 and max of ``samples`` (all 0 when there are none)."""
-    ordered = sorted(samples)
-    if not ordered:
-        return {"p50": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0}
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
-
-    return {"p50": at(0.5), "p99": at(0.99), "p999": at(0.999), "max": round(ordered[-1], 3)}
 
 
 @dataclass
@@ -291,7 +280,7 @@ class Soak:
         try:
             while time.monotonic() < end:
                 await asyncio.sleep(min(args.interval, max(0.0, end - time.monotonic())))
-                rows.append(self._row(len(rows) + 1, time.monotonic() - started))
+                rows.append(await self._row(len(rows) + 1, time.monotonic() - started))
                 self._progress(rows[-1])
                 for task in (*tasks, group):
                     failure = task.exception() if task.done() else None
@@ -315,14 +304,11 @@ class Soak:
             await asyncio.sleep(0.1)
         return False
 
-    def _row(self, index: int, elapsed_s: float) -> dict[str, Any]:
+    async def _row(self, index: int, elapsed_s: float) -> dict[str, Any]:
         now, self.now = self.now, Interval()
         brokers = range(self.cluster.size)
         rss = [rss_mb(self.cluster.pid(i)) for i in brokers]
-        logs = [
-            round(self.cluster.metrics(i)[("purgatory_log_memory_bytes", ())] / 2**20, 1)
-            for i in brokers
-        ]
+        logs = [round(b / 2**20, 1) for b in await asyncio.to_thread(self._log_bytes)]
         return {
             "interval": index,
             "elapsed_s": round(elapsed_s, 1),
@@ -331,15 +317,23 @@ class Soak:
             "consumed": now.consumed,
             "errors": now.errors,
             "rebalances": now.rebalances,
-            "produce_ms": percentiles(now.produce_ms),
-            "end_to_end_ms": percentiles(now.end_to_end_ms),
+            "produce_ms": latency_summary(now.produce_ms),
+            "end_to_end_ms": latency_summary(now.end_to_end_ms),
             "long_polls": len(now.long_poll_late_ms),
-            "long_poll_late_ms": percentiles(now.long_poll_late_ms),
-            "long_poll_broker_late_ms": percentiles(now.long_poll_broker_late_ms),
+            "long_poll_late_ms": latency_summary(now.long_poll_late_ms),
+            "long_poll_broker_late_ms": latency_summary(now.long_poll_broker_late_ms),
             "broker_rss_mb": rss,
             "broker_log_mb": logs,
             "load_rss_mb": rss_mb(os.getpid()),
         }
+
+    def _log_bytes(self) -> list[float]:
+        """Each broker's ``purgatory_log_memory_bytes``: HTTP, so off the event loop, where
+        it would hold up the clients whose latency is being measured."""
+        return [
+            self.cluster.metrics(i)[("purgatory_log_memory_bytes", ())]
+            for i in range(self.cluster.size)
+        ]
 
     def _progress(self, row: dict[str, Any]) -> None:
         _say(
