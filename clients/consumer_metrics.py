@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from purgatory.clients.consumer import Consumer
+from purgatory.common.http_server import HttpRequest, HttpResponse, HttpServer, Router
 
 
 class ConsumerCollector(Collector):
@@ -71,19 +71,16 @@ class ConsumerCollector(Collector):
         yield wait
 
 
-async def serve_metrics(consumer: Consumer, host: str, port: int) -> web.AppRunner:
-    """Serve GET /metrics for ``consumer`` until the returned runner is cleaned up."""
+async def serve_metrics(consumer: Consumer, host: str, port: int) -> HttpServer:
+    """Serve GET /metrics for ``consumer`` until the returned server is stopped."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ConsumerCollector(consumer))
 
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(
-            body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
+    async def metrics(_: HttpRequest) -> HttpResponse:
+        return HttpResponse(body=generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    await web.TCPSite(runner, host, port, reuse_address=True).start()
-    return runner
+    router = Router()
+    router.add("GET", "/metrics", metrics)
+    server = HttpServer(router)
+    await server.start(host, port)
+    return server

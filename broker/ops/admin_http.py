@@ -1,4 +1,4 @@
-"""Admin HTTP (aiohttp, on the broker's event loop): /metrics, /healthz, /v1/state,
+"""Admin HTTP (purgatory.common.http_server, on the broker's event loop): /metrics, /healthz, /v1/state,
 /v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one),
 /v1/faults (GET, POST a spec, DELETE /v1/faults/<name>, POST /v1/faults/reset),
 /v1/logs?limit=N (the latest log events, INFO and above, oldest first) and, on the
@@ -10,11 +10,10 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import msgspec
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from purgatory.broker.config.broker_config import BrokerConfig, StaticConfigError
@@ -25,6 +24,13 @@ from purgatory.broker.ops.recent_logs import RECENT_LOGS
 from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.common.admin_request import bearer_matches
 from purgatory.common.broker_state import BrokerState
+from purgatory.common.http_server import (
+    HttpRequest,
+    HttpResponse,
+    HttpServer,
+    Router,
+    json_response,
+)
 from purgatory.protocol.errors import ErrorCode
 
 LEADER_MOVE_TIMEOUT_MS = 10_000
@@ -82,123 +88,113 @@ def resolve_token(configured: str, host: str) -> tuple[str | None, bool]:
     return (None, False) if loopback else (secrets.token_urlsafe(24), True)
 
 
-def _bearer_check(token: str) -> Any:
-    @web.middleware
-    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
-        authorization = request.headers.get("Authorization", "")
-        if request.method not in READS and not bearer_matches(authorization, token):
-            return web.json_response(
-                {
-                    "error": "changes need the admin token: Authorization: Bearer "
-                    "<admin.token> (PURGATORY_ADMIN_TOKEN for purgatory admin, or "
-                    "--token); reads need none"
-                },
-                status=401,
-                headers={"WWW-Authenticate": 'Bearer realm="purgatory-admin"'},
-            )
-        response: web.StreamResponse = await handler(request)
-        return response
+def _bearer_check(token: str) -> Callable[[HttpRequest], HttpResponse | None]:
+    def check(request: HttpRequest) -> HttpResponse | None:
+        authorization = request.headers.get("authorization", "")
+        if request.method in READS or bearer_matches(authorization, token):
+            return None
+        return json_response(
+            {
+                "error": "changes need the admin token: Authorization: Bearer "
+                "<admin.token> (PURGATORY_ADMIN_TOKEN for purgatory admin, or "
+                "--token); reads need none"
+            },
+            status=401,
+            headers={"WWW-Authenticate": 'Bearer realm="purgatory-admin"'},
+        )
 
     return check
 
 
-def make_app(broker: AdminTarget, token: str | None = None) -> web.Application:
-    """The admin app; with ``token``, requests that change something must carry it."""
+def make_router(broker: AdminTarget) -> Router:
+    """The admin API's routes."""
 
-    async def metrics(_: web.Request) -> web.Response:
+    async def metrics(_: HttpRequest) -> HttpResponse:
         body = generate_latest(broker.metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return HttpResponse(body=body, content_type=CONTENT_TYPE_LATEST)
 
-    async def healthz(_: web.Request) -> web.Response:
+    async def healthz(_: HttpRequest) -> HttpResponse:
         problem = broker.health_problem()
         if problem:
-            return web.json_response({"status": "starting", "reason": problem}, status=503)
-        return web.json_response({"status": "ok", "broker_id": broker.broker_id})
+            return json_response({"status": "starting", "reason": problem}, status=503)
+        return json_response({"status": "ok", "broker_id": broker.broker_id})
 
-    async def state(_: web.Request) -> web.Response:
-        return web.Response(
-            body=msgspec.json.encode(broker.state()), content_type="application/json"
-        )
+    async def state(_: HttpRequest) -> HttpResponse:
+        return HttpResponse(body=msgspec.json.encode(broker.state()))
 
-    async def get_config(_: web.Request) -> web.Response:
-        return web.json_response(
-            {"broker_id": broker.broker_id, "configs": broker.config.describe()}
-        )
+    async def get_config(_: HttpRequest) -> HttpResponse:
+        return json_response({"broker_id": broker.broker_id, "configs": broker.config.describe()})
 
-    async def put_config(request: web.Request) -> web.Response:
-        name = request.match_info["name"]
+    async def put_config(request: HttpRequest) -> HttpResponse:
+        name = request.params["name"]
         try:
-            body = await request.json()
+            body = request.json()
         except ValueError:
             body = None
         if not isinstance(body, dict) or "value" not in body:
-            return web.json_response({"error": 'the body must be JSON: {"value": ...}'}, status=400)
+            return json_response({"error": 'the body must be JSON: {"value": ...}'}, status=400)
         try:
             old, new = broker.change_config(name, body["value"])
         except StaticConfigError as exc:
-            return web.json_response({"error": str(exc)}, status=409)
+            return json_response({"error": str(exc)}, status=409)
         except ConfigError as exc:
-            return web.json_response({"error": str(exc)}, status=400)
-        return web.json_response({"name": BY_NAME[name].name, "old": old, "new": new})
+            return json_response({"error": str(exc)}, status=400)
+        return json_response({"name": BY_NAME[name].name, "old": old, "new": new})
 
-    async def logs(request: web.Request) -> web.Response:
+    async def logs(request: HttpRequest) -> HttpResponse:
         raw = request.query.get("limit", "100")
         if not raw.isdigit():
-            return web.json_response({"error": "limit must be a whole number"}, status=400)
+            return json_response({"error": "limit must be a whole number"}, status=400)
         events = RECENT_LOGS.events(broker.broker_id, int(raw))
-        return web.json_response({"broker_id": broker.broker_id, "events": events})
+        return json_response({"broker_id": broker.broker_id, "events": events})
 
-    async def list_faults(_: web.Request) -> web.Response:
-        return web.json_response(
-            {"broker_id": broker.broker_id, "faults": broker.faults.describe()}
-        )
+    async def list_faults(_: HttpRequest) -> HttpResponse:
+        return json_response({"broker_id": broker.broker_id, "faults": broker.faults.describe()})
 
-    async def add_fault(request: web.Request) -> web.Response:
+    async def add_fault(request: HttpRequest) -> HttpResponse:
         try:
-            body = await request.json()
+            body = request.json()
         except ValueError:
-            return web.json_response({"error": "the body must be a JSON fault spec"}, status=400)
+            return json_response({"error": "the body must be a JSON fault spec"}, status=400)
         try:
             fault = broker.faults.add(parse_spec(body))
         except FaultError as exc:
-            return web.json_response({"error": str(exc)}, status=400)
+            return json_response({"error": str(exc)}, status=400)
         broker.log.warning("fault_added", **fault.describe())
-        return web.json_response(fault.describe(), status=201)
+        return json_response(fault.describe(), status=201)
 
-    async def remove_fault(request: web.Request) -> web.Response:
-        name = request.match_info["name"]
+    async def remove_fault(request: HttpRequest) -> HttpResponse:
+        name = request.params["name"]
         fault = broker.faults.remove(name)
         if fault is None:
-            return web.json_response({"error": f"no fault named {name!r}"}, status=404)
+            return json_response({"error": f"no fault named {name!r}"}, status=404)
         broker.log.warning("fault_removed", name=name, applied=fault.applied)
-        return web.json_response(fault.describe())
+        return json_response(fault.describe())
 
-    async def reset_faults(_: web.Request) -> web.Response:
+    async def reset_faults(_: HttpRequest) -> HttpResponse:
         removed = broker.faults.describe()
         broker.faults.reset()
         if removed:
             broker.log.warning("faults_reset", removed=len(removed))
-        return web.json_response({"removed": removed})
+        return json_response({"removed": removed})
 
-    async def replica_fetch_samples(request: web.Request) -> web.Response:
+    async def replica_fetch_samples(request: HttpRequest) -> HttpResponse:
         try:
             since = float(request.query.get("since", "0"))
         except ValueError:
-            return web.json_response(
-                {"error": "since must be a number (epoch seconds)"}, status=400
-            )
+            return json_response({"error": "since must be a number (epoch seconds)"}, status=400)
         samples = [
             {"ts": ts, "source_broker": source, "total_ms": total * 1000, "wait_ms": wait * 1000}
             for source, stats in sorted(broker.fetcher_stats.items())
             for ts, total, wait in list(stats.samples)
             if ts > since
         ]
-        return web.json_response({"broker_id": broker.broker_id, "samples": samples})
+        return json_response({"broker_id": broker.broker_id, "samples": samples})
 
-    async def move_leader(request: web.Request) -> web.Response:
+    async def move_leader(request: HttpRequest) -> HttpResponse:
         controller = broker.controller
         if controller is None:
-            return web.json_response(
+            return json_response(
                 {
                     "error": f"broker {broker.broker_id} is not the controller; send this "
                     f"to broker {broker.controller_id}'s admin API",
@@ -206,9 +202,9 @@ def make_app(broker: AdminTarget, token: str | None = None) -> web.Application:
                 },
                 status=409,
             )
-        topic, raw_partition = request.match_info["topic"], request.match_info["partition"]
+        topic, raw_partition = request.params["topic"], request.params["partition"]
         try:
-            body = await request.json()
+            body = request.json()
         except ValueError:
             body = None
         if (
@@ -216,7 +212,7 @@ def make_app(broker: AdminTarget, token: str | None = None) -> web.Application:
             or not isinstance(body, dict)
             or not isinstance(body.get("broker_id"), int)
         ):
-            return web.json_response(
+            return json_response(
                 {"error": 'POST /v1/partitions/<topic>/<partition>/leader {"broker_id": N}'},
                 status=400,
             )
@@ -225,32 +221,32 @@ def make_app(broker: AdminTarget, token: str | None = None) -> web.Application:
             topic, partition, target, LEADER_MOVE_TIMEOUT_MS
         )
         if code not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED):
-            return web.json_response(
+            return json_response(
                 {"error": f"{code.name}: {message}"}, status=_MOVE_STATUS.get(code, 409)
             )
         answer = {"topic": topic, "partition": partition, "leader": target}
-        return web.json_response({**answer, "changed": code == ErrorCode.NONE})
+        return json_response({**answer, "changed": code == ErrorCode.NONE})
 
-    app = web.Application(middlewares=[_bearer_check(token)] if token else [])
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/v1/state", state)
-    app.router.add_get("/v1/logs", logs)
-    app.router.add_get("/v1/config", get_config)
-    app.router.add_put("/v1/config/{name}", put_config)
-    app.router.add_get("/v1/samples/replica-fetch", replica_fetch_samples)
-    app.router.add_get("/v1/faults", list_faults)
-    app.router.add_post("/v1/faults", add_fault)
-    app.router.add_post("/v1/faults/reset", reset_faults)
-    app.router.add_delete("/v1/faults/{name}", remove_fault)
-    app.router.add_post("/v1/partitions/{topic}/{partition}/leader", move_leader)
-    return app
+    router = Router()
+    router.add("GET", "/metrics", metrics)
+    router.add("GET", "/healthz", healthz)
+    router.add("GET", "/v1/state", state)
+    router.add("GET", "/v1/logs", logs)
+    router.add("GET", "/v1/config", get_config)
+    router.add("PUT", "/v1/config/{name}", put_config)
+    router.add("GET", "/v1/samples/replica-fetch", replica_fetch_samples)
+    router.add("GET", "/v1/faults", list_faults)
+    router.add("POST", "/v1/faults", add_fault)
+    router.add("POST", "/v1/faults/reset", reset_faults)
+    router.add("DELETE", "/v1/faults/{name}", remove_fault)
+    router.add("POST", "/v1/partitions/{topic}/{partition}/leader", move_leader)
+    return router
 
 
 class AdminServer:
     def __init__(self, broker: AdminTarget) -> None:
         self.broker = broker
-        self.runner: web.AppRunner | None = None
+        self.server: HttpServer | None = None
         self.port = 0
         self.token: str | None = None
 
@@ -267,19 +263,20 @@ class AdminServer:
                 flush=True,
             )
             self.broker.log.warning("admin_token_generated", admin_host=host)
-        # A short grace for open HTTP connections: stopping a broker should not wait on them.
-        self.runner = web.AppRunner(
-            make_app(self.broker, self.token),
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=1.0,
+        self.server = HttpServer(
+            make_router(self.broker),
+            guard=_bearer_check(self.token) if self.token else None,
+            on_error=self._failed,
         )
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port, reuse_address=True)
-        await site.start()
-        self.port = int(self.runner.addresses[-1][1])
+        self.port = await self.server.start(host, port)
         return self.port
 
+    def _failed(self, request: HttpRequest, exc: BaseException) -> None:
+        # Called while the handler's exception is handled: the log line carries its traceback.
+        self.broker.log.exception(
+            "admin_request_failed", method=request.method, path=request.path, error=str(exc)
+        )
+
     async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
+        if self.server is not None:
+            await self.server.stop()

@@ -306,7 +306,7 @@ async def _consume(args: argparse.Namespace) -> int:
             elif args.timeout_ms is not None and (loop.time() - last) * 1000 >= args.timeout_ms:
                 break
         if metrics is not None:
-            await metrics.cleanup()
+            await metrics.stop()
         err.print(f"consumed {count} record(s)")
     return 0
 

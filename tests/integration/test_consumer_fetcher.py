@@ -153,7 +153,7 @@ async def test_the_consumer_serves_its_lag_as_prometheus_metrics(broker: Broker)
         consumer.assign([("t", 0)])
         await consumer.poll(timeout_ms=2000, max_records=10)
         await wait_until(lambda: consumer.max_lag() == 0, message="fetched all")
-        runner = await serve_metrics(consumer, "127.0.0.1", port)
+        server = await serve_metrics(consumer, "127.0.0.1", port)
         try:
             async with (
                 aiohttp.ClientSession() as session,
@@ -161,7 +161,7 @@ async def test_the_consumer_serves_its_lag_as_prometheus_metrics(broker: Broker)
             ):
                 text = await response.text()
         finally:
-            await runner.cleanup()
+            await server.stop()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     lag = {s.labels["partition"]: s.value for s in families["purgatory_consumer_lag"].samples}
     assert lag == {"0": 90}
