@@ -27,7 +27,8 @@ from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
 from purgatory.broker.network.leader_endpoint import RemoteLeaderEndPoint
 from purgatory.broker.network.msgpack_codec import MsgpackCodec
-from purgatory.broker.network.socket_server import ServedProtocol, SocketServer
+from purgatory.broker.network.served_protocol import LazyProtocol, ServedProtocol
+from purgatory.broker.network.socket_server import SocketServer
 from purgatory.broker.ops.admin_http import AdminServer
 from purgatory.broker.ops.faults import FaultInjector
 from purgatory.broker.ops.metrics import BrokerMetrics
@@ -40,6 +41,13 @@ from purgatory.common.broker_state import BrokerState
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
+
+# What serving Kafka's protocol imports (kio's schemas among them), on a thread.
+KAFKA_LISTENER_MODULES = (
+    "purgatory.broker.api.kafka.apis",
+    "purgatory.broker.network.kafka_codec",
+    "purgatory.protocol.consumer_protocol",
+)
 
 
 class Broker:
@@ -107,10 +115,11 @@ class Broker:
             self.forwarding.create_offsets_topic,
         )
         self.apis = KafkaApis(self)
-        self._kafka: ServedProtocol | None = None  # Kafka's protocol, once loaded
+        # Kafka's protocol: its code loads when the first Kafka client connects.
+        self.kafka = LazyProtocol(KAFKA_LISTENER_MODULES, self._kafka_protocol)
         self.socket_server = SocketServer(
             ServedProtocol(MsgpackCodec(), self.apis.handlers),
-            self.kafka_protocol,
+            self.kafka,
             self.metrics,
             max_request_bytes=config["socket.request.max.bytes"],
             max_queued_requests=config["queued.max.requests"],
@@ -158,19 +167,13 @@ class Broker:
             members=len(self.members),
         )
 
-        # Kafka's schemas (kio) take ~0.2 s to import: loaded after the broker is ready, on
-        # a thread, or by the first Kafka connection if it comes sooner.
-        asyncio.get_running_loop().run_in_executor(None, _load_kafka_listener)
+    def _kafka_protocol(self) -> ServedProtocol:
+        """Kafka's codec and API handlers (made once, when its modules are loaded)."""
+        from purgatory.broker.api.kafka.apis import KafkaListenerApis
+        from purgatory.broker.network.kafka_codec import KafkaCodec
 
-    def kafka_protocol(self) -> ServedProtocol:
-        """Kafka's codec and API handlers for a connection that speaks it (made once)."""
-        if self._kafka is None:
-            from purgatory.broker.api.kafka.apis import KafkaListenerApis
-            from purgatory.broker.network.kafka_codec import KafkaCodec
-
-            apis = KafkaListenerApis(self)
-            self._kafka = ServedProtocol(KafkaCodec(apis.error_response), apis.handlers)
-        return self._kafka
+        apis = KafkaListenerApis(self)
+        return ServedProtocol(KafkaCodec(apis.error_response), apis.handlers)
 
     async def controlled_shutdown(self) -> None:
         """Kafka's controlled shutdown: ask the controller to move this broker's
@@ -375,15 +378,3 @@ async def start_broker(config: BrokerConfig) -> Broker:
         await broker.stop()
         raise
     return broker
-
-
-def _load_kafka_listener() -> None:
-    """Import what serving Kafka's protocol needs (idempotent; safe on any thread)."""
-    import importlib
-
-    for module in (
-        "purgatory.broker.api.kafka.apis",
-        "purgatory.broker.network.kafka_codec",
-        "purgatory.protocol.consumer_protocol",
-    ):
-        importlib.import_module(module)

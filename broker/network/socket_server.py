@@ -22,7 +22,7 @@ import inspect
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import structlog
@@ -38,6 +38,7 @@ from purgatory.broker.network.request_channel import (
     UnreadableRequest,
     speaks_kafka,
 )
+from purgatory.broker.network.served_protocol import Handler, LazyProtocol, ServedProtocol
 from purgatory.broker.ops.faults import FaultInjector, peer_broker
 from purgatory.common.broker_state import ClientSoftware
 from purgatory.common.delayed_receiver import DelayedReceiver
@@ -51,15 +52,6 @@ if TYPE_CHECKING:
 
 _perf = time.perf_counter
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
-
-Handler = Callable[[Any, int], Any]
-
-
-class ServedProtocol(NamedTuple):
-    """A protocol the port speaks: its codec and its API handlers by api key."""
-
-    codec: Codec
-    handlers: Mapping[int, Handler]
 
 
 class _Waiting:
@@ -91,6 +83,7 @@ class BrokerConnection(asyncio.Protocol):
         self.handlers: Mapping[int, Handler] = server.msgpack.handlers
         self.codec: Codec = server.msgpack.codec
         self.chosen = False
+        self.awaiting_protocol = False  # Kafka's protocol is loading for this connection
         self.client_software: tuple[str, str] | None = None  # KIP-511, Kafka clients
         self.metrics = server.metrics
         self.decoder = FrameDecoder(server.max_request_bytes)
@@ -183,7 +176,7 @@ class BrokerConnection(asyncio.Protocol):
 
     def _handle_frames(self, frames: list[bytes]) -> None:
         for i, frame in enumerate(frames):
-            if self.writing_paused:
+            if self.writing_paused or (not self.chosen and not self._speak(frame)):
                 self.backlog.extend(frames[i:])
                 break
             self._handle(frame)
@@ -195,16 +188,37 @@ class BrokerConnection(asyncio.Protocol):
 
     # -- requests -------------------------------------------------------------------------
 
-    def _speak(self, frame: bytes) -> None:
+    def _speak(self, frame: bytes) -> bool:
+        """Choose the protocol by the first request. False while Kafka's is still loading:
+        the frames wait in the backlog (reading paused) until ``_kafka_loaded``."""
         kafka = self.server.kafka
         if kafka is not None and speaks_kafka(frame):
-            self.codec, self.handlers = kafka()
+            if kafka.served is None:
+                if not self.awaiting_protocol:
+                    self.awaiting_protocol = True
+                    kafka.load().add_done_callback(self._kafka_loaded)
+                return False
+            self.codec, self.handlers = kafka.served
         self.chosen = True
+        return True
+
+    def _kafka_loaded(self, loading: asyncio.Future[ServedProtocol]) -> None:
+        self.awaiting_protocol = False
+        if self.closing:
+            return
+        if (exc := loading.exception()) is not None:
+            self.server.log.error("kafka_protocol_unavailable", peer=self.peer, error=str(exc))
+            self._close()
+            return
+        self.codec, self.handlers = loading.result()
+        self.chosen = True
+        frames = list(self.backlog)
+        self.backlog.clear()
+        self._handle_frames(frames)
+        self._update_reading()
 
     def _handle(self, frame: bytes) -> None:
         start = _perf()
-        if not self.chosen:
-            self._speak(frame)
         try:
             request = self.codec.decode(frame, start)
         except UnreadableRequest as exc:
@@ -396,7 +410,7 @@ class SocketServer:
     def __init__(
         self,
         msgpack: ServedProtocol,
-        kafka: Callable[[], ServedProtocol] | None,
+        kafka: LazyProtocol | None,
         metrics: BrokerMetrics,
         *,
         max_request_bytes: int,

@@ -133,13 +133,12 @@ class BrokerMetrics:
         key = (api_key, version, follower, listener)
         stats = self._requests.get(key)
         if stats is None:
-            from purgatory.protocol import kafka_schemas  # loaded with the Kafka listener
+            if listener == PURGATORY:
+                known = (api_key, version) in SCHEMAS
+            else:  # a Kafka connection: its listener's code (kio) is loaded by now
+                from purgatory.protocol import kafka_schemas
 
-            known = (
-                (api_key, version) in SCHEMAS
-                if listener == PURGATORY
-                else kafka_schemas.supports(api_key, version)
-            )
+                known = kafka_schemas.supports(api_key, version)
             if known:
                 name = ApiKey(api_key).api_name
                 if api_key == ApiKey.FETCH:
