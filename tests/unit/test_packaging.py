@@ -132,3 +132,28 @@ def test_a_broker_starts_without_loading_kafka_schemas_or_the_experiments() -> N
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def test_a_broker_process_keeps_rich_out_and_still_logs_exceptions() -> None:
+    # structlog imports rich (and attrs through it) whenever it is installed: 5 MB and
+    # ~60 ms of each broker's start. `purgatory broker` marks it missing first.
+    run = subprocess.run(  # not python(): it blocks rich itself
+        [
+            sys.executable,
+            "-c",
+            "import sys; from purgatory.broker.main import keep_rich_out; keep_rich_out(); "
+            "from purgatory.broker.ops.structured_logging import configure_logging; "
+            "import purgatory.broker.server, structlog; configure_logging('console'); "
+            "log = structlog.get_logger()\n"
+            "try:\n    1 / 0\nexcept ZeroDivisionError:\n    log.exception('boom')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'attr') "
+            "and sys.modules[m] is not None))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+    assert "ZeroDivisionError" in run.stderr and "boom" in run.stderr
