@@ -4,11 +4,12 @@ Modes, each against broker processes started here (so the load and the broker do
 share an interpreter):
 
 - ``partitions``: single-record produce req/s into one topic of 10 -> 10,000 partitions,
-  round-robin, and the time of a Metadata request for that topic;
+  round-robin, and the time of a Metadata request for that topic (200 of them, this
+  process collecting its own garbage between them);
 - ``connections``: the same produce load with 1 -> 10,000 idle connections open, and the
   broker's RSS;
 - ``parked-fetches``: 10,000 connections each with one fetch parked in the purgatory
-  (max wait 1-5 s on an empty partition, sent 10,000 a second): how late each answer
+  (max wait 1-5 s on an empty partition, sent 10 a millisecond): how late each answer
   comes after its deadline, as the client sees it and as the broker reports it (KIP-736's
   wait time), and the broker's RSS while they wait;
 - ``start``: a broker process from spawn to healthy;
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import random
@@ -49,6 +51,11 @@ TARGETS = {
     "brokers_rss_mb": 40.0,
 }
 QUIET = {"log.level": "ERROR"}
+
+
+# The purgatory's timing wheel expires an operation in its deadline's 1 ms bucket, so
+# an answer may come up to one tick before the deadline (as in Kafka); earlier is a bug.
+WHEEL_TICK_MS = 1
 
 
 def _say(text: str) -> None:
@@ -99,6 +106,7 @@ def _slowdown(rows: list[dict[str, Any]]) -> float:
     return round(rates[0] / rates[-1], 3) if rates[-1] else float("inf")
 
 
+METADATA_SAMPLES = 200  # a p99 of its own, not the maximum of a handful
 # -- partitions -------------------------------------------------------------------------
 
 
@@ -109,15 +117,22 @@ async def _metadata_ms(port: int, topic: str, samples: int) -> list[float]:
 
     conn = await Connection.open("127.0.0.1", port)
     try:
+        await conn.send(ApiKey.METADATA, m.MetadataRequest([topic]))  # warm-up, not timed
         times = []
+        # This process collects its garbage between samples, not inside them: decoding
+        # 10,000 partitions triggers its full collections, 30-40 ms each, which are this
+        # load generator's cost and would be the whole p99 (measured: 39 ms against 9).
+        gc.disable()
         for _ in range(samples):
             start = time.perf_counter()
             response = await conn.send(ApiKey.METADATA, m.MetadataRequest([topic]))
             times.append((time.perf_counter() - start) * 1000)
+            gc.collect()
             if response.topics[0].error_code:
                 raise ClusterError(f"metadata for {topic}: error {response.topics[0].error_code}")
         return times
     finally:
+        gc.enable()
         await conn.close()
 
 
@@ -133,7 +148,7 @@ def partitions_mode(args: argparse.Namespace) -> dict[str, Any]:
             cluster.create_topic(topic, count)
             created_ms = (time.perf_counter() - start) * 1000
             rate = _produce_rate(port, topic, count, args.requests)
-            meta = uvloop.run(_metadata_ms(port, topic, 20))
+            meta = uvloop.run(_metadata_ms(port, topic, METADATA_SAMPLES))
             row = {
                 "partitions": count,
                 "create_ms": round(created_ms, 1),
@@ -141,6 +156,7 @@ def partitions_mode(args: argparse.Namespace) -> dict[str, Any]:
                 "metadata_ms": {
                     "median": round(statistics.median(meta), 3),
                     "p99": _pct(meta, 0.99),
+                    "max": round(max(meta), 3),
                 },
                 "broker_rss_mb": rss_mb(cluster.pid(0)),
             }
@@ -149,12 +165,12 @@ def partitions_mode(args: argparse.Namespace) -> dict[str, Any]:
             )
             rows.append(row)
     slowdown = _slowdown(rows)
-    metadata = rows[-1]["metadata_ms"]["median"]
+    metadata = rows[-1]["metadata_ms"]["p99"]  # of the largest topic
     return {
         "rows": rows,
         "slowdown": slowdown,
         "slowdown_met": slowdown <= TARGETS["partitions_slowdown"],
-        "metadata_ms_at_most": metadata,
+        "metadata_p99_ms": metadata,
         "metadata_met": metadata <= TARGETS["metadata_ms"],
     }
 
@@ -230,27 +246,37 @@ async def _park(port: int, count: int, rss: Callable[[], float]) -> dict[str, An
         sent = time.perf_counter()
         response = await conn.send(ApiKey.FETCH, request, timeout_ms=max_wait + 30_000)
         waited = (time.perf_counter() - sent) * 1000
-        if waited < max_wait:
+        if waited < max_wait - WHEEL_TICK_MS:
             early += 1
         late_ms.append(waited - max_wait)
         broker_late_ms.append(response.wait_time_ms - max_wait)
 
-    # Sent 500 every 50 ms (10,000 a second): all at once, the broker's parking of the
-    # burst (~45 us each) would count as lateness at the client.
+    # The 10,000 connections live to the end: out of the collector's sight, so that its
+    # full collections of this (load) process do not count as the broker's lateness.
+    gc.collect()
+    gc.freeze()
+    # Sent 10 a millisecond (10,000 a second), as independent clients arrive. In bursts
+    # (500 every 50 ms, as this benchmark once sent them) the broker parks a burst for
+    # ~20 ms (~45 us each): the burst's last requests reach it that much after the client
+    # timed their send, and answers due meanwhile wait behind the burst.
     started = time.perf_counter()
     tasks = []
-    for start in range(0, count, 500):
-        tasks += [asyncio.ensure_future(fetch(c)) for c in conns[start : start + 500]]
-        await asyncio.sleep(0.05)
-    peak = rss()  # every fetch parked (none is due before 1 s)
+    for start in range(0, count, 10):
+        tasks += [asyncio.ensure_future(fetch(c)) for c in conns[start : start + 10]]
+        await asyncio.sleep(0.001)
+    peak = rss()  # (nearly) every fetch parked: the first are due 1 s after their send
     await asyncio.gather(*tasks)
+    gc.unfreeze()
     for conn in conns:
         await conn.close()
     return {
         "fetches": count,
         "elapsed_s": round(time.perf_counter() - started, 2),
         "answered_early": early,
-        "late_ms": {q: _pct(late_ms, v) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
+        "late_ms": {
+            "min": round(min(late_ms), 3),  # negative: early (at most one tick, see above)
+            **{q: _pct(late_ms, v) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
+        },
         "broker_wait_late_ms": {
             q: _pct(broker_late_ms, v) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))
         },
