@@ -18,7 +18,12 @@ def _common_config_args(p: argparse.ArgumentParser) -> None:
         help="set a config (repeatable); beats the file and PURGATORY_* variables",
     )
     p.add_argument("--log-format", choices=("json", "console"), help="log.format")
-    p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log.level")
+    p.add_argument(
+        "--log-level",
+        type=str.upper,  # `--log-level warning` works too
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log.level",
+    )
 
 
 def add_commands(sub: Any) -> None:

@@ -319,9 +319,14 @@ def start_mode(args: argparse.Namespace) -> dict[str, Any]:
         times.append(elapsed)
         _say(f"start {run + 1}/{args.runs}: {elapsed:.0f} ms")
     floor = []
-    for _ in range(args.runs):  # the interpreter alone, importing the broker
+    # The interpreter alone importing the broker, as `purgatory broker` does (without rich).
+    floor_code = (
+        "from purgatory.broker.main import keep_rich_out; keep_rich_out(); "
+        "import purgatory.broker.server"
+    )
+    for _ in range(args.runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import purgatory.broker.server"], check=True)
+        subprocess.run([sys.executable, "-c", floor_code], check=True)
         floor.append((time.perf_counter() - start) * 1000)
     median = round(statistics.median(times), 1)
     return {

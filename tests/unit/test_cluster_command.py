@@ -59,3 +59,11 @@ def test_every_broker_gets_the_same_members_and_settings() -> None:
             "min.insync.replicas=2",
             "num.partitions=4",
         ]
+
+
+def test_log_levels_are_taken_in_any_case() -> None:
+    from purgatory.cli import build_parser
+
+    for command in (["broker"], ["cluster"]):
+        parsed = build_parser().parse_args([*command, "--log-level", "warning"])
+        assert parsed.log_level == "WARNING"
