@@ -1,0 +1,399 @@
+"""BrokerConnection: one client connection of the SocketServer, an asyncio Protocol.
+
+A connection's first request says which protocol it speaks (``request_channel.
+speaks_kafka``; Kafka's code may still be loading, ``served_protocol.LazyProtocol``), and
+from then on its frames go through that protocol's codec and API handlers. An
+incremental frame decoder; requests dispatched in arrival order; responses written in
+that same order even when an earlier one is still pending (Kafka's rule, kept by
+protocol.in_flight as on the client's end), those produced while handling one read
+written together. Back-pressure: when the socket's send buffer is full the remaining
+frames of a read wait in a backlog and the connection stops being read until it drains;
+so does a connection with ``queued.max.requests`` responses outstanding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from purgatory.broker.api.results import CloseConnection, Deferred
+from purgatory.broker.network.request_channel import (
+    Codec,
+    Request,
+    RequestHeader,
+    UnreadableRequest,
+    speaks_kafka,
+)
+from purgatory.broker.network.served_protocol import Handler, ServedProtocol
+from purgatory.broker.ops.faults import peer_broker
+from purgatory.common.delayed_receiver import DelayedReceiver
+from purgatory.protocol.api import ApiKey, RequestError
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.framing import FrameDecoder, FrameError, FrameTooLarge
+from purgatory.protocol.in_flight import InFlight, InFlightRequests
+
+if TYPE_CHECKING:
+    from purgatory.broker.network.socket_server import SocketServer
+    from purgatory.broker.ops.metrics import RequestTimes
+
+_perf = time.perf_counter
+_FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
+
+
+class _Waiting:
+    """What a request waiting in a purgatory keeps for its answer and its timing: when it
+    arrived and when its local handling ended (the wait, Kafka's remote time, starts
+    there)."""
+
+    __slots__ = ("local_end", "request", "start", "times", "to_response")
+
+    def __init__(
+        self,
+        request: RequestHeader,
+        times: RequestTimes,
+        start: float,
+        local_end: float,
+        to_response: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.request = request
+        self.times = times
+        self.start = start
+        self.local_end = local_end
+        self.to_response = to_response  # a Deferred's: the body from the domain result
+
+
+class BrokerConnection(asyncio.Protocol):
+    def __init__(self, server: SocketServer, ip: str) -> None:
+        self.server = server
+        # Chosen by the first request (``_speak``): our protocol until then.
+        self.handlers: Mapping[int, Handler] = server.msgpack.handlers
+        self.codec: Codec = server.msgpack.codec
+        self.chosen = False
+        self.awaiting_protocol = False  # Kafka's protocol is loading for this connection
+        self.client_software: tuple[str, str] | None = None  # KIP-511, Kafka clients
+        self.metrics = server.metrics
+        self.decoder = FrameDecoder(server.max_request_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        # Requests answered in order behind one still waiting (only those: with nothing
+        # waiting, an answer goes straight to the output buffer).
+        self.in_flight: InFlightRequests[_Waiting | None] = InFlightRequests()
+        self.out = bytearray()
+        self.closing = False
+        self.reading_paused = False
+        self.writing_paused = False
+        self.pending: dict[asyncio.Future[Any], InFlight[_Waiting | None]] = {}
+        self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
+        self.ip = ip  # as the acceptor counted it (released when the connection is lost)
+        # Idle expiry: a read sets ``active``; the server's sweep clears it and keeps
+        # ``idle_since`` (no clock read on the request path).
+        self.active = False
+        self.idle_since = time.monotonic()
+        self.client_id: str | None = None  # from the first request
+        self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
+        self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
+        # Made once, not per waiting request: each would otherwise be one more object for
+        # the cycle collector to count while requests wait in a purgatory.
+        self.on_done = self._complete
+        self.context = contextvars.copy_context()
+
+    # -- asyncio.Protocol -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+        self.metrics.connections += 1
+        self.metrics.connections_created += 1
+        if self.server.faults.active:
+            self.fault_check()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self.server.quotas.release(self.ip, counted=self.peer_broker_id is None)
+        self.server.connections.discard(self)
+        if self.client_software is not None:
+            self.server.clients[self.client_software] -= 1
+        self.metrics.connections -= 1
+        self.metrics.connections_closed += 1
+        for task in list(self.pending):
+            task.cancel()
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.backlog:
+            frames = list(self.backlog)
+            self.backlog.clear()
+            self._handle_frames(frames)
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        faults = self.server.faults
+        if faults.active:
+            self.receiver.receive(data, faults.receive_delay(self.peer_broker_id, self.client_id))
+        elif self.receiver.held:
+            self.receiver.receive(data, 0.0)
+        else:
+            self._receive(data)
+
+    def _receive(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.active = True
+        self.metrics.network_in += len(data)
+        try:
+            frames = self.decoder.feed(data)
+        except FrameTooLarge as exc:
+            self._bad_input("frame_too_large", str(exc))
+            return
+        except FrameError as exc:  # pragma: no cover - FrameTooLarge is the only kind today
+            self._bad_input("bad_frame", str(exc))
+            return
+        if self.backlog:
+            self.backlog.extend(frames)
+        else:
+            self._handle_frames(frames)
+        self._update_reading()
+
+    def _handle_frames(self, frames: list[bytes]) -> None:
+        for i, frame in enumerate(frames):
+            if self.writing_paused or (not self.chosen and not self._speak(frame)):
+                self.backlog.extend(frames[i:])
+                break
+            self._handle(frame)
+            if self.closing:
+                return
+            if len(self.out) >= _FLUSH_BYTES:
+                self._flush()  # may pause writing, which stops the loop above
+        self._flush()
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _speak(self, frame: bytes) -> bool:
+        """Choose the protocol by the first request. False while Kafka's is still loading:
+        the frames wait in the backlog (reading paused) until ``_kafka_loaded``."""
+        kafka = self.server.kafka
+        if kafka is not None and speaks_kafka(frame):
+            if kafka.served is None:
+                if not self.awaiting_protocol:
+                    self.awaiting_protocol = True
+                    kafka.load().add_done_callback(self._kafka_loaded)
+                return False
+            self.codec, self.handlers = kafka.served
+        self.chosen = True
+        return True
+
+    def _kafka_loaded(self, loading: asyncio.Future[ServedProtocol]) -> None:
+        self.awaiting_protocol = False
+        if self.closing:
+            return
+        if (exc := loading.exception()) is not None:
+            self.server.log.error("kafka_protocol_unavailable", peer=self.peer, error=str(exc))
+            self._close()
+            return
+        self.codec, self.handlers = loading.result()
+        self.chosen = True
+        frames = list(self.backlog)
+        self.backlog.clear()
+        self._handle_frames(frames)
+        self._update_reading()
+
+    def _handle(self, frame: bytes) -> None:
+        start = _perf()
+        try:
+            request = self.codec.decode(frame, start)
+        except UnreadableRequest as exc:
+            self._bad_input(exc.reason, str(exc))
+            return
+        except RequestError as exc:
+            assert exc.header is not None
+            h = exc.header
+            self.metrics.for_request(
+                h.api_key, h.api_version, listener=self.codec.listener
+            ).count += 1
+            self._refuse(h, exc, start)
+            return
+        if self.client_id is None:
+            self.client_id = request.client_id
+            self.peer_broker_id = peer_broker(request.client_id)
+            if self.peer_broker_id is not None:
+                self.server.quotas.exempt()
+        if request.client_software is not None:
+            self._client_software(request.client_software)
+        api_key = request.api_key
+        if self.server.faults.active and self._inject(request):
+            return
+        stats = self.metrics.for_request(
+            api_key, request.api_version, request.from_follower, request.listener
+        )
+        stats.count += 1
+        times = stats.times
+        server = self.server
+        server.current_client = request.client_id
+        server.current_peer = self.peer
+        try:
+            result = self.handlers[api_key](request.body, request.api_version)
+        except RequestError as exc:
+            self._refuse(request, exc, start)
+            return
+        except CloseConnection as exc:
+            self.server.log.info("closing_connection", peer=self.peer, reason=str(exc))
+            self._close()
+            return
+        except Exception as exc:  # a bug in a handler must not take the broker down
+            self.server.log.exception("request_failed", peer=self.peer, api_key=api_key)
+            self.metrics.record_error("Unknown", ErrorCode.UNKNOWN_SERVER_ERROR)
+            self._respond_error(
+                request,
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"unexpected server error: {type(exc).__name__}",
+            )
+            return
+        if result is None:
+            times.observe_immediate(_perf() - start)
+            return
+        # Waiting (later answers queue behind it): in a purgatory, or on another task.
+        if isinstance(result, Deferred):
+            future: asyncio.Future[Any] = result.future
+            waiting = _Waiting(request, times, start, _perf(), result.to_response)
+        elif isinstance(result, msgspec.Struct) or not inspect.isawaitable(result):
+            self.codec.encode_response_into(self._answer_buffer(request), request, result)
+            times.observe_immediate(_perf() - start)
+            return
+        else:
+            future = asyncio.ensure_future(result)
+            waiting = _Waiting(request, times, start, _perf())
+        self.pending[future] = self.in_flight.add(request.correlation_id, waiting)
+        future.add_done_callback(self.on_done, context=self.context)
+
+    def _inject(self, request: Request) -> bool:
+        """Apply error and disconnect faults to a request; True if it was answered (or its
+        connection closed) by a fault."""
+        if self.fault_check():
+            return True
+        injected = self.server.faults.error_for(request.api_key)
+        if injected is None:
+            return False
+        code, message = injected
+        self.metrics.record_error(ApiKey(request.api_key).api_name, code)
+        self._respond_error(request, code, message)
+        return True
+
+    def _client_software(self, software: tuple[str, str]) -> None:
+        if self.client_software is not None:
+            self.server.clients[self.client_software] -= 1
+        self.client_software = software
+        clients = self.server.clients
+        clients[software] = clients.get(software, 0) + 1
+
+    def fault_check(self) -> bool:
+        """Close this connection if a disconnect fault covers its peer; re-check pausing."""
+        if self.server.faults.disconnects(self.peer_broker_id, self.client_id):
+            self.server.log.info("fault_disconnect", peer=self.peer, client_id=self.client_id)
+            self._close()
+            return True
+        self._update_reading()
+        return False
+
+    def _refuse(self, request: RequestHeader, exc: RequestError, start: float) -> None:
+        """Answer a request that cannot be served as sent with a request-level error."""
+        reason = exc.code.name.lower()
+        self.metrics.record_bad_request(reason)
+        key, version = request.api_key, request.api_version
+        self.server.log_bad_input(self.peer, reason, exc.message, api_key=key, api_version=version)
+        self._respond_error(request, exc.code, exc.message)
+        stats = self.metrics.for_request(key, version, listener=self.codec.listener)
+        stats.times.observe_immediate(_perf() - start)
+
+    def _complete(self, future: asyncio.Future[Any]) -> None:
+        entry = self.pending.pop(future)
+        if self.closing or future.cancelled():
+            return
+        waiting = entry.context
+        assert waiting is not None
+        request = waiting.request
+        answer = bytearray()
+        exc = future.exception()
+        codec = self.codec
+        if exc is None:
+            body = future.result()
+            if waiting.to_response is not None:
+                body = waiting.to_response(body)
+            codec.encode_response_into(answer, request, body)
+        elif isinstance(exc, RequestError):
+            codec.encode_error_into(answer, request, exc.code, exc.message)
+        else:
+            self.server.log.error("request_failed", peer=self.peer, error=repr(exc))
+            codec.encode_error_into(
+                answer,
+                request,
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"unexpected server error: {exc!r}",
+            )
+        entry.answer = answer
+        now = _perf()
+        waiting.times.observe_delayed(
+            waiting.local_end - waiting.start, now - waiting.local_end, now - waiting.start
+        )
+        self.in_flight.write_ready_answers(self.out)
+        self._flush()
+        self._update_reading()
+
+    def _respond_error(self, request: RequestHeader, code: int, message: str) -> None:
+        self.codec.encode_error_into(self._answer_buffer(request), request, code, message)
+
+    def _answer_buffer(self, request: RequestHeader) -> bytearray:
+        """Where an answer made now goes: straight to the output when nothing waits, else
+        into its own place behind the requests still waiting."""
+        if not self.in_flight:
+            return self.out
+        answer = bytearray()
+        self.in_flight.add(request.correlation_id, None).answer = answer
+        return answer
+
+    def _flush(self) -> None:
+        if self.out and self.transport is not None and not self.closing:
+            self.metrics.network_out += len(self.out)
+            self.transport.write(self.out)
+            self.out = bytearray()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closing:
+            return
+        should_pause = (
+            self.server.faults.paused
+            or self.writing_paused
+            or bool(self.backlog)
+            or len(self.in_flight) >= self.server.max_queued_requests
+        )
+        if should_pause and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self.reading_paused:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    # -- bad input --------------------------------------------------------------------------
+
+    def _bad_input(self, reason: str, message: str) -> None:
+        self.metrics.record_bad_request(reason)
+        self.server.log_bad_input(self.peer, reason, message)
+        self._close()
+
+    def _close(self) -> None:
+        self._flush()
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
