@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import NamedTuple
 
 from purgatory.broker.config.broker_config import BrokerConfig
-from purgatory.broker.log.log import LogSegment
+from purgatory.broker.log.log_segment import LogSegment
 
 # The 99th percentile of the standard normal distribution.
 Z_99 = 2.3263478740408408
