@@ -133,6 +133,10 @@ class BrokerConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
+        self._handle_backlog()
+
+    def _handle_backlog(self) -> None:
+        """Handle the frames that waited (for the socket to drain, or for Kafka's code)."""
         if self.backlog:
             frames = list(self.backlog)
             self.backlog.clear()
@@ -205,10 +209,7 @@ class BrokerConnection(asyncio.Protocol):
             return
         self.codec, self.handlers = loading.result()
         self.chosen = True
-        frames = list(self.backlog)
-        self.backlog.clear()
-        self._handle_frames(frames)
-        self._update_reading()
+        self._handle_backlog()
 
     def _handle(self, frame: bytes) -> None:
         start = _perf()

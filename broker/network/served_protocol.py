@@ -38,10 +38,7 @@ class LazyProtocol:
         if self._loading is None:
             loop = asyncio.get_running_loop()
             self._loading = loop.create_future()
-            if self.served is not None:
-                self._loading.set_result(self.served)
-            else:
-                loop.run_in_executor(None, self.import_modules).add_done_callback(self._imported)
+            loop.run_in_executor(None, self.import_modules).add_done_callback(self._imported)
         return self._loading
 
     def import_modules(self) -> None:
@@ -55,6 +52,5 @@ class LazyProtocol:
             self.served = self.build()
         except Exception as exc:  # an install without them: each waiting connection is told
             self._loading.set_exception(exc)
-            self._loading.exception()  # retrieved here: callers see it through their callback
             return
         self._loading.set_result(self.served)

@@ -117,7 +117,7 @@ class HttpServer:
         self.on_error = on_error
         self.port = 0
         self._server: asyncio.Server | None = None
-        self._connections: set[_Connection] = set()
+        self.connections: set[_Connection] = set()
 
     async def start(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
@@ -133,7 +133,7 @@ class HttpServer:
         if self._server is None:
             return
         self._server.close()
-        for connection in list(self._connections):
+        for connection in list(self.connections):
             connection.abort()
         self._server = None
 
@@ -168,10 +168,10 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.server._connections.add(self)
+        self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.server._connections.discard(self)
+        self.server.connections.discard(self)
         if self.task is not None:
             self.task.cancel()
         self.transport = None

@@ -178,7 +178,7 @@ async def test_stop_closes_open_connections_and_the_port(served) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(b"GET /slow?s=30 HTTP/1.1\r\nHost: x\r\n\r\n")
     await writer.drain()
-    await wait_until(lambda: any(c.task for c in server._connections), message="request taken")
+    await wait_until(lambda: any(c.task for c in server.connections), message="request taken")
     await server.stop()
     assert await asyncio.wait_for(reader.read(), 5) == b""
     writer.close()
