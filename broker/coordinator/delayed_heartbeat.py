@@ -9,8 +9,8 @@ from purgatory.broker.coordinator.group_metadata import GroupState
 from purgatory.broker.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
-    from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
     from purgatory.broker.coordinator.group_metadata import GroupMetadata
+    from purgatory.broker.coordinator.member_sessions import MemberSessions
 
 
 class DelayedHeartbeat(DelayedOperation):
@@ -25,18 +25,18 @@ class DelayedHeartbeat(DelayedOperation):
        group rebalances.
     """
 
-    __slots__ = ("coordinator", "group", "member_id", "pending")
+    __slots__ = ("group", "member_id", "pending", "sessions")
 
     def __init__(
         self,
-        coordinator: GroupCoordinator,
+        sessions: MemberSessions,
         group: GroupMetadata,
         member_id: str,
         pending: bool,
         timeout_ms: int,
     ) -> None:
         super().__init__(timeout_ms)
-        self.coordinator = coordinator
+        self.sessions = sessions
         self.group = group
         self.member_id = member_id
         self.pending = pending
@@ -56,4 +56,4 @@ class DelayedHeartbeat(DelayedOperation):
         pass
 
     def on_expiration(self) -> None:  # case D
-        self.coordinator.on_expire_heartbeat(self.group, self.member_id, self.pending)
+        self.sessions.on_expire(self.group, self.member_id, self.pending)

@@ -9,8 +9,8 @@ from purgatory.broker.coordinator.group_metadata import GroupState
 from purgatory.broker.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
-    from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
     from purgatory.broker.coordinator.group_metadata import GroupMetadata
+    from purgatory.broker.coordinator.rebalancer import Rebalancer
 
 
 class DelayedJoin(DelayedOperation):
@@ -23,11 +23,11 @@ class DelayedJoin(DelayedOperation):
     C. the group died (deleted, or its coordinator moved away): nothing more to do.
     """
 
-    __slots__ = ("coordinator", "group")
+    __slots__ = ("group", "rebalancer")
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int) -> None:
+    def __init__(self, rebalancer: Rebalancer, group: GroupMetadata, delay_ms: int) -> None:
         super().__init__(delay_ms)
-        self.coordinator = coordinator
+        self.rebalancer = rebalancer
         self.group = group
 
     def try_complete(self) -> bool:
@@ -36,7 +36,7 @@ class DelayedJoin(DelayedOperation):
         return done and self.force_complete()
 
     def on_complete(self) -> None:
-        self.coordinator.on_complete_join(self.group)
+        self.rebalancer.on_complete_join(self.group)
 
 
 class InitialDelayedJoin(DelayedJoin):
@@ -52,9 +52,9 @@ class InitialDelayedJoin(DelayedJoin):
     __slots__ = ("delay", "remaining")
 
     def __init__(
-        self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int, remaining_ms: int
+        self, rebalancer: Rebalancer, group: GroupMetadata, delay_ms: int, remaining_ms: int
     ) -> None:
-        super().__init__(coordinator, group, delay_ms)
+        super().__init__(rebalancer, group, delay_ms)
         self.delay = delay_ms
         self.remaining = remaining_ms
 
@@ -66,8 +66,8 @@ class InitialDelayedJoin(DelayedJoin):
         if group.new_member_added and self.remaining > 0:  # case B
             group.new_member_added = False
             delay = min(self.delay, self.remaining)
-            self.coordinator.watch_join(
-                InitialDelayedJoin(self.coordinator, group, delay, max(self.remaining - delay, 0))
+            self.rebalancer.watch(
+                InitialDelayedJoin(self.rebalancer, group, delay, max(self.remaining - delay, 0))
             )
         else:  # case A
-            self.coordinator.on_complete_join(group)
+            self.rebalancer.on_complete_join(group)

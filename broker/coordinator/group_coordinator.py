@@ -4,8 +4,8 @@ Members join (JoinGroup), the broker picks a protocol they all support and hands
 leader everyone's subscription, the leader's assignment goes to each member (SyncGroup),
 and members stay by heartbeating within their session timeout. A join, a leave or an
 expired session starts a rebalance: a new generation, whose id fences members of the old
-one. Rebalances wait in the "Rebalance" purgatory (``DelayedJoin``), sessions in the
-"Heartbeat" purgatory (``DelayedHeartbeat``). Committed offsets and each generation live
+one. The ``Rebalancer`` takes a group from one generation to the next; ``MemberSessions``
+keeps each member's session in the "Heartbeat" purgatory. Committed offsets and each generation live
 in ``__consumer_offsets`` (``GroupMetadataManager``). Both protocols' API layers call the
 methods here with plain values; an answer that must wait is a future.
 """
@@ -23,8 +23,6 @@ import structlog
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.controller.metadata_cache import MetadataCache
-from purgatory.broker.coordinator.delayed_heartbeat import DelayedHeartbeat
-from purgatory.broker.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
 from purgatory.broker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -35,9 +33,11 @@ from purgatory.broker.coordinator.group_metadata import (
 )
 from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
 from purgatory.broker.coordinator.group_metrics import group_families
+from purgatory.broker.coordinator.member_sessions import MemberSessions
 from purgatory.broker.coordinator.offset_metadata_manager import OffsetMetadataManager
+from purgatory.broker.coordinator.rebalancer import Rebalancer
 from purgatory.broker.ops.metrics import BrokerMetrics
-from purgatory.broker.purgatory import DelayedOperationPurgatory, Scheduler, SystemTimer
+from purgatory.broker.purgatory import Scheduler
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.common.broker_state import GroupInfo
 from purgatory.protocol.errors import ErrorCode
@@ -61,24 +61,19 @@ class GroupCoordinator:
         self.metadata = metadata
         self.scheduler = scheduler
         self.create_offsets_topic = create_offsets_topic
-        self.join_purgatory: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
-            "Rebalance", SystemTimer(scheduler)
-        )
-        self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = (
-            DelayedOperationPurgatory("Heartbeat", SystemTimer(scheduler))
-        )
         self.manager = GroupMetadataManager(
             config, replica_manager, scheduler, self._loaded, self._unloaded
         )
         replica_manager.leadership_listeners.append(self._leadership)
-        self.rebalances = 0
+        self.sessions = MemberSessions(scheduler, self.on_expire_heartbeat)
+        self.rebalancer = Rebalancer(config, scheduler, self.manager, self.sessions)
         self.offsets = OffsetMetadataManager(
             config,
             metadata,
             scheduler,
             self.manager,
             self._coordinator_error,
-            self._complete_and_schedule_next_heartbeat,
+            self.sessions.heard_from,
         )
         metrics.register(group_families(self))
         self.log = structlog.get_logger("group_coordinator").bind(broker_id=config.broker_id)
@@ -90,8 +85,8 @@ class GroupCoordinator:
         self.offsets.cleanup.cancel()
         for group in self.manager.owned_groups():
             self._unloaded(group)
-        self.join_purgatory.cancel_all()
-        self.heartbeat_purgatory.cancel_all()
+        self.rebalancer.cancel_all()
+        self.sessions.cancel_all()
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -131,7 +126,7 @@ class GroupCoordinator:
         """A group read back from its partition: its members must heartbeat again within
         their session timeouts."""
         for member in group.members.values():
-            self._complete_and_schedule_next_heartbeat(group, member)
+            self.sessions.heard_from(group, member)
 
     def _unloaded(self, group: GroupMetadata) -> None:
         """This broker no longer coordinates the group: whoever waits is told to look for
@@ -142,10 +137,10 @@ class GroupCoordinator:
             if state is GroupState.PREPARING_REBALANCE:
                 group.complete_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
             group.complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
-            self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id))
+            self.sessions.check(group, member.member_id)
         for member_id in group.pending_members:
-            self.heartbeat_purgatory.check_and_complete((group.group_id, member_id))
-        self.join_purgatory.check_and_complete(group.group_id)
+            self.sessions.check(group, member_id)
+        self.rebalancer.check(group)
 
     # -- JoinGroup -------------------------------------------------------------------------
 
@@ -198,7 +193,7 @@ class GroupCoordinator:
         else:
             result = self._join_known_member(group, member)
         if group.state is GroupState.PREPARING_REBALANCE:
-            self.join_purgatory.check_and_complete(group_id)
+            self.rebalancer.check(group)
         if group.is_empty() and group.generation_id == 0 and not group.offsets:
             self.groups.pop(group_id, None)  # nobody joined after all
         return result
@@ -217,7 +212,7 @@ class GroupCoordinator:
             return self._add_member_and_rebalance(group, joining)
         if require_known_member_id:  # JoinGroup v4+: join again with this id
             group.pending_members.add(joining.member_id)
-            self._watch_heartbeat(group, joining.member_id, True, joining.session_timeout_ms)
+            self.sessions.watch_pending(group, joining.member_id, joining.session_timeout_ms)
             return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, joining.member_id)
         return self._add_member_and_rebalance(group, joining)
 
@@ -227,7 +222,7 @@ class GroupCoordinator:
         member_id = joining.member_id
         if member_id in group.pending_members:
             return self._add_member_and_rebalance(group, joining)
-        error = self._member_error(group, member_id, joining.group_instance_id)
+        error = group.member_error(member_id, joining.group_instance_id)
         if error:
             return JoinResult(error, member_id)
         member = group.members[member_id]
@@ -236,36 +231,13 @@ class GroupCoordinator:
             return self._update_member_and_rebalance(group, member, joining)
         if state is GroupState.COMPLETING_REBALANCE:
             if member.matches(joining.protocols):  # a retried join: the same answer again
-                return self._join_result(group, member)
+                return group.join_result(member)
             return self._update_member_and_rebalance(group, member, joining)
         if state is GroupState.STABLE:
             if member_id == group.leader_id or not member.matches(joining.protocols):
                 return self._update_member_and_rebalance(group, member, joining)
-            return self._join_result(group, member)
+            return group.join_result(member)
         return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-
-    def _member_error(self, group: GroupMetadata, member_id: str, instance: str | None) -> int:
-        """UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID for a member the group does not know as
-        this; NONE if it does."""
-        if instance is not None:
-            registered = group.static_members.get(instance)
-            if registered is not None and registered != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.NONE
-
-    def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
-        leader = member.member_id == group.leader_id
-        return JoinResult(
-            ErrorCode.NONE,
-            member.member_id,
-            group.generation_id,
-            group.protocol_type,
-            group.protocol_name,
-            group.leader_id or "",
-            group.member_metadata() if leader else [],
-        )
 
     def _add_member_and_rebalance(
         self, group: GroupMetadata, member: MemberMetadata
@@ -275,8 +247,8 @@ class GroupCoordinator:
         if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
             group.new_member_added = True
         group.add(member, future)
-        self._complete_and_schedule_next_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} joined")
+        self.sessions.heard_from(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.rebalancer.maybe_prepare(group, f"member {member.member_id} joined")
         return future
 
     def _update_member_and_rebalance(
@@ -290,7 +262,7 @@ class GroupCoordinator:
         # A join sent again while the first still waits: the first gives way.
         group.complete_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         group.set_awaiting_join(member, future)
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self.rebalancer.maybe_prepare(group, f"member {member.member_id} rejoined")
         return future
 
     def _replace_static_member(
@@ -307,93 +279,22 @@ class GroupCoordinator:
         member = group.replace_static_member(
             joining.group_instance_id, old_member_id, joining.member_id
         )
-        self.heartbeat_purgatory.check_and_complete((group.group_id, old_member_id))
+        self.sessions.check(group, old_member_id)
         unchanged = member.matches(joining.protocols)
         member.client_id, member.client_host = joining.client_id, joining.client_host
         member.session_timeout_ms = joining.session_timeout_ms
         member.rebalance_timeout_ms = joining.rebalance_timeout_ms
         if group.state is GroupState.STABLE and unchanged:
-            self._complete_and_schedule_next_heartbeat(group, member)
-            result = self._join_result(group, member)
+            self.sessions.heard_from(group, member)
+            result = group.join_result(member)
             # The leader is told the members but must not assign again (KIP-345).
             return result._replace(skip_assignment=member.member_id == group.leader_id)
         future: asyncio.Future[JoinResult] = self._future()
         member.protocols = joining.protocols
         group.set_awaiting_join(member, future)
-        self._complete_and_schedule_next_heartbeat(group, member)
-        self._maybe_prepare_rebalance(group, f"static member {member.group_instance_id} rejoined")
+        self.sessions.heard_from(group, member)
+        self.rebalancer.maybe_prepare(group, f"static member {member.group_instance_id} rejoined")
         return future
-
-    # -- rebalancing -----------------------------------------------------------------------
-
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
-
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        operation: DelayedJoin
-        if group.state is GroupState.EMPTY:
-            delay = self.config["group.initial.rebalance.delay.ms"]
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            operation = InitialDelayedJoin(self, group, delay, remaining)
-        else:
-            operation = DelayedJoin(self, group, group.rebalance_timeout_ms())
-        group.transition_to(GroupState.PREPARING_REBALANCE, self._now())
-        self.rebalances += 1
-        self.log.info(
-            "rebalance_started",
-            group=group.group_id,
-            generation=group.generation_id,
-            members=len(group.members),
-            reason=reason,
-        )
-        self.watch_join(operation)
-
-    def watch_join(self, operation: DelayedJoin) -> None:
-        self.join_purgatory.try_complete_else_watch(operation, [operation.group.group_id])
-
-    def on_complete_join(self, group: GroupMetadata) -> None:
-        """The rebalance is over (everyone rejoined, or its time ran out): drop the members
-        that did not rejoin and start the next generation."""
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            return  # the group died meanwhile (unloaded or deleted)
-        for member in group.not_yet_rejoined():
-            self.log.info(
-                "member_removed", group=group.group_id, member=member.member_id, reason="no rejoin"
-            )
-            self._stop_heartbeat(group, member)
-            group.remove(member.member_id)
-        group.maybe_elect_new_joined_leader()
-        group.init_next_generation(self._now())
-        if not group.members:  # now Empty
-            self.manager.store_group(group, {})
-            self.log.info("group_empty", group=group.group_id, generation=group.generation_id)
-            return
-        self.log.info(
-            "generation_started",
-            group=group.group_id,
-            generation=group.generation_id,
-            protocol=group.protocol_name,
-            members=len(group.members),
-        )
-        for member in list(group.members.values()):
-            group.complete_join(member, self._join_result(group, member))
-            self._complete_and_schedule_next_heartbeat(group, member)
-            member.is_new = False
-
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            self._propagate(group, member, SyncResult(error))
-
-    def _propagate(self, group: GroupMetadata, member: MemberMetadata, result: SyncResult) -> None:
-        """Answer a member's waiting SyncGroup; its session starts again from now (while it
-        waited, its session could not expire)."""
-        if member.awaiting_sync is not None:
-            group.complete_sync(member, result)
-            self._complete_and_schedule_next_heartbeat(group, member)
 
     # -- SyncGroup -------------------------------------------------------------------------
 
@@ -415,7 +316,7 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state is GroupState.DEAD:
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = self._member_error(group, member_id, group_instance_id)
+        error = group.member_error(member_id, group_instance_id)
         if error:
             return SyncResult(error)
         if generation_id != group.generation_id:
@@ -428,7 +329,7 @@ class GroupCoordinator:
         if group.state is GroupState.PREPARING_REBALANCE:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         if group.state is GroupState.STABLE:
-            self._complete_and_schedule_next_heartbeat(group, member)
+            self.sessions.heard_from(group, member)
             return SyncResult(
                 ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name
             )
@@ -437,42 +338,10 @@ class GroupCoordinator:
         future: asyncio.Future[SyncResult] = self._future()
         group.complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))  # a repeat
         member.awaiting_sync = future
-        self._complete_and_schedule_next_heartbeat(group, member)
+        self.sessions.heard_from(group, member)
         if member_id == group.leader_id:
-            unknown = sorted(set(assignments) - set(group.members))
-            if unknown:  # Kafka ignores them too: only members get an assignment
-                self.log.warning(
-                    "assignment_for_unknown_members", group=group.group_id, members=unknown
-                )
-            full = {m: assignments.get(m, b"") for m in group.members}
-            generation = group.generation_id
-            stored = self.manager.store_group(group, full)
-            stored.add_done_callback(
-                lambda f: self._group_stored(group, generation, full, f.result())
-            )
+            self.rebalancer.store_assignment(group, assignments)
         return future
-
-    def _group_stored(
-        self, group: GroupMetadata, generation: int, assignment: dict[str, bytes], error: int
-    ) -> None:
-        if group.state is not GroupState.COMPLETING_REBALANCE or group.generation_id != generation:
-            return  # the group moved on while the assignment was being stored
-        if error:
-            self.log.warning("assignment_not_stored", group=group.group_id, error=error)
-            self._reset_and_propagate_assignment_error(group, error)
-            self._maybe_prepare_rebalance(group, "the assignment could not be stored")
-            return
-        group.transition_to(GroupState.STABLE, self._now())
-        for member in group.members.values():
-            member.assignment = assignment.get(member.member_id, b"")
-            self._propagate(
-                group,
-                member,
-                SyncResult(
-                    ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name
-                ),
-            )
-        self.log.info("group_stable", group=group.group_id, generation=generation)
 
     # -- Heartbeat and sessions --------------------------------------------------------------
 
@@ -489,39 +358,17 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._member_error(group, member_id, group_instance_id)
+        error = group.member_error(member_id, group_instance_id)
         if error:
             return error
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         if group.state is GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._complete_and_schedule_next_heartbeat(group, group.members[member_id])
+        self.sessions.heard_from(group, group.members[member_id])
         if group.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
-
-    def _complete_and_schedule_next_heartbeat(
-        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
-    ) -> None:
-        """The member is alive: end its current session wait and start the next."""
-        key = (group.group_id, member.member_id)
-        member.heartbeat_satisfied = True
-        self.heartbeat_purgatory.check_and_complete(key)
-        member.heartbeat_satisfied = False
-        self._watch_heartbeat(
-            group, member.member_id, False, timeout_ms or member.session_timeout_ms
-        )
-
-    def _watch_heartbeat(
-        self, group: GroupMetadata, member_id: str, pending: bool, timeout_ms: int
-    ) -> None:
-        operation = DelayedHeartbeat(self, group, member_id, pending, timeout_ms)
-        self.heartbeat_purgatory.try_complete_else_watch(operation, [(group.group_id, member_id)])
-
-    def _stop_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        member.is_leaving = True
-        self.heartbeat_purgatory.check_and_complete((group.group_id, member.member_id))
 
     def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, pending: bool) -> None:
         if group.state is GroupState.DEAD:
@@ -530,7 +377,7 @@ class GroupCoordinator:
             if member_id in group.pending_members:
                 group.pending_members.discard(member_id)
                 if group.state is GroupState.PREPARING_REBALANCE:
-                    self.join_purgatory.check_and_complete(group.group_id)
+                    self.rebalancer.check(group)
                 elif group.is_empty() and not group.offsets and group.generation_id == 0:
                     self.groups.pop(group.group_id, None)
             return
@@ -549,9 +396,9 @@ class GroupCoordinator:
         group.complete_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, f"member {member.member_id} left: {reason}")
+            self.rebalancer.maybe_prepare(group, f"member {member.member_id} left: {reason}")
         elif group.state is GroupState.PREPARING_REBALANCE:
-            self.join_purgatory.check_and_complete(group.group_id)
+            self.rebalancer.check(group)
 
     # -- LeaveGroup ------------------------------------------------------------------------
 
@@ -581,15 +428,15 @@ class GroupCoordinator:
             member_id = registered
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            self.heartbeat_purgatory.check_and_complete((group.group_id, member_id))
+            self.sessions.check(group, member_id)
             if group.state is GroupState.PREPARING_REBALANCE:
-                self.join_purgatory.check_and_complete(group.group_id)
+                self.rebalancer.check(group)
             return ErrorCode.NONE
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self.log.info("member_left", group=group.group_id, member=member_id)
-        self._stop_heartbeat(group, member)
+        self.sessions.stop(group, member)
         self._remove_member_and_update_group(group, member, "left the group")
         return ErrorCode.NONE
 

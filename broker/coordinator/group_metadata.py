@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from purgatory.common.broker_state import GroupInfo, MemberInfo
+from purgatory.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 
@@ -208,6 +209,31 @@ class GroupMetadata:
         member.awaiting_sync = None
         if future is not None and not future.done():
             future.set_result(result)
+
+    def member_error(self, member_id: str, instance: str | None) -> int:
+        """UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID for a member the group does not know as
+        this; NONE if it does."""
+        if instance is not None:
+            registered = self.static_members.get(instance)
+            if registered is not None and registered != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
+
+    def join_result(self, member: MemberMetadata) -> JoinResult:
+        """The JoinGroup answer of ``member`` in this generation; the leader gets every
+        member's subscription."""
+        leader = member.member_id == self.leader_id
+        return JoinResult(
+            ErrorCode.NONE,
+            member.member_id,
+            self.generation_id,
+            self.protocol_type,
+            self.protocol_name,
+            self.leader_id or "",
+            self.member_metadata() if leader else [],
+        )
 
     def has_all_members_joined(self) -> bool:
         return len(self.members) == self.awaiting_join_count and not self.pending_members

@@ -39,7 +39,7 @@ def group_families(coordinator: GroupCoordinator) -> Callable[[], Iterator[Metri
         yield counter(
             "purgatory_group_rebalances",
             "Rebalances this coordinator started (a group entering PreparingRebalance).",
-            coordinator.rebalances,
+            coordinator.rebalancer.rebalances,
         )
         yield counter(
             "purgatory_group_expired_offsets",
@@ -51,6 +51,8 @@ def group_families(coordinator: GroupCoordinator) -> Callable[[], Iterator[Metri
             "Partitions of __consumer_offsets this broker is loading groups from.",
             len(coordinator.manager.loading),
         )
-        yield from purgatory_families((coordinator.join_purgatory, coordinator.heartbeat_purgatory))
+        yield from purgatory_families(
+            (coordinator.rebalancer.purgatory, coordinator.sessions.purgatory)
+        )
 
     return collect

@@ -229,7 +229,7 @@ async def test_a_member_that_leaves_cleanly_hands_its_partitions_over_at_once(
             message="the partitions taken over",
         )
         coordinator = next(b for b in cluster if group in b.group_coordinator.groups)
-        assert coordinator.group_coordinator.heartbeat_purgatory.expirations == 0
+        assert coordinator.group_coordinator.sessions.purgatory.expirations == 0
 
 
 async def test_static_members_come_back_without_a_rebalance(cluster: list[Broker]) -> None:
@@ -248,13 +248,13 @@ async def test_static_members_come_back_without_a_rebalance(cluster: list[Broker
     before = {m.name: m.assigned for m in (first, second)}
     group_state = coordinated(cluster, group)
     coordinator = next(b for b in cluster if group in b.group_coordinator.groups)
-    rebalances = coordinator.group_coordinator.rebalances
+    rebalances = coordinator.group_coordinator.rebalancer.rebalances
     assert len(group_state.members) == 2  # closing did not leave: they keep their places
     again = Member("first again")
     async with running((again, lambda: our_member(servers, group, again, group_instance_id="a"))):
         await wait_until(lambda: again.assigned, timeout=30, message="the static member back")
     assert again.assigned == before["first"]
-    assert coordinator.group_coordinator.rebalances == rebalances
+    assert coordinator.group_coordinator.rebalancer.rebalances == rebalances
 
 
 async def test_our_consumer_resumes_from_the_groups_committed_offsets(

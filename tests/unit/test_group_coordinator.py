@@ -211,7 +211,7 @@ async def test_a_member_whose_session_expires_is_removed_and_the_group_rebalance
         assert groups.heartbeat(leader, generation) == E.NONE
     await groups.advance(SESSION // 3)
     assert follower not in groups.group.members
-    assert groups.coordinator.heartbeat_purgatory.expirations >= 1
+    assert groups.coordinator.sessions.purgatory.expirations >= 1
     assert groups.heartbeat(leader, generation) == E.REBALANCE_IN_PROGRESS
     rejoin = groups.join(leader)
     await groups.h.settle()
@@ -246,12 +246,12 @@ async def test_a_static_member_rejoins_without_a_rebalance_and_fences_its_old_id
     sync = groups.sync(first.member_id, first.generation_id, {first.member_id: b"parts"})
     await groups.h.settle()
     assert sync.result().error == E.NONE
-    rebalances = groups.coordinator.rebalances
+    rebalances = groups.coordinator.rebalancer.rebalances
     again = groups.join(instance="worker-1")  # a restart: a new member id, same instance
     assert isinstance(again, JoinResult) and again.error == E.NONE
     assert again.member_id != first.member_id and again.generation_id == first.generation_id
     assert again.skip_assignment  # it leads: it must not assign again
-    assert groups.coordinator.rebalances == rebalances
+    assert groups.coordinator.rebalancer.rebalances == rebalances
     assert groups.group.state is GroupState.STABLE
     assert groups.sync(again.member_id, again.generation_id).assignment == b"parts"
     old = groups.coordinator.heartbeat(GROUP, first.member_id, "worker-1", first.generation_id)
