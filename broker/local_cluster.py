@@ -88,7 +88,7 @@ def run_cluster(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 64:
         console.print("[red]--brokers must be between 1 and 64[/red]")
         return 2
-    from purgatory.broker.config.definitions import ConfigError
+    from purgatory.broker.config.config_def import ConfigError
 
     try:
         commands = broker_commands(args)

@@ -13,7 +13,7 @@ import uvloop
 
 from purgatory.broker.config.addresses import parse_host_port
 from purgatory.broker.config.broker_config import BrokerConfig, load_config, parse_assignments
-from purgatory.broker.config.definitions import ConfigError
+from purgatory.broker.config.config_def import ConfigError
 from purgatory.broker.ops.lifeline import watch_lifeline
 from purgatory.common import gc_policy
 

@@ -16,7 +16,8 @@ import structlog
 from purgatory.broker.api.kafka_apis import KafkaApis
 from purgatory.broker.config.addresses import parse_host_port
 from purgatory.broker.config.broker_config import BrokerConfig, check_consistency
-from purgatory.broker.config.definitions import BY_NAME, parse_per_ip_overrides
+from purgatory.broker.config.definitions import BY_NAME
+from purgatory.broker.config.server_configs import parse_per_ip_overrides
 from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
 from purgatory.broker.controller.broker_lifecycle import BrokerLifecycleManager
 from purgatory.broker.controller.controller import Controller

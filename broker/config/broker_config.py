@@ -12,14 +12,8 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from purgatory.broker.config.addresses import parse_host_port, parse_members
-from purgatory.broker.config.definitions import (
-    BY_NAME,
-    DEFINITIONS,
-    ENV_PREFIX,
-    TOPIC_CONFIGS,
-    ConfigDef,
-    ConfigError,
-)
+from purgatory.broker.config.config_def import ConfigDef, ConfigError
+from purgatory.broker.config.definitions import BY_NAME, DEFINITIONS, ENV_PREFIX, TOPIC_CONFIGS
 
 # The names of every config by the type of its value, so that ``config[name]`` is typed
 # and a misspelt name fails mypy (tests/unit/test_config.py holds these to DEFINITIONS).

@@ -11,7 +11,7 @@ from collections.abc import Container, Iterable
 from typing import Any
 
 from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
-from purgatory.broker.config.definitions import ConfigError
+from purgatory.broker.config.config_def import ConfigError
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.messages import (
     CreatableTopic,

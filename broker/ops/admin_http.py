@@ -17,7 +17,8 @@ import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from purgatory.broker.config.broker_config import BrokerConfig, StaticConfigError
-from purgatory.broker.config.definitions import BY_NAME, ConfigError
+from purgatory.broker.config.config_def import ConfigError
+from purgatory.broker.config.definitions import BY_NAME
 from purgatory.broker.ops.faults import FaultError, FaultInjector, parse_spec
 from purgatory.broker.ops.metrics import BrokerMetrics
 from purgatory.broker.ops.recent_logs import RECENT_LOGS

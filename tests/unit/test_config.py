@@ -15,12 +15,9 @@ from purgatory.broker.config.broker_config import (
     load_config,
     validate_topic_configs,
 )
-from purgatory.broker.config.definitions import (
-    DEFINITIONS,
-    TOPIC_CONFIGS,
-    TOPIC_ONLY_CONFIGS,
-    ConfigError,
-)
+from purgatory.broker.config.config_def import ConfigError
+from purgatory.broker.config.definitions import DEFINITIONS, TOPIC_CONFIGS
+from purgatory.broker.config.log_configs import TOPIC_ONLY_CONFIGS
 
 DOC = (Path(__file__).parents[2] / "docs" / "configs.md").read_text()
 

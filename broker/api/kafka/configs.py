@@ -16,12 +16,9 @@ from typing import TYPE_CHECKING, Any
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result
 from purgatory.broker.config.broker_config import validate_topic_configs
-from purgatory.broker.config.definitions import (
-    DEFINITIONS,
-    TOPIC_CONFIGS,
-    TOPIC_ONLY_CONFIGS,
-    ConfigDef,
-)
+from purgatory.broker.config.config_def import ConfigDef
+from purgatory.broker.config.definitions import DEFINITIONS, TOPIC_CONFIGS
+from purgatory.broker.config.log_configs import TOPIC_ONLY_CONFIGS
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_schemas import build, response_module

@@ -1,0 +1,174 @@
+"""The broker's own configs: identity, listeners, the socket server's limits, the purgatory
+and logging (Kafka's ServerConfigs and SocketServerConfigs)."""
+
+from __future__ import annotations
+
+from purgatory.broker.config.addresses import parse_members
+from purgatory.broker.config.config_def import ConfigDef, at_least, host_port, parses
+
+
+def parse_per_ip_overrides(value: str) -> dict[str, int]:
+    """``host:count,...`` (Kafka's max.connections.per.ip.overrides) as {host: count}."""
+    out: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.isdigit():
+            raise ValueError(f"expected host:count, got {item!r}")
+        out[host.strip("[]")] = int(count)
+    return out
+
+
+SERVER_CONFIGS: tuple[ConfigDef, ...] = (
+    ConfigDef("broker.id", int, 0, "This broker's id; unique in the cluster.", at_least(0)),
+    ConfigDef(
+        "listeners",
+        str,
+        "PLAINTEXT://127.0.0.1:9092",
+        "Address the broker binds for clients and other brokers (`host:port`, optionally "
+        "prefixed with `PLAINTEXT://`). The one port speaks both our protocol and Kafka's (a "
+        "connection's first request tells them apart). Port 0 picks a free port.",
+        host_port,
+    ),
+    ConfigDef(
+        "advertised.listeners",
+        str,
+        "",
+        "Address given to clients in Metadata when this broker is not in `cluster.members`; "
+        "empty: the bound address.",
+        lambda v: None if v == "" else host_port(v),
+    ),
+    ConfigDef(
+        "admin.listener",
+        str,
+        "127.0.0.1:9644",
+        "Address of the admin HTTP server (/metrics, /healthz, /v1/state). Port 0 picks a "
+        "free port.",
+        host_port,
+    ),
+    ConfigDef(
+        "admin.token",
+        str,
+        "",
+        "Bearer token the admin HTTP API requires for changes (PUT, POST, DELETE: configs, "
+        "faults, leader moves); reads stay open. Empty: none on a loopback `admin.listener`, "
+        "one generated at start and printed once on stderr otherwise.",
+        sensitive=True,
+    ),
+    ConfigDef(
+        "cluster.members",
+        str,
+        "",
+        "Static membership, `id@host:port,...` (the format of Kafka's "
+        "`controller.quorum.voters`); every broker gets the same list. Empty: a "
+        "single-broker cluster of this broker alone. The lowest id is the controller.",
+        parses(parse_members),
+    ),
+    ConfigDef("cluster.id", str, "purgatory", "Cluster id reported in Metadata."),
+    ConfigDef(
+        "socket.request.max.bytes",
+        int,
+        104857600,
+        "Largest request frame accepted; a larger length prefix closes the connection "
+        "before any of its body is buffered.",
+        at_least(64),
+    ),
+    ConfigDef(
+        "queued.max.requests",
+        int,
+        500,
+        "Requests one connection may have in flight before the broker stops reading from "
+        "it (back-pressure instead of unbounded memory).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "max.connections",
+        int,
+        2147483647,
+        "Connections the broker may have open. At the limit it stops accepting until one "
+        "closes: new connections wait in the accept queue (as Kafka's acceptor does; one "
+        "port serves clients and brokers here, so brokers' connections count too). Logged "
+        "at most once a minute; purgatory_acceptor_blocked_seconds_total counts the time.",
+        at_least(0),
+    ),
+    ConfigDef(
+        "socket.listen.backlog.size",
+        int,
+        1024,
+        "Connections the kernel may hold accepted but not yet taken by the broker (the "
+        "listen backlog; capped by net.core.somaxconn). Kafka's default is 50, for an "
+        "acceptor thread that does nothing else; one event loop here accepts between "
+        "requests, so a burst of connections needs more room (with 50, 10,000 connections "
+        "opened 500 at a time lose SYNs and wait seconds for a retransmission).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "max.connections.per.ip",
+        int,
+        2147483647,
+        "Connections one IP address may have open; one more is closed at once (logged once "
+        "per address, counted in purgatory_connections_refused_total).",
+        at_least(0),
+    ),
+    ConfigDef(
+        "max.connections.per.ip.overrides",
+        str,
+        "",
+        "Per-address exceptions to max.connections.per.ip: `host-or-ip:count,...`.",
+        parses(parse_per_ip_overrides),
+    ),
+    ConfigDef(
+        "connections.max.idle.ms",
+        int,
+        600000,
+        "A connection with no request for this long and nothing in flight is closed.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "message.max.bytes",
+        int,
+        1048588,
+        "Largest record batch accepted (MESSAGE_TOO_LARGE beyond). Topic config: "
+        "`max.message.bytes`.",
+        at_least(64),
+        topic_name="max.message.bytes",
+    ),
+    ConfigDef(
+        "fetch.purgatory.purge.interval.requests",
+        int,
+        1000,
+        "With `purgatory.watcher.removal=purge`: purge the Fetch purgatory's watcher lists "
+        "when the estimated number of completed-but-watched fetches exceeds this.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "producer.purgatory.purge.interval.requests",
+        int,
+        1000,
+        "The same for the Produce purgatory (acks=-1 produces waiting for replicas).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "purgatory.watcher.removal",
+        str,
+        "eager",
+        "How completed operations leave watcher lists. `eager`: at once, from every key "
+        "(exact PurgatorySize, no purge scans); `purge`: Kafka's way, lazily, plus a purge "
+        "of all lists driven by the `*.purgatory.purge.interval.requests` estimate.",
+        choices=("eager", "purge"),
+    ),
+    ConfigDef(
+        "log.level",
+        str,
+        "INFO",
+        "Least severe log level written.",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "log.format",
+        str,
+        "json",
+        "`json`: one JSON event per line (structlog); `console`: coloured, for terminals.",
+        choices=("json", "console"),
+    ),
+)
