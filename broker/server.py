@@ -39,7 +39,7 @@ from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.common.broker_state import BrokerState
-from purgatory.protocol import messages as m
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
 
@@ -216,9 +216,9 @@ class Broker:
         if self.controller is not None:
             return await self.controller.controlled_shutdown(self.broker_id, self.incarnation)
         conn = await self._controller_connection()
-        response: m.ControlledShutdownResponse = await conn.send(
+        response: ib.ControlledShutdownResponse = await conn.send(
             ApiKey.CONTROLLED_SHUTDOWN,
-            m.ControlledShutdownRequest(self.broker_id, self.incarnation),
+            ib.ControlledShutdownRequest(self.broker_id, self.incarnation),
             timeout_ms=self.config["metadata.push.timeout.ms"] * 2,
         )
         if response.error_code:
@@ -271,7 +271,7 @@ class Broker:
         """The controller as this broker knows it (from its latest picture)."""
         return self.metadata.controller_id
 
-    def apply_metadata(self, update: m.UpdateMetadataRequest) -> bool:
+    def apply_metadata(self, update: ib.UpdateMetadataRequest) -> bool:
         """Apply a controller's picture; False if it is older than the one held."""
         changes = self.metadata.apply(update)
         if changes is None:
@@ -281,7 +281,7 @@ class Broker:
         self.forwarding.metadata_changed()
         return True
 
-    async def _apply_local(self, update: m.UpdateMetadataRequest) -> None:
+    async def _apply_local(self, update: ib.UpdateMetadataRequest) -> None:
         self.apply_metadata(update)
 
     async def _become_controller(self) -> None:

@@ -15,6 +15,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from purgatory.protocol import group_messages as g
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol.errors import DECODE_ERRORS, ErrorCode
 from purgatory.protocol.framing import LENGTH_PREFIX as _LENGTH
@@ -96,7 +97,7 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.FETCH, 1): (m.FetchRequest, m.FetchResponseV1),
     (ApiKey.LIST_OFFSETS, 0): (m.ListOffsetsRequest, m.ListOffsetsResponse),
     (ApiKey.METADATA, 0): (m.MetadataRequest, m.MetadataResponse),
-    (ApiKey.UPDATE_METADATA, 0): (m.UpdateMetadataRequest, m.UpdateMetadataResponse),
+    (ApiKey.UPDATE_METADATA, 0): (ib.UpdateMetadataRequest, ib.UpdateMetadataResponse),
     (ApiKey.OFFSET_COMMIT, 0): (m.OffsetCommitRequest, m.OffsetCommitResponse),
     (ApiKey.OFFSET_COMMIT, 1): (g.OffsetCommitRequestV1, m.OffsetCommitResponse),
     (ApiKey.OFFSET_FETCH, 0): (m.OffsetFetchRequest, m.OffsetFetchResponse),
@@ -115,14 +116,14 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.DELETE_TOPICS, 0): (m.DeleteTopicsRequest, m.DeleteTopicsResponse),
     (ApiKey.CREATE_PARTITIONS, 0): (m.CreatePartitionsRequest, m.CreatePartitionsResponse),
     (ApiKey.INIT_PRODUCER_ID, 0): (m.InitProducerIdRequest, m.InitProducerIdResponse),
-    (ApiKey.BROKER_REGISTRATION, 0): (m.BrokerRegistrationRequest, m.BrokerRegistrationResponse),
+    (ApiKey.BROKER_REGISTRATION, 0): (ib.BrokerRegistrationRequest, ib.BrokerRegistrationResponse),
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0): (
         m.OffsetForLeaderEpochRequest,
         m.OffsetForLeaderEpochResponse,
     ),
-    (ApiKey.ALTER_PARTITION, 0): (m.AlterPartitionRequest, m.AlterPartitionResponse),
-    (ApiKey.FETCH_SNAPSHOT, 0): (m.FetchSnapshotRequest, m.FetchSnapshotResponse),
-    (ApiKey.CONTROLLED_SHUTDOWN, 0): (m.ControlledShutdownRequest, m.ControlledShutdownResponse),
+    (ApiKey.ALTER_PARTITION, 0): (ib.AlterPartitionRequest, ib.AlterPartitionResponse),
+    (ApiKey.FETCH_SNAPSHOT, 0): (ib.FetchSnapshotRequest, ib.FetchSnapshotResponse),
+    (ApiKey.CONTROLLED_SHUTDOWN, 0): (ib.ControlledShutdownRequest, ib.ControlledShutdownResponse),
     (ApiKey.ELECT_LEADERS, 0): (m.ElectLeadersRequest, m.ElectLeadersResponse),
 }
 

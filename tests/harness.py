@@ -23,7 +23,7 @@ from purgatory.broker.replication.fetch_params import (
 from purgatory.broker.replication.partition import Partition
 from purgatory.broker.replication.replica_fetcher import EpochAsk, LeaderEndPoint
 from purgatory.broker.replication.replica_manager import ReplicaManager
-from purgatory.protocol import messages as m
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol.records import encode_batch
 from tests.support import broker_config
 
@@ -62,7 +62,7 @@ class Harness:
             self._alter_isr,
             self._leader_endpoint,
         )
-        self.topics: dict[str, m.TopicState] = {}
+        self.topics: dict[str, ib.TopicState] = {}
         self.leaders: dict[int, LeaderEndPoint] = {}  # what followers fetch from (else silence)
         self.epoch = 0
         self.replica_manager.start()  # its periodic tasks run on the manual clock
@@ -82,11 +82,11 @@ class Harness:
         return self.leaders.get(broker_id) or SilentLeader()
 
     def create(self, topic: str, partitions: int = 1, **configs: str) -> None:
-        self.topics[topic] = m.TopicState(
+        self.topics[topic] = ib.TopicState(
             topic,
             uuid.uuid4().hex,
             dict(configs),
-            [m.PartitionState(p, LEADER, 0, [0, 1, 2], [0, 1, 2]) for p in range(partitions)],
+            [ib.PartitionState(p, LEADER, 0, [0, 1, 2], [0, 1, 2]) for p in range(partitions)],
         )
         self.publish()
 
@@ -101,13 +101,13 @@ class Harness:
         fields = {f: getattr(state, f) for f in state.__struct_fields__} | changes
         fields["partition_epoch"] = state.partition_epoch + 1
         partitions = list(old.partitions)  # a new picture: the cache keeps the old one
-        partitions[index] = m.PartitionState(**fields)
-        self.topics[topic] = m.TopicState(old.name, old.topic_id, old.configs, partitions)
+        partitions[index] = ib.PartitionState(**fields)
+        self.topics[topic] = ib.TopicState(old.name, old.topic_id, old.configs, partitions)
         self.publish()
 
     def publish(self) -> None:
         self.epoch += 1
-        update = m.UpdateMetadataRequest(
+        update = ib.UpdateMetadataRequest(
             LEADER, "harness", self.epoch, list(self.topics.values()), [0, 1, 2]
         )
         changes = self.metadata.apply(update)

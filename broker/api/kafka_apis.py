@@ -34,6 +34,7 @@ from purgatory.broker.replication.fetch_params import (
     PartitionFetchInfo,
     TopicPartition,
 )
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey, RequestError, supported_versions
 from purgatory.protocol.errors import ErrorCode, KafkaError, is_retriable
@@ -319,57 +320,59 @@ class KafkaApis:
     # -- inter-broker ----------------------------------------------------------------------
 
     def handle_controlled_shutdown(
-        self, request: m.ControlledShutdownRequest, version: int
+        self, request: ib.ControlledShutdownRequest, version: int
     ) -> Result:
         controller = self.broker.controller
         if controller is None:
-            return m.ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER, [])
+            return ib.ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER, [])
         return self._controlled_shutdown(controller, request)
 
     async def _controlled_shutdown(
-        self, controller: Controller, request: m.ControlledShutdownRequest
-    ) -> m.ControlledShutdownResponse:
+        self, controller: Controller, request: ib.ControlledShutdownRequest
+    ) -> ib.ControlledShutdownResponse:
         try:
             remaining = await controller.controlled_shutdown(request.broker_id, request.incarnation)
         except KafkaError as exc:
-            return m.ControlledShutdownResponse(exc.code, [])
-        return m.ControlledShutdownResponse(
-            ErrorCode.NONE, [m.RemainingPartition(t, p) for t, p in remaining]
+            return ib.ControlledShutdownResponse(exc.code, [])
+        return ib.ControlledShutdownResponse(
+            ErrorCode.NONE, [ib.RemainingPartition(t, p) for t, p in remaining]
         )
 
-    def handle_update_metadata(self, request: m.UpdateMetadataRequest, version: int) -> Result:
+    def handle_update_metadata(self, request: ib.UpdateMetadataRequest, version: int) -> Result:
         if not self.broker.apply_metadata(request):
-            return m.UpdateMetadataResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
-        return m.UpdateMetadataResponse(ErrorCode.NONE)
+            return ib.UpdateMetadataResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
+        return ib.UpdateMetadataResponse(ErrorCode.NONE)
 
     def handle_broker_registration(
-        self, request: m.BrokerRegistrationRequest, version: int
+        self, request: ib.BrokerRegistrationRequest, version: int
     ) -> Result:
         controller = self.broker.controller
         if controller is None:
-            return m.BrokerRegistrationResponse(
+            return ib.BrokerRegistrationResponse(
                 ErrorCode.NOT_CONTROLLER, f"broker {self.broker.broker_id} is not the controller"
             )
         return self._register(request)
 
-    def handle_fetch_snapshot(self, request: m.FetchSnapshotRequest, version: int) -> Result:
-        return m.FetchSnapshotResponse(ErrorCode.NONE, self.broker.metadata.snapshot())
+    def handle_fetch_snapshot(self, request: ib.FetchSnapshotRequest, version: int) -> Result:
+        return ib.FetchSnapshotResponse(ErrorCode.NONE, self.broker.metadata.snapshot())
 
-    def handle_alter_partition(self, request: m.AlterPartitionRequest, version: int) -> Result:
+    def handle_alter_partition(self, request: ib.AlterPartitionRequest, version: int) -> Result:
         controller = self.broker.controller
         if controller is None:
-            return m.AlterPartitionResponse(ErrorCode.NOT_CONTROLLER, [])
+            return ib.AlterPartitionResponse(ErrorCode.NOT_CONTROLLER, [])
         return controller.alter_partition(request)
 
-    async def _register(self, request: m.BrokerRegistrationRequest) -> m.BrokerRegistrationResponse:
+    async def _register(
+        self, request: ib.BrokerRegistrationRequest
+    ) -> ib.BrokerRegistrationResponse:
         assert self.broker.controller is not None
         try:
             await self.broker.controller.register(request.broker_id, request.incarnation)
         except KafkaError as exc:
-            return m.BrokerRegistrationResponse(exc.code, str(exc))
+            return ib.BrokerRegistrationResponse(exc.code, str(exc))
         except asyncio.CancelledError:
             raise
-        return m.BrokerRegistrationResponse(ErrorCode.NONE)
+        return ib.BrokerRegistrationResponse(ErrorCode.NONE)
 
 
 # -- domain results to response bodies ----------------------------------------------------

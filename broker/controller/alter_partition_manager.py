@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from purgatory.broker.controller.controller import Controller
 from purgatory.broker.controller.metadata_cache import AlterPartitionRefused, LeaderAndIsr
 from purgatory.clients.connection import Connection
-from purgatory.protocol import messages as m
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol.api import ApiKey
 
 
@@ -35,13 +35,13 @@ class AlterPartitionManager:
 
         Raises AlterPartitionRefused when the controller says no, ConnectionError or
         KafkaError when it cannot be asked."""
-        request = m.AlterPartitionRequest(
+        request = ib.AlterPartitionRequest(
             self.broker_id,
             [
-                m.AlterPartitionTopic(
+                ib.AlterPartitionTopic(
                     topic,
                     [
-                        m.AlterPartitionPartition(
+                        ib.AlterPartitionPartition(
                             partition, proposed.leader_epoch, proposed.isr, proposed.partition_epoch
                         )
                     ],

@@ -11,7 +11,7 @@ import structlog
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.clients.connection import Connection, ConnectionClosed
-from purgatory.protocol import messages as m
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
 
@@ -56,7 +56,7 @@ class BrokerLifecycleManager:
         session = self.config["broker.session.timeout.ms"] / 1000
         await self._discover_controller()
         unreachable_since: dict[int, float] = {}
-        request = m.BrokerRegistrationRequest(self.broker_id, self.incarnation)
+        request = ib.BrokerRegistrationRequest(self.broker_id, self.incarnation)
         while True:
             target = self._controller_target(unreachable_since, loop.time(), session)
             if target == self.broker_id:
@@ -99,15 +99,15 @@ class BrokerLifecycleManager:
         if newest is not None and newest.controller_id in self.members:
             self.metadata.controller_id = newest.controller_id
 
-    async def newest_snapshot(self) -> m.UpdateMetadataRequest | None:
+    async def newest_snapshot(self) -> ib.UpdateMetadataRequest | None:
         """The newest picture (highest metadata epoch) any other reachable member holds
         (FetchSnapshot); None when none has one or none answers within a second."""
 
-        async def ask(broker_id: int) -> m.UpdateMetadataRequest | None:
+        async def ask(broker_id: int) -> ib.UpdateMetadataRequest | None:
             try:
                 conn = await self.connection_to(broker_id, timeout_s=1.0)
-                response: m.FetchSnapshotResponse = await conn.send(
-                    ApiKey.FETCH_SNAPSHOT, m.FetchSnapshotRequest(self.broker_id), timeout_ms=1000
+                response: ib.FetchSnapshotResponse = await conn.send(
+                    ApiKey.FETCH_SNAPSHOT, ib.FetchSnapshotRequest(self.broker_id), timeout_ms=1000
                 )
                 return response.snapshot
             except (ConnectionClosed, KafkaError):

@@ -31,12 +31,17 @@ from purgatory.broker.controller.topics import create_topics, grow_topics
 from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
-from purgatory.protocol.messages import (
+from purgatory.protocol.inter_broker_messages import (
     AlterPartitionPartition,
     AlterPartitionPartitionResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     AlterPartitionTopicResponse,
+    PartitionState,
+    TopicState,
+    UpdateMetadataRequest,
+)
+from purgatory.protocol.messages import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -44,9 +49,6 @@ from purgatory.protocol.messages import (
     DeletableTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
-    PartitionState,
-    TopicState,
-    UpdateMetadataRequest,
 )
 
 

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from purgatory.broker.controller.controller import Controller
 from purgatory.broker.controller.election import Election, preferred_imbalance
 from purgatory.broker.ops.metrics import gauge
-from purgatory.protocol.messages import PartitionState
+from purgatory.protocol.inter_broker_messages import PartitionState
 
 
 def controller_families(

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import msgspec
 
 from purgatory.protocol.errors import ErrorCode
-from purgatory.protocol.messages import PartitionState
+from purgatory.protocol.inter_broker_messages import PartitionState
 
 NO_LEADER = -1
 

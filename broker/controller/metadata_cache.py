@@ -6,7 +6,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from purgatory.protocol.errors import KafkaError
-from purgatory.protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
+from purgatory.protocol.inter_broker_messages import (
+    PartitionState,
+    TopicState,
+    UpdateMetadataRequest,
+)
 
 
 class LeaderAndIsr(NamedTuple):

@@ -13,6 +13,7 @@ from typing import Any
 from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
 from purgatory.broker.config.config_def import ConfigError
 from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.inter_broker_messages import PartitionState, TopicState
 from purgatory.protocol.messages import (
     CreatableTopic,
     CreatableTopicResult,
@@ -20,8 +21,6 @@ from purgatory.protocol.messages import (
     CreatePartitionsTopic,
     CreatePartitionsTopicResult,
     CreateTopicsRequest,
-    PartitionState,
-    TopicState,
 )
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")

@@ -7,6 +7,7 @@ import time
 
 from purgatory.broker.server import Broker
 from purgatory.clients import Connection
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -133,7 +134,9 @@ async def test_a_parked_fetch_completes_at_once_when_its_partition_goes_away(
     fetch = conn.request(ApiKey.FETCH, long_poll("t", 0, max_wait_ms=30_000))
     await parked(broker)
     # A newer picture without the topic: the partition is gone here.
-    newer = m.UpdateMetadataRequest(broker.broker_id, "another", broker.metadata.epoch + 1, [], [0])
+    newer = ib.UpdateMetadataRequest(
+        broker.broker_id, "another", broker.metadata.epoch + 1, [], [0]
+    )
     assert broker.apply_metadata(newer)
     response = await asyncio.wait_for(fetch, 10)
     assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -9,6 +9,7 @@ import pytest
 
 from purgatory.broker.server import Broker, start_broker
 from purgatory.clients import AdminClient, Connection
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -305,11 +306,11 @@ async def test_the_controller_fences_stale_and_invalid_isr_changes(cluster: list
     others = [r for r in state.replicas if r != state.leader_id]
 
     def alter(broker_id: int, leader_epoch: int, isr: list[int], partition_epoch: int) -> int:
-        request = m.AlterPartitionRequest(
+        request = ib.AlterPartitionRequest(
             broker_id,
             [
-                m.AlterPartitionTopic(
-                    "t", [m.AlterPartitionPartition(0, leader_epoch, isr, partition_epoch)]
+                ib.AlterPartitionTopic(
+                    "t", [ib.AlterPartitionPartition(0, leader_epoch, isr, partition_epoch)]
                 )
             ],
         )

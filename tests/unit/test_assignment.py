@@ -10,13 +10,14 @@ from purgatory.broker.controller.topics import (
     topic_name_problem,
 )
 from purgatory.clients.partitioner import murmur2, partition_for_key
+from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol.errors import ErrorCode
 
 BROKERS = [0, 1, 2]
 
 
-def topic(partitions: int, replication_factor: int, start: int = 1) -> m.TopicState:
+def topic(partitions: int, replication_factor: int, start: int = 1) -> ib.TopicState:
     created = new_topic(
         m.CreatableTopic("t", partitions, replication_factor, {"retention.bytes": "100"}),
         load_config(environ={}),
@@ -24,13 +25,13 @@ def topic(partitions: int, replication_factor: int, start: int = 1) -> m.TopicSt
         start,
         (),
     )
-    assert isinstance(created, m.TopicState)
+    assert isinstance(created, ib.TopicState)
     return created
 
 
 def grow(
     count: int, assignments: list[list[int]] | None = None, *, validate_only: bool = False
-) -> tuple[list[m.CreatePartitionsTopicResult], dict[str, m.TopicState]]:
+) -> tuple[list[m.CreatePartitionsTopicResult], dict[str, ib.TopicState]]:
     request = m.CreatePartitionsRequest(
         [m.CreatePartitionsTopic("t", count, assignments)], validate_only=validate_only
     )

@@ -12,7 +12,7 @@ from purgatory.broker.controller.election import (
     preferred_imbalance,
 )
 from purgatory.protocol.errors import ErrorCode
-from purgatory.protocol.messages import PartitionState
+from purgatory.protocol.inter_broker_messages import PartitionState
 
 
 def state(leader: int, isr: list[int], replicas: list[int] | None = None) -> PartitionState:

@@ -109,7 +109,11 @@ def test_available_bytes_stays_right_after_retention_deletes_and_compacts() -> N
 
 def test_a_repeated_picture_is_acknowledged_and_an_older_one_refused() -> None:
     from purgatory.broker.controller.metadata_cache import MetadataCache
-    from purgatory.protocol.messages import PartitionState, TopicState, UpdateMetadataRequest
+    from purgatory.protocol.inter_broker_messages import (
+        PartitionState,
+        TopicState,
+        UpdateMetadataRequest,
+    )
 
     cache = MetadataCache({0: ("h", 1)}, 0)
     picture = UpdateMetadataRequest(
