@@ -10,11 +10,35 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from purgatory.broker.log.log import Log
 from purgatory.common.broker_state import ReplicaInfo
+from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.records import CorruptRecordError, is_kafka_batch, validate_batch
 
 UNKNOWN_OFFSET = -1  # a follower's log end before its first fetch from this leadership
+
+
+class AppendRefused(Exception):
+    """A batch the leader will not append: the error code and the message for the
+    producer."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class LeaderAppend(NamedTuple):
+    """Where a batch the leader took landed: its first offset and the offset the high
+    watermark must pass for it to be committed. ``appended`` is False for an idempotent
+    producer's retry, answered from where its batch landed before."""
+
+    base_offset: int
+    required_offset: int
+    records: int
+    appended: bool
 
 
 @dataclass
@@ -58,6 +82,46 @@ class Partition:
 
     def under_min_isr(self) -> bool:
         return self.is_leader and len(self.isr) < self.min_insync_replicas
+
+    # -- appends ---------------------------------------------------------------------------
+
+    def append_records_to_leader(
+        self, records: bytes, acks: int, kafka_batches_only: bool = False
+    ) -> LeaderAppend:
+        """Validate a producer's batch and append it to the log (Kafka's
+        appendRecordsToLeader with its LogValidator). Raises ``AppendRefused``: the batch is
+        too large, acks=-1 finds the ISR below min.insync.replicas, the Kafka listener sent
+        a batch that is not Kafka's v2 (``kafka_batches_only``), the batch is corrupt, or
+        the producer's state refuses its sequence."""
+        size = len(records)
+        if size > self.max_message_bytes:
+            raise AppendRefused(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {size} bytes exceeds max.message.bytes {self.max_message_bytes}",
+            )
+        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise AppendRefused(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{len(self.isr)} in-sync replicas {self.isr}, "
+                f"min.insync.replicas is {self.min_insync_replicas}",
+            )
+        if kafka_batches_only and not is_kafka_batch(records):
+            raise AppendRefused(
+                ErrorCode.INVALID_RECORD, "Produce v3+ carries record batches of magic 2 only"
+            )
+        try:
+            info = validate_batch(records)
+        except CorruptRecordError as exc:
+            raise AppendRefused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        log = self.log
+        try:
+            retried = log.producer_state.check(info)
+        except KafkaError as exc:
+            raise AppendRefused(exc.code, str(exc)) from exc
+        if retried is not None:  # an idempotent producer's retry: answered, not appended
+            return LeaderAppend(retried.first_offset, retried.last_offset + 1, 0, False)
+        base = log.append(records, info, self.leader_epoch)
+        return LeaderAppend(base, log.log_end_offset, info.record_count, True)
 
     # -- roles ----------------------------------------------------------------------------
 

@@ -46,11 +46,10 @@ from purgatory.broker.replication.fetch_params import (
 from purgatory.broker.replication.isr_changes import AlterIsr, IsrChanges
 from purgatory.broker.replication.log_memory_budget import LogMemoryBudget
 from purgatory.broker.replication.log_read import LogReadResult, read_from_local_log
-from purgatory.broker.replication.partition import Partition
+from purgatory.broker.replication.partition import AppendRefused, Partition
 from purgatory.broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
 from purgatory.broker.replication.replication_metrics import ReplicationMetrics
-from purgatory.protocol.errors import ErrorCode, KafkaError
-from purgatory.protocol.records import CorruptRecordError, is_kafka_batch, validate_batch
+from purgatory.protocol.errors import ErrorCode
 
 
 class ReplicaManager:
@@ -301,51 +300,24 @@ class ReplicaManager:
         partition = self.leader_partition(*key)
         if isinstance(partition, ErrorCode):
             return PartitionResponse(partition)
-        size = len(records)
-        if size > partition.max_message_bytes:
-            return PartitionResponse(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                error_message=f"batch of {size} bytes exceeds max.message.bytes "
-                f"{partition.max_message_bytes}",
-            )
-        if acks == -1 and len(partition.isr) < partition.min_insync_replicas:
-            return PartitionResponse(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                error_message=f"{len(partition.isr)} in-sync replicas {partition.isr}, "
-                f"min.insync.replicas is {partition.min_insync_replicas}",
-            )
-        if kafka_batches_only and not is_kafka_batch(records):
-            return PartitionResponse(
-                ErrorCode.INVALID_RECORD,
-                error_message="Produce v3+ carries record batches of magic 2 only",
-            )
         try:
-            info = validate_batch(records)
-        except CorruptRecordError as exc:
-            return PartitionResponse(ErrorCode.CORRUPT_MESSAGE, error_message=str(exc))
-        log = partition.log
-        try:
-            retried = log.producer_state.check(info)
-        except KafkaError as exc:
-            return PartitionResponse(exc.code, error_message=str(exc))
-        if retried is not None:  # an idempotent producer's retry: answered, not appended
-            response = PartitionResponse(
-                ErrorCode.NONE, retried.first_offset, -1, log.log_start_offset
-            )
-            if acks == -1 and partition.high_watermark <= retried.last_offset:
-                waiting[key] = ProducePartitionStatus(retried.last_offset + 1, response)
-            return response
-        base = log.append(records, info, partition.leader_epoch)
-        metrics = self.metrics
-        metrics.bytes_in += size
-        metrics.messages_in += info.record_count
-        if partition.maybe_increment_high_watermark():  # the leader alone in the ISR
-            self.produce_purgatory.check_and_complete(key)
-        # The log end moved: parked follower (and, if the HW moved, consumer) fetches wake.
-        self.fetch_purgatory.check_and_complete(key)
-        response = PartitionResponse(ErrorCode.NONE, base, -1, log.log_start_offset)
-        if acks == -1 and partition.high_watermark < log.log_end_offset:
-            waiting[key] = ProducePartitionStatus(log.log_end_offset, response)
+            appended = partition.append_records_to_leader(records, acks, kafka_batches_only)
+        except AppendRefused as exc:
+            return PartitionResponse(exc.code, error_message=exc.message)
+        response = PartitionResponse(
+            ErrorCode.NONE, appended.base_offset, -1, partition.log.log_start_offset
+        )
+        if appended.appended:
+            metrics = self.metrics
+            metrics.bytes_in += len(records)
+            metrics.messages_in += appended.records
+            if partition.maybe_increment_high_watermark():  # the leader alone in the ISR
+                self.produce_purgatory.check_and_complete(key)
+            # The log end moved: parked follower (and, if the HW moved, consumer) fetches
+            # wake.
+            self.fetch_purgatory.check_and_complete(key)
+        if acks == -1 and partition.high_watermark < appended.required_offset:
+            waiting[key] = ProducePartitionStatus(appended.required_offset, response)
         return response
 
     # -- replication ----------------------------------------------------------------------
