@@ -77,7 +77,12 @@ class KafkaApis:
         topics = request.topics
         if len(topics) != 1 or len(topics[0].partitions) > MAX_PARTITIONS_PER_REQUEST:
             check_partition_count(topics)
-        entries = [((t.name, p.index), p.records) for t in topics for p in t.partitions]
+        if len(topics) == 1 and len(topics[0].partitions) == 1:  # the common case
+            topic = topics[0]
+            batch = topic.partitions[0]
+            entries = [((topic.name, batch.index), batch.records)]
+        else:
+            entries = [((t.name, p.index), p.records) for t in topics for p in t.partitions]
         responses, done = self.replica_manager.append_records(
             request.timeout_ms, request.acks, entries
         )
@@ -425,6 +430,11 @@ def _produce_partition(index: int, r: PartitionResponse) -> m.PartitionProduceRe
 def _produce_response(
     responses: list[tuple[TopicPartition, PartitionResponse]],
 ) -> m.ProduceResponse:
+    if len(responses) == 1:  # the common case, built directly
+        (topic, index), response = responses[0]
+        return m.ProduceResponse(
+            [m.TopicProduceResponse(topic, [_produce_partition(index, response)])]
+        )
     return m.ProduceResponse(
         [
             m.TopicProduceResponse(topic, parts)

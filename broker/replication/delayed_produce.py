@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
+
+import msgspec
 
 from purgatory.broker.purgatory import DelayedOperation
 from purgatory.protocol.errors import ErrorCode
@@ -16,10 +17,10 @@ TopicPartition = tuple[str, int]
 ProduceResult = list[tuple[TopicPartition, "PartitionResponse"]]  # one per appended batch
 
 
-@dataclass(slots=True)
-class PartitionResponse:
+class PartitionResponse(msgspec.Struct, gc=False):
     """The outcome of appending to one partition (Kafka's ProduceResponse.PartitionResponse);
-    a waiting produce fills in its error when it completes."""
+    a waiting produce fills in its error when it completes. A Struct: built in C, one per
+    produced batch."""
 
     error: int
     base_offset: int = -1

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import NamedTuple
+
+import msgspec
 
 from purgatory.broker.log.log import Log
 from purgatory.common.broker_state import ReplicaInfo
@@ -30,7 +31,7 @@ class AppendRefused(Exception):
         self.message = message
 
 
-class LeaderAppend(NamedTuple):
+class LeaderAppend(msgspec.Struct, gc=False):
     """Where a batch the leader took landed: its first offset and the offset the high
     watermark must pass for it to be committed. ``appended`` is False for an idempotent
     producer's retry, answered from where its batch landed before."""
