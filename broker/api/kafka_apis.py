@@ -407,6 +407,9 @@ def _partition_data(index: int, data: FetchPartitionData) -> m.PartitionData:
 
 
 def _fetch_topics(result: FetchResult) -> list[m.FetchableTopicResponse]:
+    if len(result.partitions) == 1:  # the common case (a follower's, a consumer's)
+        (topic, index), data = result.partitions[0]
+        return [m.FetchableTopicResponse(topic, [_partition_data(index, data)])]
     return [
         m.FetchableTopicResponse(topic, parts)
         for topic, parts in _by_topic(result.partitions, _partition_data)

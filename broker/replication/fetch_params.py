@@ -4,23 +4,26 @@ Kafka's names: ``FetchParams`` (who fetches, how long it may wait, how much it w
 one ``PartitionFetchInfo`` per partition asked for, and one ``FetchPartitionData`` per
 partition answered. ``FetchResult`` adds what Kafka proposed in KIP-736 and we ship: the
 time the fetch waited in a purgatory. The API layer turns these into whatever its wire
-protocol wants; nothing here knows a wire format or an API version.
+protocol wants; nothing here knows a wire format or an API version. The ones made per
+fetch are Structs, built in C.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import msgspec
+
 TopicPartition = tuple[str, int]
 
 
-class PartitionFetchInfo(NamedTuple):
+class PartitionFetchInfo(NamedTuple):  # unpacked where it is read
     fetch_offset: int
     max_bytes: int  # bound for this partition (the first batch may exceed it, KIP-74)
     current_leader_epoch: int = -1  # the epoch the fetcher knows the leader by; -1: any
 
 
-class FetchParams(NamedTuple):
+class FetchParams(msgspec.Struct, gc=False):
     replica_id: int  # -1 for consumers, the follower's broker id for replication
     max_wait_ms: int
     min_bytes: int
@@ -32,7 +35,7 @@ class FetchParams(NamedTuple):
         return self.replica_id >= 0
 
 
-class FetchPartitionData(NamedTuple):
+class FetchPartitionData(msgspec.Struct, gc=False):
     error: int
     high_watermark: int
     log_start_offset: int
@@ -47,6 +50,6 @@ def error_data(error: int) -> FetchPartitionData:
     return FetchPartitionData(error, -1, -1, NO_DATA)
 
 
-class FetchResult(NamedTuple):
+class FetchResult(msgspec.Struct, gc=False):
     partitions: list[tuple[TopicPartition, FetchPartitionData]]  # request order
     wait_ms: int  # time spent in a purgatory (0: answered at once)
