@@ -19,7 +19,6 @@ import structlog
 
 from purgatory.broker.api.groups import GroupApis
 from purgatory.broker.api.request_limits import (
-    MAX_PARTITIONS_PER_REQUEST,
     check_partition_count,
     check_topic_count,
 )
@@ -75,13 +74,10 @@ class KafkaApis:
 
     def handle_produce(self, request: m.ProduceRequest, version: int) -> Result:
         topics = request.topics
-        if len(topics) != 1 or len(topics[0].partitions) > MAX_PARTITIONS_PER_REQUEST:
-            check_partition_count(topics)
-        if len(topics) == 1 and len(topics[0].partitions) == 1:  # the common case
-            topic = topics[0]
-            batch = topic.partitions[0]
-            entries = [((topic.name, batch.index), batch.records)]
+        if len(topics) == 1 and len(batches := topics[0].partitions) == 1:  # the common case
+            entries = [((topics[0].name, batches[0].index), batches[0].records)]
         else:
+            check_partition_count(topics)
             entries = [((t.name, p.index), p.records) for t in topics for p in t.partitions]
         responses, done = self.replica_manager.append_records(
             request.timeout_ms, request.acks, entries

@@ -265,14 +265,16 @@ class BrokerConnection(asyncio.Protocol):
         if result is None:
             times.observe_immediate(_perf() - start)
             return
+        if isinstance(result, msgspec.Struct) or not (
+            isinstance(result, Deferred) or inspect.isawaitable(result)
+        ):  # answered now
+            self.codec.encode_response_into(self._answer_buffer(request), request, result)
+            times.observe_immediate(_perf() - start)
+            return
         # Waiting (later answers queue behind it): in a purgatory, or on another task.
         if isinstance(result, Deferred):
             future: asyncio.Future[Any] = result.future
             waiting = _Waiting(request, times, start, _perf(), result.to_response)
-        elif isinstance(result, msgspec.Struct) or not inspect.isawaitable(result):
-            self.codec.encode_response_into(self._answer_buffer(request), request, result)
-            times.observe_immediate(_perf() - start)
-            return
         else:
             future = asyncio.ensure_future(result)
             waiting = _Waiting(request, times, start, _perf())
