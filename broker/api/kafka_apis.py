@@ -384,6 +384,9 @@ def _by_topic(
 ) -> list[tuple[str, list[Any]]]:
     """Group per-partition results by topic, keeping request order: consecutive entries of
     one topic form one topic entry."""
+    if len(entries) == 1:  # most produces and fetches
+        (topic, index), value = entries[0]
+        return [(topic, [entry(index, value)])]
     out: list[tuple[str, list[Any]]] = []
     current: str | None = None
     parts: list[Any] = []
@@ -403,9 +406,6 @@ def _partition_data(index: int, data: FetchPartitionData) -> m.PartitionData:
 
 
 def _fetch_topics(result: FetchResult) -> list[m.FetchableTopicResponse]:
-    if len(result.partitions) == 1:  # the common case (a follower's, a consumer's)
-        (topic, index), data = result.partitions[0]
-        return [m.FetchableTopicResponse(topic, [_partition_data(index, data)])]
     return [
         m.FetchableTopicResponse(topic, parts)
         for topic, parts in _by_topic(result.partitions, _partition_data)
@@ -429,11 +429,6 @@ def _produce_partition(index: int, r: PartitionResponse) -> m.PartitionProduceRe
 def _produce_response(
     responses: list[tuple[TopicPartition, PartitionResponse]],
 ) -> m.ProduceResponse:
-    if len(responses) == 1:  # the common case, built directly
-        (topic, index), response = responses[0]
-        return m.ProduceResponse(
-            [m.TopicProduceResponse(topic, [_produce_partition(index, response)])]
-        )
     return m.ProduceResponse(
         [
             m.TopicProduceResponse(topic, parts)

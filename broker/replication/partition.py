@@ -33,13 +33,13 @@ class AppendRefused(Exception):
 
 class LeaderAppend(msgspec.Struct, gc=False):
     """Where a batch the leader took landed: its first offset and the offset the high
-    watermark must pass for it to be committed. ``appended`` is False for an idempotent
-    producer's retry, answered from where its batch landed before."""
+    watermark must pass for it to be committed. ``records`` is how many records were
+    appended: 0 for an idempotent producer's retry, answered from where its batch landed
+    before (a batch holds at least one record)."""
 
     base_offset: int
     required_offset: int
     records: int
-    appended: bool
 
 
 @dataclass
@@ -120,9 +120,9 @@ class Partition:
         except KafkaError as exc:
             raise AppendRefused(exc.code, str(exc)) from exc
         if retried is not None:  # an idempotent producer's retry: answered, not appended
-            return LeaderAppend(retried.first_offset, retried.last_offset + 1, 0, False)
+            return LeaderAppend(retried.first_offset, retried.last_offset + 1, 0)
         base = log.append(records, info, self.leader_epoch)
-        return LeaderAppend(base, log.log_end_offset, info.record_count, True)
+        return LeaderAppend(base, log.log_end_offset, info.record_count)
 
     # -- roles ----------------------------------------------------------------------------
 

@@ -307,7 +307,7 @@ class ReplicaManager:
         response = PartitionResponse(
             ErrorCode.NONE, appended.base_offset, -1, partition.log.log_start_offset
         )
-        if appended.appended:
+        if appended.records:  # appended now, not a retry
             metrics = self.metrics
             metrics.bytes_in += len(records)
             metrics.messages_in += appended.records
