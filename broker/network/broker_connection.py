@@ -6,7 +6,7 @@ from then on its frames go through that protocol's codec and API handlers. An
 incremental frame decoder; requests dispatched in arrival order; responses written in
 that same order even when an earlier one is still pending (Kafka's rule, kept by
 protocol.in_flight as on the client's end), those produced while handling one read
-written together. Back-pressure: when the socket's send buffer is full the remaining
+written together, as are those completed by one pass of the event loop. Back-pressure: when the socket's send buffer is full the remaining
 frames of a read wait in a backlog and the connection stops being read until it drains;
 so does a connection with ``queued.max.requests`` responses outstanding.
 """
@@ -86,6 +86,7 @@ class BrokerConnection(asyncio.Protocol):
         # waiting, an answer goes straight to the output buffer).
         self.in_flight: InFlightRequests[_Waiting | None] = InFlightRequests()
         self.out = bytearray()
+        self.flush_scheduled = False  # answers completed this loop pass go out together
         self.closing = False
         self.reading_paused = False
         self.writing_paused = False
@@ -351,8 +352,17 @@ class BrokerConnection(asyncio.Protocol):
             waiting.local_end - waiting.start, now - waiting.local_end, now - waiting.start
         )
         self.in_flight.write_ready_answers(self.out)
-        self._flush()
+        if self.out and not self.flush_scheduled:
+            # Once, after every completion this loop pass brings: one operation completing
+            # (a follower's fetch raising the high watermark) often completes many waiting
+            # requests of one connection, and they go out in one write, not one each.
+            self.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._scheduled_flush)
         self._update_reading()
+
+    def _scheduled_flush(self) -> None:
+        self.flush_scheduled = False
+        self._flush()
 
     def _respond_error(self, request: RequestHeader, code: int, message: str) -> None:
         self.codec.encode_error_into(self._answer_buffer(request), request, code, message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -101,6 +102,50 @@ async def test_acks_all_answers_once_every_in_sync_replica_has_the_records(
         for follower in followers_of(cluster, "t", p):
             # Followers hold the leader's batches byte for byte, offsets included.
             assert b"".join(partition(follower, "t", p).log.read(0, 1 << 30)) == leader_bytes
+
+
+async def test_answers_completed_together_go_out_in_one_write() -> None:
+    """Twenty acks=-1 produces of one connection wait for the ISR; the follower fetch that
+    raises the high watermark completes them all, and their answers leave in one write, in
+    request order, not one write (one system call) each."""
+    async with running_cluster(3, **{**FAST, "replica_lag_time_max_ms": 30_000}) as brokers:
+        await create(brokers, "t")
+        leader = leader_of(brokers, "t")
+        for follower in followers_of(brokers, "t"):
+            hold(follower, leader)
+        # A fetch each follower had parked before the hold takes this one; then they stop.
+        await produce(leader, "t", [b"first"], acks=1)
+        await wait_until(
+            lambda: all(
+                partition(f, "t").log.log_end_offset == 1 for f in followers_of(brokers, "t")
+            ),
+            message="the followers' last fetches",
+        )
+        conn = await Connection.open("127.0.0.1", leader.port, client_id="coalesced")
+        sends = [
+            asyncio.ensure_future(
+                conn.send(ApiKey.PRODUCE, produce_request("t", 0, [b"%d" % i], acks=-1))
+            )
+            for i in range(20)
+        ]
+        purgatory = leader.replica_manager.produce_purgatory
+        await wait_until(lambda: purgatory.delayed == 20, message="20 produces waiting")
+        (server_side,) = [c for c in leader.socket_server.connections if c.client_id == "coalesced"]
+        assert server_side.transport is not None
+        transport_write = server_side.transport.write
+        writes: list[int] = []
+
+        def counting_write(data: Any) -> None:
+            writes.append(len(data))
+            transport_write(data)
+
+        server_side.transport.write = counting_write  # type: ignore[method-assign]
+        for follower in followers_of(brokers, "t"):
+            hold(follower, leader, paused=False)
+        responses = await asyncio.gather(*sends)
+        assert [r.responses[0].partitions[0].base_offset for r in responses] == list(range(1, 21))
+        assert len(writes) == 1
+        await conn.close()
 
 
 async def test_consumers_never_read_past_the_high_watermark(cluster: list[Broker]) -> None:
