@@ -146,7 +146,7 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
     the records of one of ours to prove the count and their shape (what the broker does
     before appending). A Kafka v2 batch is checked by its header and CRC-32C alone.
     """
-    if is_kafka_batch(batch):
+    if len(batch) > _MAGIC_AT and batch[_MAGIC_AT] == KAFKA_MAGIC:  # is_kafka_batch, inline
         from purgatory.protocol import kafka_records
 
         return kafka_records.validate(batch)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -41,6 +41,9 @@ from purgatory.protocol.errors import ErrorCode, KafkaError, is_retriable
 if TYPE_CHECKING:
     from purgatory.broker.controller.controller import Controller
     from purgatory.broker.server import Broker
+
+
+T = TypeVar("T")
 
 
 class KafkaApis:
@@ -380,20 +383,22 @@ class KafkaApis:
 
 
 def _by_topic(
-    entries: list[tuple[TopicPartition, Any]], entry: Callable[[int, Any], Any]
-) -> list[tuple[str, list[Any]]]:
+    entries: list[tuple[TopicPartition, Any]],
+    entry: Callable[[int, Any], Any],
+    topic_entry: Callable[[str, list[Any]], T],
+) -> list[T]:
     """Group per-partition results by topic, keeping request order: consecutive entries of
     one topic form one topic entry."""
     if len(entries) == 1:  # most produces and fetches
         (topic, index), value = entries[0]
-        return [(topic, [entry(index, value)])]
-    out: list[tuple[str, list[Any]]] = []
+        return [topic_entry(topic, [entry(index, value)])]
+    out: list[T] = []
     current: str | None = None
     parts: list[Any] = []
     for (topic, index), value in entries:
         if topic != current:
             parts = []
-            out.append((topic, parts))
+            out.append(topic_entry(topic, parts))
             current = topic
         parts.append(entry(index, value))
     return out
@@ -406,10 +411,7 @@ def _partition_data(index: int, data: FetchPartitionData) -> m.PartitionData:
 
 
 def _fetch_topics(result: FetchResult) -> list[m.FetchableTopicResponse]:
-    return [
-        m.FetchableTopicResponse(topic, parts)
-        for topic, parts in _by_topic(result.partitions, _partition_data)
-    ]
+    return _by_topic(result.partitions, _partition_data, m.FetchableTopicResponse)
 
 
 def _fetch_response_v0(result: FetchResult) -> m.FetchResponseV0:
@@ -429,9 +431,4 @@ def _produce_partition(index: int, r: PartitionResponse) -> m.PartitionProduceRe
 def _produce_response(
     responses: list[tuple[TopicPartition, PartitionResponse]],
 ) -> m.ProduceResponse:
-    return m.ProduceResponse(
-        [
-            m.TopicProduceResponse(topic, parts)
-            for topic, parts in _by_topic(responses, _produce_partition)
-        ]
-    )
+    return m.ProduceResponse(_by_topic(responses, _produce_partition, m.TopicProduceResponse))
