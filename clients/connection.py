@@ -211,7 +211,7 @@ class Connection:
     def _fail(self, exc: Exception) -> None:
         if self._closed is None:
             self._closed = exc
-        for pending in self._in_flight.clear():
+        for pending in self._in_flight.abandon():
             if pending.timer is not None:
                 pending.timer.cancel()
             if not pending.future.done():

@@ -34,19 +34,17 @@ class InFlight(Generic[T]):
         self.answer: bytearray | None = None
 
 
-class InFlightRequests(Generic[T]):
+class InFlightRequests(deque[InFlight[T]]):
     """Oldest first. A client adds a request as it sends it and takes it back with
     ``complete``; a server adds one as it reads it and writes out what is ready with
-    ``write_ready_answers``."""
+    ``write_ready_answers``. A deque itself, so that asking whether anything is in flight
+    (on every request a server answers) costs no Python call."""
 
-    __slots__ = ("_last_id", "_queue")
+    __slots__ = ("_last_id",)
 
     def __init__(self) -> None:
-        self._queue: deque[InFlight[T]] = deque()
+        super().__init__()
         self._last_id = 0
-
-    def __len__(self) -> int:
-        return len(self._queue)
 
     def next_correlation_id(self) -> int:
         """A client's next id: 1, 2, ... wrapping to 0 after the largest INT32."""
@@ -55,12 +53,12 @@ class InFlightRequests(Generic[T]):
 
     def add(self, correlation_id: int, context: T) -> InFlight[T]:
         entry = InFlight(correlation_id, context)
-        self._queue.append(entry)
+        self.append(entry)
         return entry
 
     def complete(self, correlation_id: int) -> T:
         """A client's response arrived: it answers the oldest request, which leaves."""
-        queue = self._queue
+        queue = self
         if not queue:
             raise CorrelationMismatch(
                 f"response with correlation id {correlation_id}, but no request in flight"
@@ -75,7 +73,7 @@ class InFlightRequests(Generic[T]):
     def write_ready_answers(self, out: bytearray) -> None:
         """A server's answers that may be written now, appended to ``out`` in request
         order: each leaves as it is written; the first unanswered request stops the rest."""
-        queue = self._queue
+        queue = self
         while queue:
             answer = queue[0].answer
             if answer is None:
@@ -83,8 +81,8 @@ class InFlightRequests(Generic[T]):
             out += answer
             queue.popleft()
 
-    def clear(self) -> list[T]:
+    def abandon(self) -> list[T]:
         """The connection ended: every request still in flight, oldest first."""
-        contexts = [entry.context for entry in self._queue]
-        self._queue.clear()
+        contexts = [entry.context for entry in self]
+        self.clear()
         return contexts

@@ -268,8 +268,9 @@ class BrokerConnection(asyncio.Protocol):
             return
         if isinstance(result, msgspec.Struct) or not (
             isinstance(result, Deferred) or inspect.isawaitable(result)
-        ):  # answered now
-            self.codec.encode_response_into(self._answer_buffer(request), request, result)
+        ):  # answered now: straight to the output unless a request before it waits
+            out = self.out if not self.in_flight else self._queued_answer(request)
+            self.codec.encode_response_into(out, request, result)
             times.observe_immediate(_perf() - start)
             return
         # Waiting (later answers queue behind it): in a purgatory, or on another task.
@@ -365,13 +366,12 @@ class BrokerConnection(asyncio.Protocol):
         self._flush()
 
     def _respond_error(self, request: RequestHeader, code: int, message: str) -> None:
-        self.codec.encode_error_into(self._answer_buffer(request), request, code, message)
+        out = self.out if not self.in_flight else self._queued_answer(request)
+        self.codec.encode_error_into(out, request, code, message)
 
-    def _answer_buffer(self, request: RequestHeader) -> bytearray:
-        """Where an answer made now goes: straight to the output when nothing waits, else
-        into its own place behind the requests still waiting."""
-        if not self.in_flight:
-            return self.out
+    def _queued_answer(self, request: RequestHeader) -> bytearray:
+        """Where an answer made now goes while a request before it waits: its own place
+        behind them, written out when they are."""
         answer = bytearray()
         self.in_flight.add(request.correlation_id, None).answer = answer
         return answer

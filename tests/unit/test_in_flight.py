@@ -69,5 +69,5 @@ def test_clear_hands_back_what_was_in_flight_oldest_first() -> None:
     in_flight: InFlightRequests[str] = InFlightRequests()
     for i, name in enumerate(["a", "b", "c"]):
         in_flight.add(i, name)
-    assert in_flight.clear() == ["a", "b", "c"]
+    assert in_flight.abandon() == ["a", "b", "c"]
     assert len(in_flight) == 0
