@@ -58,28 +58,26 @@ class InFlightRequests(deque[InFlight[T]]):
 
     def complete(self, correlation_id: int) -> T:
         """A client's response arrived: it answers the oldest request, which leaves."""
-        queue = self
-        if not queue:
+        if not self:
             raise CorrelationMismatch(
                 f"response with correlation id {correlation_id}, but no request in flight"
             )
-        if queue[0].correlation_id != correlation_id:
+        if self[0].correlation_id != correlation_id:
             raise CorrelationMismatch(
                 f"response with correlation id {correlation_id}, but the oldest request in "
-                f"flight has {queue[0].correlation_id}"
+                f"flight has {self[0].correlation_id}"
             )
-        return queue.popleft().context
+        return self.popleft().context
 
     def write_ready_answers(self, out: bytearray) -> None:
         """A server's answers that may be written now, appended to ``out`` in request
         order: each leaves as it is written; the first unanswered request stops the rest."""
-        queue = self
-        while queue:
-            answer = queue[0].answer
+        while self:
+            answer = self[0].answer
             if answer is None:
                 return
             out += answer
-            queue.popleft()
+            self.popleft()
 
     def abandon(self) -> list[T]:
         """The connection ended: every request still in flight, oldest first."""

@@ -124,7 +124,7 @@ LOG_CONFIGS: tuple[ConfigDef, ...] = (
         float,
         20.0,
         "Latency of a read from the simulated remote store (the median when log-normal).",
-        lambda v: None if v >= 0 else "must be >= 0",
+        at_least(0),
         dynamic=True,
     ),
     ConfigDef(
@@ -132,7 +132,7 @@ LOG_CONFIGS: tuple[ConfigDef, ...] = (
         float,
         100.0,
         "99th percentile of the log-normal remote read latency.",
-        lambda v: None if v >= 0 else "must be >= 0",
+        at_least(0),
         dynamic=True,
     ),
     ConfigDef(

@@ -6,9 +6,10 @@ from then on its frames go through that protocol's codec and API handlers. An
 incremental frame decoder; requests dispatched in arrival order; responses written in
 that same order even when an earlier one is still pending (Kafka's rule, kept by
 protocol.in_flight as on the client's end), those produced while handling one read
-written together, as are those completed by one pass of the event loop. Back-pressure: when the socket's send buffer is full the remaining
-frames of a read wait in a backlog and the connection stops being read until it drains;
-so does a connection with ``queued.max.requests`` responses outstanding.
+written together, as are those completed by one pass of the event loop. Back-pressure:
+when the socket's send buffer is full the remaining frames of a read wait in a backlog
+and the connection stops being read until it drains; so does a connection with
+``queued.max.requests`` responses outstanding.
 """
 
 from __future__ import annotations
