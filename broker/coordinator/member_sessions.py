@@ -48,4 +48,4 @@ class MemberSessions:
 
     def _watch(self, group: GroupMetadata, member_id: str, pending: bool, timeout_ms: int) -> None:
         operation = DelayedHeartbeat(self, group, member_id, pending, timeout_ms)
-        self.purgatory.try_complete_else_watch(operation, [(group.group_id, member_id)])
+        self.purgatory.try_complete_else_watch(operation, ((group.group_id, member_id),))

@@ -68,7 +68,7 @@ class Rebalancer:
         self.watch(operation)
 
     def watch(self, operation: DelayedJoin) -> None:
-        self.purgatory.try_complete_else_watch(operation, [operation.group.group_id])
+        self.purgatory.try_complete_else_watch(operation, (operation.group.group_id,))
 
     def check(self, group: GroupMetadata) -> None:
         """Something the waiting rebalance of ``group`` depends on changed."""

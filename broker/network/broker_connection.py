@@ -48,26 +48,18 @@ _perf = time.perf_counter
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
 
 
-class _Waiting:
+class _Waiting(msgspec.Struct, gc=False):
     """What a request waiting in a purgatory keeps for its answer and its timing: when it
     arrived and when its local handling ended (the wait, Kafka's remote time, starts
-    there)."""
+    there). Out of the cycle collector's sight (nothing it holds refers back to it), as
+    are the request and the operation's parameters: thousands of fetches parking at once
+    would otherwise each add to the collections that stop the broker meanwhile."""
 
-    __slots__ = ("local_end", "request", "start", "times", "to_response")
-
-    def __init__(
-        self,
-        request: RequestHeader,
-        times: RequestTimes,
-        start: float,
-        local_end: float,
-        to_response: Callable[[Any], Any] | None = None,
-    ) -> None:
-        self.request = request
-        self.times = times
-        self.start = start
-        self.local_end = local_end
-        self.to_response = to_response  # a Deferred's: the body from the domain result
+    request: Request
+    times: RequestTimes
+    start: float
+    local_end: float
+    to_response: Callable[[Any], Any] | None = None  # a Deferred's: the body from the result
 
 
 class BrokerConnection(asyncio.Protocol):

@@ -241,7 +241,7 @@ async def run(
     completer = CompletionQueue(scheduler)
     done: asyncio.Future[None] = loop.create_future()
     latch = Latch(num, done)
-    watch_keys = [f"fakeKey{rng.randrange(key_space_size)}" for _ in range(keys)]
+    watch_keys = tuple(f"fakeKey{rng.randrange(key_space_size)}" for _ in range(keys))
     gc_watch = GcWatch()
     previous_thresholds = gc.get_threshold()
     thresholds = gc_policy.use(collector)

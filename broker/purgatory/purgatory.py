@@ -79,7 +79,9 @@ class DelayedOperationPurgatory(Generic[Op]):
         """
         if operation.try_complete():
             return True
-        if not isinstance(keys, (list, tuple)):
+        if not isinstance(keys, tuple):
+            # Kept until the operation completes: a tuple of (immutable) keys is left out
+            # of the cycle collector's later walks, a list never is.
             keys = tuple(keys)
         operation._purgatory = self
         operation._watch_keys = keys

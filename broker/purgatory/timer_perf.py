@@ -197,7 +197,7 @@ def cycles_per_second(
         purgatory.try_complete_else_watch(
             _Operation(rng.randint(1000, 600_000)), rng.sample(space, keys)
         )
-    key_sets = [rng.sample(space, keys) for _ in range(1000)]
+    key_sets = [tuple(rng.sample(space, keys)) for _ in range(1000)]
     start = cpu_seconds()
     for i in range(cycles):
         operation = _Operation(rng.randint(1000, 600_000))

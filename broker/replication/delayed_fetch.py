@@ -57,16 +57,17 @@ class DelayedFetch(DelayedOperation):
         rm = self.replica_manager
         follower = self.from_follower
         accumulated = 0
-        for (topic, index), (offset, max_bytes, leader_epoch) in self.params.partitions:
-            partition = rm.leader_partition(topic, index, leader_epoch)
+        for (topic, index), info in self.params.partitions:
+            partition = rm.leader_partition(topic, index, info.current_leader_epoch)
             if isinstance(partition, ErrorCode):  # cases A and B
                 return self.force_complete()
             log = partition.log
             end = log.log_end_offset if follower else partition.high_watermark
+            offset = info.fetch_offset
             if offset > log.log_end_offset or offset < log.local_log_start_offset:
                 return self.force_complete()  # case C
             if offset < end:
-                accumulated += min(log.available_bytes(offset, end), max_bytes)
+                accumulated += min(log.available_bytes(offset, end), info.max_bytes)
         if accumulated >= self.params.min_bytes:
             return self.force_complete()  # case D
         return False

@@ -5,19 +5,18 @@ one ``PartitionFetchInfo`` per partition asked for, and one ``FetchPartitionData
 partition answered. ``FetchResult`` adds what Kafka proposed in KIP-736 and we ship: the
 time the fetch waited in a purgatory. The API layer turns these into whatever its wire
 protocol wants; nothing here knows a wire format or an API version. The ones made per
-fetch are Structs, built in C.
+fetch are Structs, built in C and (``gc=False``) out of the cycle collector's sight: a
+fetch parked in the purgatory keeps them alive for up to its ``max_wait_ms``.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import msgspec
 
 TopicPartition = tuple[str, int]
 
 
-class PartitionFetchInfo(NamedTuple):  # unpacked where it is read
+class PartitionFetchInfo(msgspec.Struct, gc=False):
     fetch_offset: int
     max_bytes: int  # bound for this partition (the first batch may exceed it, KIP-74)
     current_leader_epoch: int = -1  # the epoch the fetcher knows the leader by; -1: any

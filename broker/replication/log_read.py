@@ -54,8 +54,9 @@ def read_from_local_log(
     remote: list[RemoteFetchInfo] = []
     sent = 0
     errored = False
-    for key, (offset, max_bytes, leader_epoch) in params.partitions:
-        partition = leader_partition(*key, leader_epoch)
+    for key, asked in params.partitions:
+        offset, max_bytes = asked.fetch_offset, asked.max_bytes
+        partition = leader_partition(*key, asked.current_leader_epoch)
         if isinstance(partition, ErrorCode):
             errored = True
             out.append((key, error_data(partition)))

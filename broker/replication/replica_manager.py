@@ -285,7 +285,7 @@ class ReplicaManager:
             responses.append((key, response))
         if waiting:
             operation = DelayedProduce(timeout_ms, waiting, responses, self)
-            if not self.produce_purgatory.try_complete_else_watch(operation, list(waiting)):
+            if not self.produce_purgatory.try_complete_else_watch(operation, tuple(waiting)):
                 return responses, operation.done
         return responses, None
 
@@ -396,7 +396,7 @@ class ReplicaManager:
         ):
             return self.fetch_result(partitions, 0)
         operation = DelayedFetch(params, self, self.scheduler.precise_s())
-        keys = [key for key, _ in params.partitions]
+        keys = tuple([key for key, _ in params.partitions])
         if self.fetch_purgatory.try_complete_else_watch(operation, keys):
             return operation.response.result()
         return operation.response
@@ -436,7 +436,7 @@ class ReplicaManager:
             self,
             self.scheduler.precise_s(),
         )
-        if self.remote_fetch_purgatory.try_complete_else_watch(operation, list(reads)):
+        if self.remote_fetch_purgatory.try_complete_else_watch(operation, tuple(reads)):
             return operation.response.result()
         for key, read in reads.items():
             read.add_done_callback(functools.partial(self._remote_read_done, key))

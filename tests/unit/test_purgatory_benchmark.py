@@ -113,6 +113,33 @@ def test_the_broker_collects_young_garbage_less_often_than_python_does() -> None
         gc.set_threshold(*before)
 
 
+def test_under_the_broker_policy_no_collection_walks_more_than_two_young_batches() -> None:
+    # Objects that all survive (10,000 fetches parking at once) are the worst case: each
+    # young collection promotes everything it walks. Generation 1 must be collected at
+    # every second one, so that a single collection walks at most 2 x 10,000 objects.
+    walked: list[tuple[int, int]] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            generation = info["generation"]
+            walked.append((generation, sum(len(gc.get_objects(g)) for g in range(generation + 1))))
+
+    before = gc.get_threshold()
+    gc.collect()
+    gc.callbacks.append(watch)
+    try:
+        young = gc_policy.use("broker")[0]
+        survivors = [[] for _ in range(12 * young)]
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*before)
+    assert len(survivors) == 12 * young  # all alive until every collection was seen
+    generations = [generation for generation, _ in walked]
+    assert generations.count(1) >= 5 and 2 not in generations
+    assert "0,0" not in ",".join(map(str, generations))  # never two young ones in a row
+    assert max(objects for _, objects in walked) <= 2 * gc_policy.BROKER_THRESHOLDS[0] + 1000
+
+
 async def test_the_completion_queue_completes_each_operation_at_its_latency() -> None:
     scheduler = ManualScheduler()
     completer = CompletionQueue(scheduler)
