@@ -324,7 +324,7 @@ def start_mode(args: argparse.Namespace) -> dict[str, Any]:
     floor = []
     # The interpreter alone importing the broker, as `purgatory broker` does (without rich).
     floor_code = (
-        "from purgatory.broker.main import keep_rich_out; keep_rich_out(); "
+        "from purgatory.broker.main import keep_unused_out; keep_unused_out(); "
         "import purgatory.broker.server"
     )
     for _ in range(args.runs):
