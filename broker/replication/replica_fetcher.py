@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -30,6 +29,7 @@ from purgatory.broker.replication.fetch_params import (
 )
 from purgatory.broker.replication.partition import Partition
 from purgatory.common.histogram import FetchLatency
+from purgatory.common.sample_ring import SampleRing
 from purgatory.protocol.errors import ErrorCode, KafkaError, error_name
 from purgatory.protocol.records import (
     CorruptRecordError,
@@ -49,7 +49,7 @@ class FetcherStats:
     def __init__(self) -> None:
         # The latest fetch round trips, (wall-clock end, total s, wait s), for experiments
         # that need request-level samples (GET /v1/samples/replica-fetch).
-        self.samples: deque[tuple[float, float, float]] = deque(maxlen=SAMPLES_KEPT)
+        self.samples = SampleRing(SAMPLES_KEPT, 3)
         self.requests = 0
         self.bytes = 0
         self.errors = 0
@@ -216,7 +216,7 @@ class ReplicaFetcher:
         stats = self.stats
         stats.requests += 1
         stats.latency.observe(total, result.wait_ms / 1000)
-        stats.samples.append((self.scheduler.wall_ms() / 1000, total, result.wait_ms / 1000))
+        stats.samples.append(self.scheduler.wall_ms() / 1000, total, result.wait_ms / 1000)
         for key, data in result.partitions:
             partition = self.partitions.get(key)
             if partition is not None and not self._process(partition, data):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import sys
@@ -20,7 +21,7 @@ from purgatory.clients import AdminClient, Producer
 from purgatory.common.admin_request import admin_request
 from purgatory.common.broker_state import decode_state
 from purgatory.testing.cluster import metric_samples
-from tests.support import bootstrap, running_cluster
+from tests.support import bootstrap, running_cluster, wait_until
 
 DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
 
@@ -187,3 +188,31 @@ async def test_purgatory_admin_sends_the_token_from_its_option_or_the_environmen
             "admin", "fault", "reset", "--admin", admin, env={"PURGATORY_ADMIN_TOKEN": "s3cret"}
         )
         assert code == 0, out
+
+
+async def test_a_follower_serves_its_latest_fetch_round_trips_as_samples() -> None:
+    async with running_cluster(2) as brokers:
+        async with AdminClient(bootstrap(brokers)) as admin:
+            await admin.create_topic("replicated", 1, 2)
+        async with Producer(bootstrap(brokers), linger_ms=0, acks=-1) as producer:
+            for _ in range(5):
+                await producer.send_and_wait("replicated", b"x")
+        follower = (
+            brokers[1]
+            if brokers[0].replica_manager.partitions[("replicated", 0)].is_leader
+            else brokers[0]
+        )
+        samples: list[dict[str, float]] = []
+
+        async def fetched() -> bool:
+            _, _, text = await get(follower, "/v1/samples/replica-fetch")
+            samples[:] = json.loads(text)["samples"]
+            return len(samples) >= 5
+
+        await wait_until(fetched, message="the follower's fetch samples")
+        assert [s["ts"] for s in samples] == sorted(s["ts"] for s in samples)  # oldest first
+        assert all(0 <= s["wait_ms"] <= s["total_ms"] for s in samples)
+        assert {s["source_broker"] for s in samples} <= {0, 1}
+        latest = max(s["ts"] for s in samples)
+        _, _, text = await get(follower, f"/v1/samples/replica-fetch?since={latest}")
+        assert all(s["ts"] > latest for s in json.loads(text)["samples"])
