@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import os
@@ -31,7 +32,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,19 @@ def _say(text: str) -> None:
 
 def _pct(samples: list[float], q: float) -> float:
     return percentile(sorted(samples), q)
+
+
+@contextlib.contextmanager
+def _load_collects_nothing() -> Iterator[None]:
+    """This (load) process collects no garbage inside: its own collection pauses, inside a
+    timed request, would count as the broker's time. Collect explicitly where a pause
+    times nothing."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def rss_mb(pid: int) -> float:
@@ -122,17 +136,17 @@ async def _metadata_ms(port: int, topic: str, samples: int) -> list[float]:
         # This process collects its garbage between samples, not inside them: decoding
         # 10,000 partitions triggers its full collections, 30-40 ms each, which are this
         # load generator's cost and would be the whole p99 (measured: 39 ms against 9).
-        gc.disable()
-        for _ in range(samples):
-            start = time.perf_counter()
-            response = await conn.send(ApiKey.METADATA, m.MetadataRequest([topic]))
-            times.append((time.perf_counter() - start) * 1000)
-            gc.collect()
-            if response.topics[0].error_code:
-                raise ClusterError(f"metadata for {topic}: error {response.topics[0].error_code}")
+        with _load_collects_nothing():
+            for _ in range(samples):
+                start = time.perf_counter()
+                response = await conn.send(ApiKey.METADATA, m.MetadataRequest([topic]))
+                times.append((time.perf_counter() - start) * 1000)
+                gc.collect()
+                if response.topics[0].error_code:
+                    code = response.topics[0].error_code
+                    raise ClusterError(f"metadata for {topic}: error {code}")
         return times
     finally:
-        gc.enable()
         await conn.close()
 
 
@@ -251,25 +265,22 @@ async def _park(port: int, count: int, rss: Callable[[], float]) -> dict[str, An
         late_ms.append(waited - max_wait)
         broker_late_ms.append(response.wait_time_ms - max_wait)
 
-    # This (load) process does not collect garbage while fetches are out: its collections
-    # (a full one took 10-20 ms at about 650 ms into the sends) would count as the
-    # broker's lateness. What it allocates meanwhile (~20 objects a fetch) is bounded.
-    gc.collect()
-    gc.disable()
-    # Sent 10 a millisecond (10,000 a second), as independent clients arrive. In bursts
+    # No collection while the fetches are out (a full one had taken 10-20 ms about 650 ms
+    # into the sends); what this process allocates meanwhile, ~20 objects a fetch, is
+    # bounded. Sent 10 a millisecond (10,000 a second), as independent clients arrive. In bursts
     # (500 every 50 ms, as this benchmark once sent them) the broker parks a burst for
     # ~20 ms (~45 us each): the burst's last requests reach it that much after the client
     # timed their send, and answers due meanwhile wait behind the burst.
     started = time.perf_counter()
     tasks = []
     try:
-        for start in range(0, count, 10):
-            tasks += [asyncio.ensure_future(fetch(c)) for c in conns[start : start + 10]]
-            await asyncio.sleep(0.001)
-        peak = rss()  # (nearly) every fetch parked: the first are due 1 s after their send
-        await asyncio.gather(*tasks)
+        with _load_collects_nothing():
+            for start in range(0, count, 10):
+                tasks += [asyncio.ensure_future(fetch(c)) for c in conns[start : start + 10]]
+                await asyncio.sleep(0.001)
+            peak = rss()  # (nearly) every fetch parked: the first are due 1 s after their send
+            await asyncio.gather(*tasks)
     finally:
-        gc.enable()
         for conn in conns:
             await conn.close()
     return {

@@ -18,9 +18,14 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 BLOCK = "import sys; sys.modules.update(rich=None, matplotlib=None, pyspark=None); "
 
 
-def python(code: str) -> subprocess.CompletedProcess[str]:
+def python(code: str, *, block: bool = True, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter; with ``block``, the optional dependencies missing."""
     return subprocess.run(
-        [sys.executable, "-c", BLOCK + code], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-c", (BLOCK if block else "") + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
     )
 
 
@@ -80,16 +85,10 @@ def test_a_system_java_home_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 def test_the_install_exposes_one_import_name(tmp_path: Path) -> None:
     """Outside the checkout, the installed (editable) distribution is `purgatory` and
     nothing else: a user's own `protocol` or `clients` module is never shadowed."""
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import importlib.util as u, purgatory.broker.server, purgatory.clients; "
-            "print([n for n in ('broker', 'clients', 'protocol', 'experiments') if u.find_spec(n)])",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    run = python(
+        "import importlib.util as u, purgatory.broker.server, purgatory.clients; "
+        "print([n for n in ('broker', 'clients', 'protocol', 'experiments') if u.find_spec(n)])",
+        block=False,
         cwd=tmp_path,
     )
     assert run.returncode == 0, run.stderr
@@ -137,23 +136,16 @@ def test_a_broker_starts_without_loading_kafka_schemas_or_the_experiments() -> N
 def test_a_broker_process_loads_kafkas_schemas_without_hypothesis_and_they_still_work() -> None:
     # kio registers property-test strategies with hypothesis (a test dependency) whenever
     # it can import it: 8 MB and ~0.2 s of what the Kafka layer cost a broker to load.
-    run = subprocess.run(  # not python(): the code under test blocks it itself
-        [
-            sys.executable,
-            "-c",
-            "import sys, importlib; "
-            "from purgatory.broker.main import keep_unused_out; keep_unused_out(); "
-            "import purgatory.broker.server as server; "
-            "[importlib.import_module(m) for m in server.KAFKA_LISTENER_MODULES]; "
-            "from purgatory.protocol import consumer_protocol as cp; "
-            "data = cp.encode_subscription(cp.Subscription(['a', 'b'], b'x')); "
-            "print(cp.decode_subscription(data), "
-            "sorted(m for m in sys.modules if m.startswith('hypothesis') and sys.modules[m]))",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
+    run = python(
+        "import sys, importlib; "
+        "from purgatory.broker.main import keep_unused_out; keep_unused_out(); "
+        "import purgatory.broker.server as server; "
+        "[importlib.import_module(m) for m in server.KAFKA_LISTENER_MODULES]; "
+        "from purgatory.protocol import consumer_protocol as cp; "
+        "data = cp.encode_subscription(cp.Subscription(['a', 'b'], b'x')); "
+        "print(cp.decode_subscription(data), "
+        "sorted(m for m in sys.modules if m.startswith('hypothesis') and sys.modules[m]))",
+        block=False,  # the code under test blocks it itself
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "Subscription(topics=['a', 'b'], user_data=b'x') []"
@@ -162,22 +154,15 @@ def test_a_broker_process_loads_kafkas_schemas_without_hypothesis_and_they_still
 def test_a_broker_process_keeps_rich_out_and_still_logs_exceptions() -> None:
     # structlog imports rich (and attrs through it) whenever it is installed: 5 MB and
     # ~60 ms of each broker's start. `purgatory broker` marks it missing first.
-    run = subprocess.run(  # not python(): it blocks rich itself
-        [
-            sys.executable,
-            "-c",
-            "import sys; from purgatory.broker.main import keep_unused_out; keep_unused_out(); "
-            "from purgatory.broker.ops.structured_logging import configure_logging; "
-            "import purgatory.broker.server, structlog; configure_logging('console'); "
-            "log = structlog.get_logger()\n"
-            "try:\n    1 / 0\nexcept ZeroDivisionError:\n    log.exception('boom')\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'attr') "
-            "and sys.modules[m] is not None))",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
+    run = python(
+        "import sys; from purgatory.broker.main import keep_unused_out; keep_unused_out(); "
+        "from purgatory.broker.ops.structured_logging import configure_logging; "
+        "import purgatory.broker.server, structlog; configure_logging('console'); "
+        "log = structlog.get_logger()\n"
+        "try:\n    1 / 0\nexcept ZeroDivisionError:\n    log.exception('boom')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'attr') "
+        "and sys.modules[m] is not None))",
+        block=False,  # the code under test blocks rich itself
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
