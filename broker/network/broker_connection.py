@@ -6,10 +6,11 @@ from then on its frames go through that protocol's codec and API handlers. An
 incremental frame decoder; requests dispatched in arrival order; responses written in
 that same order even when an earlier one is still pending (Kafka's rule, kept by
 protocol.in_flight as on the client's end), those produced while handling one read
-written together, as are those completed by one pass of the event loop. Back-pressure:
-when the socket's send buffer is full the remaining frames of a read wait in a backlog
-and the connection stops being read until it drains; so does a connection with
-``queued.max.requests`` responses outstanding.
+written together (up to 32 at a time, so that a pipelining client is never idle while the
+broker works through its read), as are those completed by one pass of the event loop.
+Back-pressure: when the socket's send buffer is full the remaining frames of a read wait
+in a backlog and the connection stops being read until it drains; so does a connection
+with ``queued.max.requests`` responses outstanding.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ if TYPE_CHECKING:
 
 _perf = time.perf_counter
 _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are waiting
+# ... and after every this many requests of one read. A pipelining client (64 requests in
+# flight, say, sent in one write) then has answers to act on, and sends its next requests,
+# while the broker handles the rest of the read; answering the whole read in one write made
+# the two take turns, each idle while the other worked (a broker serving single-record
+# produces was busy 75% of the time). One system call per 32 answers costs little.
+_FLUSH_EVERY = 32
 
 
 class _Waiting(msgspec.Struct, gc=False):
@@ -173,7 +180,7 @@ class BrokerConnection(asyncio.Protocol):
             self._handle(frame)
             if self.closing:
                 return
-            if len(self.out) >= _FLUSH_BYTES:
+            if i % _FLUSH_EVERY == _FLUSH_EVERY - 1 or len(self.out) >= _FLUSH_BYTES:
                 self._flush()  # may pause writing, which stops the loop above
         self._flush()
 
