@@ -19,6 +19,7 @@ import msgspec
 import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
+from purgatory.broker.controller.controller_channel_manager import ControllerChannelManager
 from purgatory.broker.controller.election import (
     Election,
     ElectionResult,
@@ -28,8 +29,7 @@ from purgatory.broker.controller.election import (
     move_leadership,
 )
 from purgatory.broker.controller.topics import create_topics, grow_topics
-from purgatory.clients.connection import Connection, ConnectionClosed
-from purgatory.protocol.api import ApiKey
+from purgatory.clients.connection import Connection
 from purgatory.protocol.errors import ErrorCode, KafkaError
 from purgatory.protocol.inter_broker_messages import (
     AlterPartitionPartition,
@@ -72,17 +72,17 @@ class Controller:
         self.incarnations: dict[int, str] = {config.broker_id: broker_incarnation}
         self.elections = dict.fromkeys(Election, 0)  # leader elections, by kind
         self._apply_locally = apply_locally
-        self._connect = connect  # the broker's connections to other members, by id
         self._newest_snapshot = newest_snapshot
-        self._registered: dict[int, tuple[str, int]] = {}  # broker id -> (incarnation, acked epoch)
+        self.log = structlog.get_logger("controller").bind(broker_id=self.broker_id)
+        self.channels = ControllerChannelManager(
+            config, self.picture, apply_locally, connect, self.log
+        )
         self._last_seen: dict[int, float] = {}  # broker id -> loop time of its last registration
         self.live: frozenset[int] = frozenset({self.broker_id})
         # Brokers in controlled shutdown: live, but they may not lead nor join an ISR.
         self.shutting_down: set[int] = set()
-        self._push_locks: dict[int, asyncio.Lock] = {}
         self._background: set[asyncio.Future[Any]] = set()
         self._next_start = 0
-        self.log = structlog.get_logger("controller").bind(broker_id=self.broker_id)
 
     def picture(self) -> UpdateMetadataRequest:
         return UpdateMetadataRequest(
@@ -98,7 +98,7 @@ class Controller:
         await self._recover()
         self._elect()  # partitions whose leaders are not live (the old controller's, ...)
         await self._apply_locally(self.picture())
-        if self._registered:  # brokers live under the previous controller: tell them now
+        if self.channels.registered:  # brokers live under the previous controller: tell them now
             self._publish_in_background()
         self._background.add(asyncio.ensure_future(self._watch_liveness()))
         self._background.add(asyncio.ensure_future(self._rebalance_leaders()))
@@ -133,7 +133,7 @@ class Controller:
         # Push to them before they come looking (they accept the newer epoch and follow us);
         # their own registration then replaces the unknown incarnation.
         for broker_id in carried:
-            self._registered[broker_id] = (self.incarnations.get(broker_id, ""), -1)
+            self.channels.expect(broker_id, self.incarnations.get(broker_id, ""))
         if recorded is not None and recorded != own:
             self._restarted(self.broker_id)
         self.log.info(
@@ -168,7 +168,7 @@ class Controller:
         self._publish_in_background()
 
     def _publish_in_background(self) -> None:
-        task = asyncio.ensure_future(self._publish(self.config["metadata.push.timeout.ms"]))
+        task = asyncio.ensure_future(self.channels.publish(self.config["metadata.push.timeout.ms"]))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -193,54 +193,14 @@ class Controller:
                 self._publish_in_background()
         if broker_id not in self.live:
             self._set_live(self.live | {broker_id})
-        known = self._registered.get(broker_id)
-        if known is not None and known == (incarnation, self.epoch):
+        if self.channels.holds(broker_id, incarnation, self.epoch):
             return
-        self._registered[broker_id] = (incarnation, -1)
-        if not await self._push(broker_id):
+        self.channels.expect(broker_id, incarnation)
+        if not await self.channels.push(broker_id):
             raise KafkaError(
                 ErrorCode.BROKER_NOT_AVAILABLE,
                 f"controller could not push metadata to broker {broker_id}",
             )
-
-    async def _push(self, broker_id: int) -> bool:
-        """Send the current picture to one registered broker; False if it did not apply it."""
-        lock = self._push_locks.setdefault(broker_id, asyncio.Lock())
-        async with lock:
-            registration = self._registered.get(broker_id)
-            if registration is None:
-                return False
-            if registration[1] == self.epoch:
-                return True
-            picture = self.picture()
-            timeout_ms = self.config["metadata.push.timeout.ms"]
-            conn: Connection | None = None
-            try:
-                conn = await self._connect(broker_id)
-                response = await conn.send(ApiKey.UPDATE_METADATA, picture, timeout_ms=timeout_ms)
-                if response.error_code:
-                    raise KafkaError(response.error_code, "the broker holds a newer picture")
-            except (ConnectionClosed, KafkaError) as exc:
-                self.log.warning("metadata_push_failed", target_broker=broker_id, error=str(exc))
-                self._registered.pop(broker_id, None)
-                if conn is not None:
-                    await conn.close()  # the next push opens a fresh one
-                return False
-            current = self._registered.get(broker_id)
-            if current is not None:
-                self._registered[broker_id] = (current[0], picture.metadata_epoch)
-            return True
-
-    async def _publish(self, timeout_ms: int) -> None:
-        """Apply the new picture here and push it to every registered broker (bounded wait)."""
-        await self._apply_locally(self.picture())
-        others = [b for b in self._registered if b != self.broker_id]
-        if others:
-            pushes = [asyncio.ensure_future(self._push(b)) for b in others]
-            _, pending = await asyncio.wait(pushes, timeout=max(timeout_ms, 1) / 1000)
-            for task in pending:
-                # Keep pushing in the background; the caller stops waiting.
-                task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 
     # -- elections ------------------------------------------------------------------------
 
@@ -353,7 +313,7 @@ class Controller:
                 results[(name, index)] = outcome
         if any(code == ErrorCode.NONE for code, _ in results.values()):
             self.epoch += 1
-            await self._publish(timeout_ms)
+            await self.channels.publish(timeout_ms)
         return results
 
     async def move_leader(
@@ -371,7 +331,7 @@ class Controller:
         self._replace_partition(topic, outcome.state)
         self._log_change(topic, state, outcome)
         self.epoch += 1
-        await self._publish(timeout_ms)
+        await self.channels.publish(timeout_ms)
         return ErrorCode.NONE, None
 
     def _partition_state(self, topic: str, partition: int) -> PartitionState | None:
@@ -395,7 +355,7 @@ class Controller:
         self.log.info("controlled_shutdown", shutting_down_broker=broker_id)
         if self._elect():
             self.epoch += 1
-            await self._publish(self.config["metadata.push.timeout.ms"])
+            await self.channels.publish(self.config["metadata.push.timeout.ms"])
         return [
             (name, p.partition_index)
             for name, topic in self.topics.items()
@@ -430,7 +390,7 @@ class Controller:
             )
         if topics:
             self.epoch += 1
-            await self._publish(timeout_ms)
+            await self.channels.publish(timeout_ms)
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
         """Remove topics from the picture and push it: every broker drops their partitions
@@ -452,7 +412,7 @@ class Controller:
             self.log.info("topic_deleted", topic=name)
         if deleted:
             self.epoch += 1
-            await self._publish(request.timeout_ms)
+            await self.channels.publish(request.timeout_ms)
         return DeleteTopicsResponse(results)
 
     # -- ISR changes ------------------------------------------------------------------------

@@ -13,7 +13,6 @@ methods here with plain values; an answer that must wait is a future.
 from __future__ import annotations
 
 import asyncio
-import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -476,29 +475,16 @@ class GroupCoordinator:
                 waiting.append((group_id, self.manager.delete_group(group, self._now())))
         if not waiting:
             return results
-        return _gather(results, waiting)
+
+        async def stored() -> dict[str, int]:
+            for group_id, deletion in waiting:
+                results[group_id] = await deletion
+            return results
+
+        return asyncio.ensure_future(stored())
 
     # -- observation -----------------------------------------------------------------------
 
     def describe(self) -> list[GroupInfo]:
         """The groups coordinated here, for ``/v1/state``."""
         return [g.describe() for g in sorted(self.manager.owned_groups(), key=lambda g: g.group_id)]
-
-
-def _gather(
-    results: dict[str, int], waiting: list[tuple[str, asyncio.Future[int]]]
-) -> asyncio.Future[dict[str, int]]:
-    """One future of every group's result, once each stored deletion has its answer."""
-    answer: asyncio.Future[dict[str, int]] = asyncio.get_running_loop().create_future()
-    left = len(waiting)
-
-    def _one_done(group_id: str, f: asyncio.Future[int]) -> None:
-        nonlocal left
-        results[group_id] = f.result()
-        left -= 1
-        if left == 0:
-            answer.set_result(results)
-
-    for group_id, future in waiting:
-        future.add_done_callback(functools.partial(_one_done, group_id))
-    return answer
