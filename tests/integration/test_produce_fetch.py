@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient, Connection, Consumer, Producer
 from purgatory.protocol import messages as m
-from purgatory.protocol.api import ApiKey
+from purgatory.protocol.api import (
+    ApiKey,
+    decode_response_body,
+    decode_response_header,
+    encode_request_into,
+)
 from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.framing import FrameDecoder
 from purgatory.protocol.records import decode_records, encode_batch
 from tests.support import bootstrap
 
@@ -73,6 +80,49 @@ async def test_produced_records_come_back_from_fetch_with_their_offsets(broker: 
         (2, b"c"),
     ]
     await conn.close()
+
+
+async def test_a_read_of_many_requests_is_answered_32_at_a_time(broker: Broker) -> None:
+    """A pipelining client's 100 produces arrive in one read; their answers leave in
+    writes of 32, 32, 32 and 4 (so the client can send more while the broker works), in
+    request order, each with its own offset."""
+    await create(broker, "t")
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+    frames = FrameDecoder()
+
+    async def answers(count: int) -> list[m.ProduceResponse]:
+        got: list[bytes] = []
+        while len(got) < count:
+            got += frames.feed(await asyncio.wait_for(reader.read(1 << 16), 10))
+        headers = [decode_response_header(f) for f in got]
+        assert [h.error_code for h in headers] == [0] * count
+        return [decode_response_body(ApiKey.PRODUCE, 0, h.body) for h in headers]
+
+    def produces(first: int, count: int) -> bytes:
+        out = bytearray()
+        for cid in range(first, first + count):
+            request = produce_request("t", 0, [b"%d" % cid])
+            encode_request_into(out, ApiKey.PRODUCE, 0, cid, "pipelined", request)
+        return bytes(out)
+
+    writer.write(produces(0, 1))  # the server's end of the connection learns its client
+    await answers(1)
+    (server_side,) = [c for c in broker.socket_server.connections if c.client_id == "pipelined"]
+    assert server_side.transport is not None
+    transport_write = server_side.transport.write
+    answers_per_write: list[int] = []
+
+    def counting_write(data: Any) -> None:
+        answers_per_write.append(len(FrameDecoder().feed(bytes(data))))
+        transport_write(data)
+
+    server_side.transport.write = counting_write  # type: ignore[method-assign]
+    server_side.data_received(produces(1, 100))  # one read, as the event loop hands it
+    assert answers_per_write == [32, 32, 32, 4]
+    responses = await answers(100)
+    offsets = [r.responses[0].partitions[0].base_offset for r in responses]
+    assert offsets == list(range(1, 101))
+    writer.close()
 
 
 async def test_fetch_v0_still_works_and_v1_reports_no_wait(broker: Broker) -> None:
