@@ -157,7 +157,7 @@ class Harness:
             max_wait_ms,
             min_bytes,
             1 << 20,
-            [((topic, 0), PartitionFetchInfo(offset, 1 << 20, leader_epoch))],
+            (((topic, 0), PartitionFetchInfo(offset, 1 << 20, leader_epoch)),),
         )
         result = self.replica_manager.fetch_messages(params)
         if isinstance(result, FetchResult):

@@ -138,7 +138,7 @@ class KafkaApis:
             request.max_wait_ms,
             request.min_bytes,
             request.max_bytes,
-            partitions,
+            tuple(partitions),
         )
         result = self.replica_manager.fetch_messages(params)
         to_response = _fetch_response_v0 if version == 0 else _fetch_response_v1

@@ -274,6 +274,7 @@ class BrokerConnection(asyncio.Protocol):
             times.observe_immediate(_perf() - start)
             return
         # Waiting (later answers queue behind it): in a purgatory, or on another task.
+        self.codec.trim_waiting(request)
         if isinstance(result, Deferred):
             future: asyncio.Future[Any] = result.future
             waiting = _Waiting(request, times, start, _perf(), result.to_response)

@@ -116,6 +116,10 @@ class KafkaCodec:
         assert isinstance(request, Request), "Kafka requests are refused only after decoding"
         self.encode_response_into(buffer, request, self.error_response(request, code, message))
 
+    def trim_waiting(self, request: Request) -> None:
+        """Nothing to drop: Kafka's error answers are built from the request's body (each
+        partition asked for, with the code)."""
+
 
 @functools.cache
 def _reader(api_key: int, version: int) -> tuple[Any, bool]:

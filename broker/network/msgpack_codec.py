@@ -47,3 +47,8 @@ class MsgpackCodec:
         self, buffer: bytearray, request: RequestHeader, code: int, message: str
     ) -> None:
         encode_response_into(buffer, request.correlation_id, None, code, message)
+
+    def trim_waiting(self, request: Request) -> None:
+        """Our answers, errors included, need only the correlation id: the body goes (a
+        waiting fetch's body holds two lists)."""
+        request.body = None

@@ -75,3 +75,8 @@ class Codec(Protocol):
     ) -> None:
         """Append the frame that answers ``request`` with a request-level error."""
         ...
+
+    def trim_waiting(self, request: Request) -> None:
+        """Drop what a request's answer will not need, now that it waits (in a purgatory
+        or on a task): the collector walks whatever it keeps at every collection."""
+        ...

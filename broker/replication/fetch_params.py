@@ -27,7 +27,9 @@ class FetchParams(msgspec.Struct, gc=False):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
-    partitions: list[tuple[TopicPartition, PartitionFetchInfo]]  # request order
+    # Request order. A tuple: the cycle collector stops tracking it (and its pairs) at its
+    # first look, where a list it would walk at every collection while the fetch waits.
+    partitions: tuple[tuple[TopicPartition, PartitionFetchInfo], ...]
 
     @property
     def is_from_follower(self) -> bool:

@@ -196,7 +196,7 @@ class ReplicaFetcher:
             config["replica.fetch.wait.max.ms"],
             config["replica.fetch.min.bytes"],
             config["replica.fetch.response.max.bytes"],
-            [
+            tuple(
                 (
                     key,
                     PartitionFetchInfo(
@@ -205,7 +205,7 @@ class ReplicaFetcher:
                 )
                 for key, partition in self.partitions.items()
                 if key in keys
-            ],
+            ),
         )
 
     async def _fetch_once(self, keys: set[TopicPartition]) -> None:

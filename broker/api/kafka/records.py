@@ -96,7 +96,9 @@ class RecordApis:
                         ),
                     )
                 )
-        params = FetchParams(-1, max_wait_ms, request.min_bytes, request.max_bytes, partitions)
+        params = FetchParams(
+            -1, max_wait_ms, request.min_bytes, request.max_bytes, tuple(partitions)
+        )
         result = self.replica_manager.fetch_messages(params)
         to_response = self._fetch_answers[version]
         if isinstance(result, FetchResult):
