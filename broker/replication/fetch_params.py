@@ -27,8 +27,9 @@ class FetchParams(msgspec.Struct, gc=False):
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
-    # Request order. A tuple: the cycle collector stops tracking it (and its pairs) at its
-    # first look, where a list it would walk at every collection while the fetch waits.
+    # Request order. A tuple: the cycle collector stops tracking its pairs at its first look
+    # and it at its second (it checks the outer tuple before the inner ones), where a list
+    # it would walk at every collection while the fetch waits.
     partitions: tuple[tuple[TopicPartition, PartitionFetchInfo], ...]
 
     @property
