@@ -4,6 +4,7 @@ optionally next to the framed echo ceiling in the same run."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -20,6 +21,8 @@ from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey, encode_request_into
 from purgatory.protocol.errors import ErrorCode, KafkaError
 from purgatory.protocol.records import encode_batch
+
+LEADER_TIMEOUT_S = 10.0  # how long a new topic's partitions may go without a leader
 
 
 def _check(response: m.ProduceResponse) -> bool:
@@ -80,18 +83,40 @@ async def produce_load(
         return await load.run()
 
 
-async def _prepare(bootstrap: str, topic: str, partitions: int) -> tuple[str, int, list[int]]:
-    """Create the topic if needed; return one broker's address and the partitions it leads."""
+async def _prepare(
+    bootstrap: str, topic: str, partitions: int, leader_timeout_s: float = LEADER_TIMEOUT_S
+) -> tuple[str, int, list[int]]:
+    """Create the topic if needed; return one broker's address and the partitions it leads.
+
+    A topic just created may not have its leaders yet: metadata is asked again until every
+    partition has one, for up to ``leader_timeout_s``."""
     async with AdminClient(bootstrap) as admin:
         with contextlib.suppress(KafkaError):
             await admin.create_topic(topic, partitions)
         await admin.cluster.ensure_topics([topic], auto_create=False)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + leader_timeout_s
+        while True:
+            parts = admin.cluster.partitions_for(topic) or []
+            leaderless = [p.partition_index for p in parts if p.leader_id < 0]
+            if parts and not leaderless:
+                break
+            if loop.time() >= deadline:
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                    f"topic {topic!r}: partitions {leaderless} still have no leader after "
+                    f"{leader_timeout_s:g} s",
+                )
+            await asyncio.sleep(0.05)
+            await admin.cluster.refresh([topic])
         leaders: dict[int, list[int]] = {}
-        for p in admin.cluster.partitions_for(topic) or []:
+        for p in parts:
             leaders.setdefault(p.leader_id, []).append(p.partition_index)
-        if not leaders:
-            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {topic!r} has no leaders")
         leader = min(leaders)
+        if leader not in admin.cluster.brokers:
+            raise KafkaError(
+                ErrorCode.BROKER_NOT_AVAILABLE, f"leader {leader} of {topic!r} is not in metadata"
+            )
         host, port = admin.cluster.brokers[leader]
         return host, port, leaders[leader]
 

@@ -1,0 +1,40 @@
+"""`perf produce` finds where to send: the topic's partitions and the broker leading them."""
+
+from __future__ import annotations
+
+import pytest
+
+from purgatory.clients import AdminClient
+from purgatory.clients.perf.produce import _prepare
+from purgatory.protocol.errors import KafkaError
+from tests.support import bootstrap, running_cluster, wait_until
+
+FAST_FENCING = {"broker_heartbeat_interval_ms": 50, "broker_session_timeout_ms": 600}
+
+
+async def test_a_new_topic_is_written_at_the_broker_leading_its_first_partitions() -> None:
+    async with running_cluster(2) as brokers:
+        host, port, partitions = await _prepare(bootstrap(brokers[1:]), "fresh", 4)
+        states = [brokers[0].metadata.partition("fresh", i) for i in range(4)]
+        leader_of = {s.partition_index: s.leader_id for s in states if s is not None}
+        first = min(leader_of.values())
+        assert (host, port) == ("127.0.0.1", brokers[first].port)
+        assert partitions == [i for i, leader in sorted(leader_of.items()) if leader == first]
+
+
+async def test_a_partition_without_a_leader_is_waited_for_then_named_in_the_error() -> None:
+    async with running_cluster(2, **FAST_FENCING) as brokers:
+        async with AdminClient(bootstrap(brokers)) as admin:
+            await admin.create_topic("t", 2, replication_factor=1)
+        [lost] = [p.index for p in brokers[1].replica_manager.partitions.values()]
+        await brokers[1].stop()
+        await wait_until(
+            lambda: (
+                (s := brokers[0].metadata.partition("t", lost)) is not None and s.leader_id == -1
+            ),
+            message="the stopped broker's partition has no leader",
+        )
+        with pytest.raises(
+            KafkaError, match=rf"partitions \[{lost}\] still have no leader after 0.3 s"
+        ):
+            await _prepare(bootstrap(brokers[:1]), "t", 2, leader_timeout_s=0.3)
