@@ -75,9 +75,9 @@ def validate(batch: bytes | memoryview) -> BatchInfo:
     if size < HEADER_SIZE:
         raise CorruptRecordError(f"batch of {size} bytes is shorter than its v2 header")
     (
-        _,
+        base,
         length,
-        _,
+        epoch,
         magic,
         crc,
         attributes,
@@ -106,7 +106,15 @@ def validate(batch: bytes | memoryview) -> BatchInfo:
     if attributes & TRANSACTIONAL_FLAG:
         raise CorruptRecordError("transactional batches are not supported (no transactions)")
     return BatchInfo(
-        count, base_ts, max(max_ts, base_ts), size, producer_id, producer_epoch, base_sequence
+        base,
+        epoch,
+        count,
+        base_ts,
+        max(max_ts, base_ts),
+        size,
+        producer_id,
+        producer_epoch,
+        base_sequence,
     )
 
 

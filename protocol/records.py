@@ -77,8 +77,13 @@ class ConsumerRecord(msgspec.Struct, frozen=True):
 
 class BatchInfo(msgspec.Struct, frozen=True):
     """What the broker needs of a batch without decoding its records (the producer fields
-    are those of an idempotent Kafka producer's v2 batch; -1 otherwise)."""
+    are those of an idempotent Kafka producer's v2 batch; -1 otherwise).
 
+    ``base_offset`` and ``partition_leader_epoch`` are as the batch says: a leader ignores
+    a producer's and writes its own (``assign_offsets``); a follower keeps the leader's."""
+
+    base_offset: int
+    partition_leader_epoch: int
     record_count: int
     base_timestamp: int
     max_timestamp: int
@@ -152,7 +157,7 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
         return kafka_records.validate(batch)
     if len(batch) < HEADER_SIZE:
         raise CorruptRecordError(f"batch of {len(batch)} bytes is shorter than its header")
-    _, length, _, magic, crc, _, base_ts, max_ts, count = HEADER.unpack_from(batch)
+    base, length, epoch, magic, crc, _, base_ts, max_ts, count = HEADER.unpack_from(batch)
     if length != len(batch) - _LENGTH_END:
         raise CorruptRecordError(
             f"batch_length says {length} bytes but {len(batch) - _LENGTH_END} follow it"
@@ -174,7 +179,7 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
             raise CorruptRecordError(f"records do not decode: {exc}") from None
         if len(decoded) != count:
             raise CorruptRecordError(f"record_count is {count} but {len(decoded)} records follow")
-    return BatchInfo(count, base_ts, max_ts, len(batch))
+    return BatchInfo(base, epoch, count, base_ts, max_ts, len(batch))
 
 
 def assign_offsets(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:

@@ -27,11 +27,14 @@ UNDEFINED_EPOCH_END = EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_OFFSET)
 
 
 class LeaderEpochCache:
-    __slots__ = ("_epochs", "_starts")
+    __slots__ = ("_epochs", "_starts", "latest_epoch")
 
     def __init__(self) -> None:
         self._epochs: list[int] = []  # increasing
         self._starts: list[int] = []  # non-decreasing, one per epoch
+        # The last of _epochs, kept as a field: every append compares with it, and only a
+        # later epoch (rare: a new leader) calls assign.
+        self.latest_epoch = UNDEFINED_EPOCH
 
     def __len__(self) -> int:
         return len(self._epochs)
@@ -39,16 +42,13 @@ class LeaderEpochCache:
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts, strict=True))
 
-    @property
-    def latest_epoch(self) -> int:
-        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
-
     def assign(self, epoch: int, start_offset: int) -> None:
         """Records of ``epoch`` start at ``start_offset`` (kept only for a new, later epoch)."""
-        if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
+        if epoch <= self.latest_epoch:  # also every negative epoch: latest is at least -1
             return
         self._epochs.append(epoch)
         self._starts.append(start_offset)
+        self.latest_epoch = epoch
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> EpochEndOffset:
         if not self._epochs or epoch < self._epochs[0]:
@@ -62,6 +62,7 @@ class LeaderEpochCache:
         """The log now ends at ``end_offset``: forget epochs that start at or after it."""
         keep = bisect.bisect_left(self._starts, end_offset)
         del self._epochs[keep:], self._starts[keep:]
+        self.latest_epoch = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: epochs wholly before it go; the one
@@ -75,3 +76,4 @@ class LeaderEpochCache:
     def clear(self) -> None:
         self._epochs.clear()
         self._starts.clear()
+        self.latest_epoch = UNDEFINED_EPOCH

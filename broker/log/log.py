@@ -24,7 +24,7 @@ from typing import Any
 from purgatory.broker.log.leader_epoch_cache import LeaderEpochCache
 from purgatory.broker.log.log_segment import LogSegment, RemoteLogSegmentMetadata
 from purgatory.broker.log.producer_state import ProducerStateManager
-from purgatory.protocol.records import BatchInfo, assign_offsets, batch_leader_epoch, decode_records
+from purgatory.protocol.records import BatchInfo, assign_offsets, decode_records
 
 # Kafka's "use the value of retention.*" marker for local.retention.*.
 USE_TOTAL_RETENTION = -2
@@ -149,24 +149,32 @@ class Log:
         """Append a validated batch, assigning its offsets; return its base offset. (An
         idempotent producer's batch is first checked with ``producer_state.check``.)"""
         base = self.log_end_offset
-        self.leader_epochs.assign(leader_epoch, base)
+        # The two checks below skip a call per batch in the common case: same epoch as the
+        # last batch, and no idempotent producer.
+        if leader_epoch > self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(leader_epoch, base)
         self._store(base, assign_offsets(batch, base, leader_epoch), info)
-        self.producer_state.update(info, base)
+        if info.producer_id >= 0:
+            self.producer_state.update(info, base)
         return base
 
-    def append_as_follower(self, batch: bytes, info: BatchInfo, base_offset: int) -> None:
-        """Append a batch exactly as the leader stored it (its offsets kept).
+    def append_as_follower(self, batch: bytes, info: BatchInfo) -> None:
+        """Append a batch exactly as the leader stored it (its offsets and leader epoch,
+        which ``info`` read from it, kept).
 
         Raises ValueError if it does not start at this log's end: a follower fetches from
         its log end, so anything else means the two logs disagree.
         """
-        if base_offset != self.log_end_offset:
+        base = info.base_offset
+        if base != self.log_end_offset:
             raise ValueError(
-                f"replicated batch starts at offset {base_offset}, the log ends at {self.log_end_offset}"
+                f"replicated batch starts at offset {base}, the log ends at {self.log_end_offset}"
             )
-        self.leader_epochs.assign(batch_leader_epoch(batch), base_offset)
-        self._store(base_offset, batch, info)
-        self.producer_state.update(info, base_offset)
+        if info.partition_leader_epoch > self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(info.partition_leader_epoch, base)
+        self._store(base, batch, info)
+        if info.producer_id >= 0:
+            self.producer_state.update(info, base)
 
     def reset_to(self, offset: int) -> None:
         """Drop everything, both tiers, and start empty at ``offset`` (a follower behind the

@@ -51,12 +51,11 @@ class RemoteLeaderEndPoint:
                     index, info.fetch_offset, info.max_bytes, info.current_leader_epoch
                 )
             )
+        topics = []  # loops, not comprehensions: each of those is a call on every round
+        for topic, parts in by_topic.items():
+            topics.append(m.FetchTopic(topic, parts))
         request = m.FetchRequest(
-            params.replica_id,
-            params.max_wait_ms,
-            params.min_bytes,
-            params.max_bytes,
-            [m.FetchTopic(topic, parts) for topic, parts in by_topic.items()],
+            params.replica_id, params.max_wait_ms, params.min_bytes, params.max_bytes, topics
         )
         response: m.FetchResponseV1 = await conn.send(
             ApiKey.FETCH,
@@ -64,19 +63,14 @@ class RemoteLeaderEndPoint:
             version=FETCH_VERSION,
             timeout_ms=params.max_wait_ms + conn.request_timeout_ms,
         )
-        return FetchResult(
-            [
-                (
-                    (topic.topic, p.partition_index),
-                    FetchPartitionData(
-                        p.error_code, p.high_watermark, p.log_start_offset, p.records
-                    ),
+        answered = []
+        for answer in response.responses:
+            for p in answer.partitions:
+                data = FetchPartitionData(
+                    p.error_code, p.high_watermark, p.log_start_offset, p.records
                 )
-                for topic in response.responses
-                for p in topic.partitions
-            ],
-            response.wait_time_ms,
-        )
+                answered.append(((answer.topic, p.partition_index), data))
+        return FetchResult(answered, response.wait_time_ms)
 
     async def offsets_for_leader_epoch(
         self, asks: list[EpochAsk]

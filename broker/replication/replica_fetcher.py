@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 import structlog
@@ -33,7 +34,6 @@ from purgatory.common.sample_ring import SampleRing
 from purgatory.protocol.errors import ErrorCode, KafkaError, error_name
 from purgatory.protocol.records import (
     CorruptRecordError,
-    batch_base_offset,
     iter_batches,
     validate_batch,
 )
@@ -153,10 +153,12 @@ class ReplicaFetcher:
                 await self._wait_for_work()
                 continue
             try:
-                truncating = ready & self.truncating
-                if truncating:
-                    await self._truncate(truncating)
-                fetchable = ready - self.truncating  # with those that just finished truncating
+                fetchable = ready
+                if self.truncating:
+                    truncating = ready & self.truncating
+                    if truncating:
+                        await self._truncate(truncating)
+                    fetchable = ready - self.truncating  # with those that just finished
                 if fetchable:
                     await self._fetch_once(fetchable)
             except (ConnectionError, KafkaError) as exc:
@@ -165,8 +167,10 @@ class ReplicaFetcher:
                 await self.leader.close()
                 await asyncio.sleep(self.config["replica.fetch.backoff.ms"] / 1000)
 
-    def _ready(self) -> set[TopicPartition]:
+    def _ready(self) -> AbstractSet[TopicPartition]:
         """The partitions not backing off after an error."""
+        if not self._delayed:  # every round of a healthy follower
+            return self.partitions.keys()
         now = self.scheduler.now_ms()
         for key, until in list(self._delayed.items()):
             if until <= now:
@@ -188,27 +192,25 @@ class ReplicaFetcher:
             if timer is not None:
                 timer.cancel()
 
-    def _params(self, keys: set[TopicPartition]) -> FetchParams:
+    def _params(self, keys: AbstractSet[TopicPartition]) -> FetchParams:
         config = self.config
         partition_max = config["replica.fetch.max.bytes"]
+        asked = []  # a loop, not a generator: this runs every round
+        for key, partition in self.partitions.items():
+            if key in keys:
+                info = PartitionFetchInfo(
+                    partition.log.log_end_offset, partition_max, partition.leader_epoch
+                )
+                asked.append((key, info))
         return FetchParams(
             self.broker_id,
             config["replica.fetch.wait.max.ms"],
             config["replica.fetch.min.bytes"],
             config["replica.fetch.response.max.bytes"],
-            tuple(
-                (
-                    key,
-                    PartitionFetchInfo(
-                        partition.log.log_end_offset, partition_max, partition.leader_epoch
-                    ),
-                )
-                for key, partition in self.partitions.items()
-                if key in keys
-            ),
+            tuple(asked),
         )
 
-    async def _fetch_once(self, keys: set[TopicPartition]) -> None:
+    async def _fetch_once(self, keys: AbstractSet[TopicPartition]) -> None:
         """One round for ``keys``; a partition answered with an error backs off."""
         started = self.scheduler.precise_s()
         result = await self.leader.fetch(self._params(keys))
@@ -222,7 +224,7 @@ class ReplicaFetcher:
             if partition is not None and not self._process(partition, data):
                 self._delay(key)
 
-    async def _truncate(self, keys: set[TopicPartition]) -> None:
+    async def _truncate(self, keys: AbstractSet[TopicPartition]) -> None:
         """Ask the leader where each truncating partition's latest epoch ends and cut the
         log back to there; one the leader could not answer for backs off (then asks again)."""
         asks = []
@@ -324,10 +326,9 @@ class ReplicaFetcher:
                 for batch in iter_batches(data.records):
                     stored = bytes(batch)
                     info = validate_batch(stored, verify_records=False)
-                    base = batch_base_offset(stored)
-                    if base + info.record_count <= log.log_end_offset:
+                    if info.base_offset + info.record_count <= log.log_end_offset:
                         continue  # already have it
-                    log.append_as_follower(stored, info, base)
+                    log.append_as_follower(stored, info)
             except (CorruptRecordError, ValueError) as exc:
                 self.stats.errors += 1
                 self.log.error(

@@ -3,6 +3,8 @@ suffix that never reached the ISR."""
 
 from __future__ import annotations
 
+import pytest
+
 from purgatory.broker.log.leader_epoch_cache import EpochEndOffset, LeaderEpochCache
 from purgatory.broker.log.log import Log, LogConfig
 from purgatory.protocol.records import decode_records, encode_batch, validate_batch
@@ -44,14 +46,43 @@ def test_an_older_or_repeated_epoch_is_not_assigned() -> None:
     assert cache.entries() == [(2, 5)]
 
 
+def test_the_latest_epoch_follows_every_change_to_the_cache() -> None:
+    cache = LeaderEpochCache()
+    assert cache.latest_epoch == -1
+    cache.assign(-1, 0)  # no epoch (an old message format) is never kept
+    assert cache.latest_epoch == -1 and cache.entries() == []
+    cache.assign(1, 0)
+    cache.assign(4, 10)
+    cache.assign(2, 12)
+    assert cache.latest_epoch == 4
+    cache.truncate_from_start(11)
+    assert cache.latest_epoch == 4 and cache.entries() == [(4, 11)]
+    cache.assign(6, 20)
+    cache.truncate_from_end(20)
+    assert cache.latest_epoch == 4
+    cache.truncate_from_end(0)
+    assert cache.latest_epoch == -1 and cache.entries() == []
+    cache.assign(7, 30)
+    cache.clear()
+    assert cache.latest_epoch == -1
+
+
+def test_a_follower_refuses_a_batch_that_does_not_start_at_its_log_end() -> None:
+    leader, follower = Log(), Log()
+    append(leader, 0, b"a")
+    append(leader, 0, b"b")
+    second = leader.read(1, 1 << 30)[0]
+    with pytest.raises(ValueError, match="starts at offset 1, the log ends at 0"):
+        follower.append_as_follower(second, validate_batch(second, verify_records=False))
+    assert follower.log_end_offset == 0 and follower.leader_epochs.entries() == []
+
+
 def test_a_follower_keeps_the_epochs_stamped_on_the_batches_it_replicates() -> None:
     leader, follower = Log(), Log()
     append(leader, 0, b"a")
     append(leader, 2, b"b")
     for batch in leader.read(0, 1 << 30):
-        follower.append_as_follower(
-            batch, validate_batch(batch, verify_records=False), len(values(follower))
-        )
+        follower.append_as_follower(batch, validate_batch(batch, verify_records=False))
     assert follower.leader_epochs.entries() == [(0, 0), (2, 1)]
 
 

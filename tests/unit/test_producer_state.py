@@ -14,7 +14,7 @@ from tests.harness import Harness
 
 
 def info(pid: int, epoch: int, seq: int, count: int = 1) -> BatchInfo:
-    return BatchInfo(count, 0, 0, 100, pid, epoch, seq)
+    return BatchInfo(0, -1, count, 0, 0, 100, pid, epoch, seq)
 
 
 def batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
@@ -120,6 +120,6 @@ def test_a_follower_learns_producer_state_from_what_it_replicates() -> None:
     leader.append(data, validate_batch(data), 1)
     follower = Log()
     stored = leader.read(0, 1 << 20)[0]
-    follower.append_as_follower(stored, validate_batch(stored, verify_records=False), 0)
+    follower.append_as_follower(stored, validate_batch(stored, verify_records=False))
     retried = follower.producer_state.check(info(8, 0, 0, 3))
     assert retried is not None and retried.first_offset == 0
