@@ -17,7 +17,7 @@ among its members, again at every rebalance). Committed offsets live with the gr
 coordinator (OffsetCommit/OffsetFetch): manual ``commit()`` and auto-commit every
 ``auto.commit.interval.ms``, and before partitions are given up in a rebalance. The
 fetchers live in ``clients.fetcher``, assignment and positions in
-``clients.subscription_state``.
+``clients.subscription_state``, commits in ``clients.offset_commits``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from purgatory.clients.connection import ConnectionClosed
 from purgatory.clients.consumer_coordinator import ConsumerCoordinator
 from purgatory.clients.coordinator_client import CoordinatorClient
 from purgatory.clients.fetcher import Chunk, ConsumerMessage, FetchConfig, Fetcher, OnFetch
+from purgatory.clients.offset_commits import OffsetCommits
 from purgatory.clients.subscription_state import SubscriptionState, TopicPartition
 from purgatory.common.histogram import FetchLatency
 from purgatory.protocol import messages as m
@@ -109,19 +110,18 @@ class Consumer:
             self.cluster, self.state, config, self.queue, self._out_of_range, on_fetch
         )
         self._current: deque[ConsumerMessage] = deque()  # the chunk being handed out
-        self._auto_commit: asyncio.Task[None] | None = None
-        self._committed_positions: dict[TopicPartition, int] = {}
         self.owner = f"{client_id}@{socket.gethostname()}"  # shown by the offset checker
-        self.group = (
-            CoordinatorClient(
+        self.log = structlog.get_logger("consumer").bind(client_id=client_id)
+        self.group: CoordinatorClient | None = None
+        self.commits: OffsetCommits | None = None
+        if group_id is not None:
+            self.group = CoordinatorClient(
                 self.cluster,
                 group_id,
                 retry_backoff_ms=retry_backoff_ms,
                 timeout_ms=request_timeout_ms,
             )
-            if group_id is not None
-            else None
-        )
+            self.commits = OffsetCommits(self.group, self.owner, group_instance_id, self.log)
         self.group_instance_id = group_instance_id
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -130,7 +130,6 @@ class Consumer:
         self.retry_backoff_ms = retry_backoff_ms
         self.coordinator: ConsumerCoordinator | None = None
         self._listener: ConsumerRebalanceListener | None = None
-        self.log = structlog.get_logger("consumer").bind(client_id=client_id)
 
     async def start(self) -> None:
         await self.cluster.refresh([])
@@ -191,10 +190,12 @@ class Consumer:
             on_revoked=self._on_revoked,
             on_assigned=self._on_assigned,
         )
+        assert self.commits is not None
+        self.commits.coordinator = self.coordinator
 
     async def _on_revoked(self, partitions: list[TopicPartition]) -> None:
-        if self.enable_auto_commit:
-            await self._commit_if_moved()
+        if self.enable_auto_commit and self.commits is not None:
+            await self.commits.commit_moved(self.state.positions)
         await self._tell_listener("on_partitions_revoked", partitions)
         self.assign([])
 
@@ -343,8 +344,10 @@ class Consumer:
             {tp: KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, "no leader now") for tp in leaderless}
         )
         self.fetcher.ensure_fetching(list(leaders))
-        if self.enable_auto_commit and self._auto_commit is None:
-            self._auto_commit = asyncio.ensure_future(self._auto_commit_loop())
+        if self.enable_auto_commit and self.commits is not None:
+            self.commits.start_auto_commit(
+                self.auto_commit_interval_ms, lambda: self.state.positions
+            )
 
     async def poll(
         self, timeout_ms: int = 1000, max_records: int | None = None
@@ -415,86 +418,33 @@ class Consumer:
 
     # -- committed offsets ---------------------------------------------------------------------
 
-    def _require_group(self) -> CoordinatorClient:
-        if self.group is None:
+    def _require_commits(self) -> OffsetCommits:
+        if self.commits is None:
             raise RuntimeError("this consumer has no group_id")
-        return self.group
+        return self.commits
 
     async def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: what the application has consumed) for the group,
         in the current generation when the group assigned them. The commit's metadata
         names this consumer (the offset checker's owner). Raises KafkaError naming the
         first partition not committed."""
-        group = self._require_group()
-        offsets = dict(self.state.positions) if offsets is None else offsets
-        if not offsets:
-            return
-        generation, member = -1, ""
-        coordinator = self.coordinator
-        if coordinator is not None and coordinator.in_generation:
-            generation, member = coordinator.generation_id, coordinator.member_id
-        errors = await group.commit(
-            {tp: (o, self.owner) for tp, o in offsets.items()},
-            generation,
-            member,
-            self.group_instance_id if coordinator is not None else None,
-        )
-        failed = {tp: code for tp, code in errors.items() if code}
-        for tp, code in errors.items():
-            if not code:
-                self._committed_positions[tp] = offsets[tp]
-        if failed:
-            (topic, index), code = next(iter(failed.items()))
-            if coordinator is not None and code in (
-                ErrorCode.REBALANCE_IN_PROGRESS,
-                ErrorCode.ILLEGAL_GENERATION,
-                ErrorCode.UNKNOWN_MEMBER_ID,
-            ):
-                coordinator.rejoin_needed.set()
-            raise KafkaError(
-                code,
-                f"{len(failed)} of {len(offsets)} partition(s) not committed for group "
-                f"{self.group_id!r}; {topic}-{index} at {offsets[(topic, index)]}",
-            )
+        commits = self._require_commits()
+        await commits.commit(dict(self.state.positions) if offsets is None else offsets)
 
     async def committed_offsets(
         self, tps: list[TopicPartition]
     ) -> dict[TopicPartition, int | None]:
-        self._require_group()
-        assert self.group is not None
-        committed = await self.group.committed(tps)
+        committed = await self._require_commits().group.committed(tps)
         return {tp: committed[tp][0] if tp in committed else None for tp in tps}
-
-    async def _auto_commit_loop(self) -> None:
-        """enable.auto.commit: commit consumed positions every auto.commit.interval.ms."""
-        while True:
-            await asyncio.sleep(self.auto_commit_interval_ms / 1000)
-            await self._commit_if_moved()
-
-    async def _commit_if_moved(self) -> None:
-        moved = {
-            tp: o
-            for tp, o in self.state.positions.items()
-            if self._committed_positions.get(tp) != o
-        }
-        if not moved:
-            return
-        try:
-            await self.commit(moved)
-        except (ConnectionClosed, KafkaError) as exc:
-            self.log.warning("auto_commit_failed", error=str(exc))
 
     async def close(self) -> None:
         """Stop fetching; with auto-commit, commit what was consumed; as a group member, tell
         the rebalance listener the partitions are revoked and leave; close connections."""
         await self.fetcher.close()
-        if self._auto_commit is not None:
-            self._auto_commit.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._auto_commit
-            self._auto_commit = None
-        if self.enable_auto_commit:
-            await self._commit_if_moved()
+        if self.commits is not None:
+            await self.commits.stop_auto_commit()
+            if self.enable_auto_commit:
+                await self.commits.commit_moved(self.state.positions)
         if self.coordinator is not None:
             if self.coordinator.in_generation and self.group_instance_id is None:
                 # A dynamic member that leaves gives its partitions up (Kafka's

@@ -110,7 +110,8 @@ async def test_auto_commit_commits_what_was_consumed(broker: Broker) -> None:
         consumer.assign([("t", 0)])
         assert len(await consumer.poll(timeout_ms=2000, max_records=15)) == 15
         await wait_until(
-            lambda: consumer._committed_positions.get(("t", 0)) == 15, message="auto-commit"
+            lambda: consumer.commits is not None and consumer.commits.committed.get(("t", 0)) == 15,
+            message="auto-commit",
         )
         assert len(await consumer.poll(timeout_ms=2000, max_records=5)) == 5
     # closing commits the rest of what was consumed
