@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from purgatory.experiments.processes import free_port_range, free_ports
-from tests.cluster.test_cli_cluster import PURGATORY, cli, cluster  # noqa: F401 (fixture)
+from tests.support import PURGATORY
+from tests.support import purgatory_cli as cli
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).parents[2]
@@ -127,7 +128,7 @@ def point_at(text: str, bootstrap: str, admin: str, control: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def ports(cluster: dict) -> dict[int, int]:  # noqa: F811
+def ports(cluster: dict) -> dict[int, int]:
     boot = [int(a.rsplit(":", 1)[1]) for a in cluster["bootstrap"].split(",")]
     admin = [int(a.rsplit(":", 1)[1]) for a in cluster["admin"]]
     control = [int(cluster["control"].rsplit(":", 1)[1])]
@@ -135,7 +136,7 @@ def ports(cluster: dict) -> dict[int, int]:  # noqa: F811
 
 
 @pytest.mark.parametrize("block", RUN, ids=[b.name for b in RUN])
-def test_documented_commands_work(block: Block, cluster: dict, ports: dict[int, int]) -> None:  # noqa: F811
+def test_documented_commands_work(block: Block, cluster: dict, ports: dict[int, int]) -> None:
     setup = SETUP.get(block.path.name)
     if setup:
         assert cli(*setup, "--bootstrap", cluster["bootstrap"]).returncode == 0
