@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from purgatory.broker.api.fetch_request import fetch_params
 from purgatory.broker.api.groups import GroupApis
 from purgatory.broker.api.request_limits import (
     check_partition_count,
@@ -27,10 +28,8 @@ from purgatory.broker.controller.election import Election
 from purgatory.broker.controller.topics import topic_name_problem
 from purgatory.broker.replication.delayed_produce import PartitionResponse
 from purgatory.broker.replication.fetch_params import (
-    FetchParams,
     FetchPartitionData,
     FetchResult,
-    PartitionFetchInfo,
     TopicPartition,
 )
 from purgatory.protocol import inter_broker_messages as ib
@@ -110,35 +109,13 @@ class KafkaApis:
         return False
 
     def handle_fetch(self, request: m.FetchRequest, version: int) -> Result:
-        if request.max_bytes < 0 or request.min_bytes < 0 or request.max_wait_ms < 0:
-            raise RequestError(
-                ErrorCode.INVALID_REQUEST,
-                "max_wait_ms, min_bytes and max_bytes must not be negative",
-            )
-        check_partition_count(request.topics)
-        partitions = []
-        for topic in request.topics:
-            name = topic.topic
-            for p in topic.partitions:
-                if p.partition_max_bytes < 0 or p.fetch_offset < 0:
-                    raise RequestError(
-                        ErrorCode.INVALID_REQUEST,
-                        "fetch_offset and partition_max_bytes must not be negative",
-                    )
-                partitions.append(
-                    (
-                        (name, p.partition),
-                        PartitionFetchInfo(
-                            p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch
-                        ),
-                    )
-                )
-        params = FetchParams(
+        params = fetch_params(
             request.replica_id,
             request.max_wait_ms,
             request.min_bytes,
             request.max_bytes,
-            tuple(partitions),
+            request.topics,
+            ((topic.topic, topic) for topic in request.topics),
         )
         result = self.replica_manager.fetch_messages(params)
         to_response = _fetch_response_v0 if version == 0 else _fetch_response_v1

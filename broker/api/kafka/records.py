@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api.fetch_request import fetch_params
 from purgatory.broker.api.request_limits import check_partition_count
 from purgatory.broker.api.results import Deferred, Result
 from purgatory.broker.replication.delayed_produce import PartitionResponse
 from purgatory.broker.replication.fetch_params import (
-    FetchParams,
     FetchPartitionData,
     FetchResult,
-    PartitionFetchInfo,
     TopicPartition,
 )
-from purgatory.protocol.api import ApiKey, RequestError
+from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_fetch import (
     FetchPartition,
@@ -72,32 +71,17 @@ class RecordApis:
     # -- Fetch -------------------------------------------------------------------------------
 
     def handle_fetch(self, request: Any, version: int) -> Result:
-        max_wait_ms = int(request.max_wait.total_seconds() * 1000)
-        if request.max_bytes < 0 or request.min_bytes < 0 or max_wait_ms < 0:
-            raise RequestError(
-                ErrorCode.INVALID_REQUEST, "max_wait, min_bytes and max_bytes must not be negative"
-            )
-        check_partition_count(request.topics)
         names = self.broker.metadata.topic_names if version >= 13 else None
-        partitions = []
-        for topic in request.topics:
-            name = topic.topic if names is None else _name_of(names, topic.topic_id.hex)
-            for p in topic.partitions:
-                if p.partition_max_bytes < 0 or p.fetch_offset < 0:
-                    raise RequestError(
-                        ErrorCode.INVALID_REQUEST,
-                        "fetch_offset and partition_max_bytes must not be negative",
-                    )
-                partitions.append(
-                    (
-                        (name, p.partition),
-                        PartitionFetchInfo(
-                            p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch
-                        ),
-                    )
-                )
-        params = FetchParams(
-            -1, max_wait_ms, request.min_bytes, request.max_bytes, tuple(partitions)
+        params = fetch_params(
+            -1,  # Kafka's clients; followers fetch over our protocol
+            int(request.max_wait.total_seconds() * 1000),
+            request.min_bytes,
+            request.max_bytes,
+            request.topics,
+            (
+                (topic.topic if names is None else _name_of(names, topic.topic_id.hex), topic)
+                for topic in request.topics
+            ),
         )
         result = self.replica_manager.fetch_messages(params)
         to_response = self._fetch_answers[version]

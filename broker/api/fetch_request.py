@@ -1,0 +1,42 @@
+"""A Fetch request of either protocol as the replica manager is asked it: bounds checked
+(INVALID_REQUEST where one is negative, as Kafka's FetchRequest validation), then
+``FetchParams``. The handlers differ only in how they find the fields."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from purgatory.broker.api.request_limits import check_partition_count
+from purgatory.broker.replication.fetch_params import FetchParams, PartitionFetchInfo
+from purgatory.protocol.api import RequestError
+from purgatory.protocol.errors import ErrorCode
+
+
+def fetch_params(
+    replica_id: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    topics: list[Any],
+    named: Iterable[tuple[str, Any]],
+) -> FetchParams:
+    """``topics`` is the request's topic list (counted against the per-request limit),
+    ``named`` the same topics as (name, topic): each topic's ``partitions`` have
+    ``partition``, ``fetch_offset``, ``partition_max_bytes`` and ``current_leader_epoch``."""
+    if max_bytes < 0 or min_bytes < 0 or max_wait_ms < 0:
+        raise RequestError(
+            ErrorCode.INVALID_REQUEST, "max_wait_ms, min_bytes and max_bytes must not be negative"
+        )
+    check_partition_count(topics)
+    partitions = []
+    for name, topic in named:
+        for p in topic.partitions:
+            if p.partition_max_bytes < 0 or p.fetch_offset < 0:
+                raise RequestError(
+                    ErrorCode.INVALID_REQUEST,
+                    "fetch_offset and partition_max_bytes must not be negative",
+                )
+            info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
+            partitions.append(((name, p.partition), info))
+    return FetchParams(replica_id, max_wait_ms, min_bytes, max_bytes, tuple(partitions))
