@@ -221,8 +221,9 @@ class Log:
         self.producer_state.truncate_from(new_end)
 
     def _store(self, base: int, batch: bytes, info: BatchInfo) -> None:
+        config = self.config
         segment = self.segments[-1]
-        if segment.batches and segment.size_bytes + info.size > self.config.segment_bytes:
+        if segment.batches and segment.size_bytes + info.size > config.segment_bytes:
             segment = LogSegment(base)  # roll
             self.segments.append(segment)
             self._segment_bases.append(base)
@@ -235,10 +236,11 @@ class Log:
         if info.max_timestamp > segment.max_timestamp:
             segment.max_timestamp = info.max_timestamp
         self.size_bytes += info.size
-        if (
-            not self.tiered
+        if (  # (the config's fields, not the log's properties: this runs on every append)
+            config.retention_bytes >= 0
+            and not config.remote_storage_enable
             and len(self.segments) > 1
-            and _breaches(self.size_bytes, self.segments[0].size_bytes, self.config.retention_bytes)
+            and _breaches(self.size_bytes, self.segments[0].size_bytes, config.retention_bytes)
         ):
             self.delete_old_segments(None)
         memory = self.memory

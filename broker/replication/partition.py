@@ -115,12 +115,13 @@ class Partition:
         except CorruptRecordError as exc:
             raise AppendRefused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         log = self.log
-        try:
-            retried = log.producer_state.check(info)
-        except KafkaError as exc:
-            raise AppendRefused(exc.code, str(exc)) from exc
-        if retried is not None:  # an idempotent producer's retry: answered, not appended
-            return LeaderAppend(retried.first_offset, retried.last_offset + 1, 0)
+        if info.producer_id >= 0:  # an idempotent producer: its sequence is checked
+            try:
+                retried = log.producer_state.check(info)
+            except KafkaError as exc:
+                raise AppendRefused(exc.code, str(exc)) from exc
+            if retried is not None:  # a retry: answered, not appended
+                return LeaderAppend(retried.first_offset, retried.last_offset + 1, 0)
         base = log.append(records, info, self.leader_epoch)
         return LeaderAppend(base, log.log_end_offset, info.record_count)
 
