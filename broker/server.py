@@ -129,6 +129,7 @@ class Broker:
             max_connections=config["max.connections"],
             max_connections_per_ip=config["max.connections.per.ip"],
             per_ip_overrides=parse_per_ip_overrides(config["max.connections.per.ip.overrides"]),
+            brokers=self.members,
             max_idle_ms=config["connections.max.idle.ms"],
             listen_backlog=config["socket.listen.backlog.size"],
         )

@@ -86,8 +86,10 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
         2147483647,
         "Connections the broker may have open. At the limit it stops accepting until one "
         "closes: new connections wait in the accept queue (as Kafka's acceptor does; one "
-        "port serves clients and brokers here, so brokers' connections count too). Logged "
-        "at most once a minute; purgatory_acceptor_blocked_seconds_total counts the time.",
+        "port serves clients and brokers here, so a broker's new connection waits too, and "
+        "leaves the count once its first request names a cluster member: at most 8 per "
+        "broker id). Logged at most once a minute; purgatory_acceptor_blocked_seconds_total "
+        "counts the time.",
         at_least(0),
     ),
     ConfigDef(

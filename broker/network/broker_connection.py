@@ -99,6 +99,7 @@ class BrokerConnection(asyncio.Protocol):
         self.idle_since = time.monotonic()
         self.client_id: str | None = None  # from the first request
         self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
+        self.exempt_broker: int | None = None  # the broker id it left max.connections' count as
         self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
         # Made once, not per waiting request: each would otherwise be one more object for
         # the cycle collector to count while requests wait in a purgatory.
@@ -119,7 +120,7 @@ class BrokerConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
-        self.server.quotas.release(self.ip, counted=self.peer_broker_id is None)
+        self.server.quotas.release(self.ip, exempt_broker=self.exempt_broker)
         self.server.connections.discard(self)
         if self.client_software is not None:
             self.server.clients[self.client_software] -= 1
@@ -230,8 +231,10 @@ class BrokerConnection(asyncio.Protocol):
         if self.client_id is None:
             self.client_id = request.client_id
             self.peer_broker_id = peer_broker(request.client_id)
-            if self.peer_broker_id is not None:
-                self.server.quotas.exempt()
+            if self.peer_broker_id is not None and self.server.quotas.exempt(
+                self.ip, self.peer_broker_id
+            ):
+                self.exempt_broker = self.peer_broker_id
         if request.client_software is not None:
             self._client_software(request.client_software)
         api_key = request.api_key

@@ -4,7 +4,9 @@
 ``max.connections`` bounds the broker: at the limit the acceptor stops accepting until a
 connection closes, so new ones wait in the kernel's accept queue (Kafka's acceptor
 blocks the same way); brokers' own connections leave the count once their first request
-names them. ``max.connections.per.ip`` (with per-address overrides) bounds one
+names them (a cluster member's id, at most ``MAX_EXEMPT_PER_BROKER`` connections each, so
+a client cannot escape the limit by calling itself a broker). ``max.connections.per.ip``
+(with per-address overrides) bounds one
 address: one connection too many is closed at once. Both are counted and logged, once
 per episode or address, not once per connection: a flood writes a few lines.
 """
@@ -13,12 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
 _BLOCKED_LOG_EVERY_S = 60.0  # a broker held at max.connections says so at most once a minute
+# A broker opens a few connections to each other one (its replica fetcher, the controller's
+# channel, forwarding, its lifecycle); more than this from one broker id count as clients.
+MAX_EXEMPT_PER_BROKER = 8
 
 
 class ConnectionQuotas:
@@ -30,6 +35,7 @@ class ConnectionQuotas:
         max_connections: int = 2147483647,
         max_connections_per_ip: int = 2147483647,
         per_ip_overrides: Mapping[str, int] | None = None,
+        brokers: Collection[int] = (),
     ) -> None:
         self.log = log
         self.log_once = log_once  # the network layer's warn-once-per-(address, what)
@@ -38,6 +44,8 @@ class ConnectionQuotas:
         self.per_ip_overrides = dict(per_ip_overrides or {})
         self.total = 0  # connections admitted and not yet released
         self.per_ip: dict[str, int] = {}
+        self.brokers = frozenset(brokers)  # the cluster's broker ids, this one included
+        self.exempted: dict[int, int] = {}  # open exempt connections, by broker id
         self.refused = 0  # closed at once: their address was at its limit
         self.blocked = 0  # times the acceptor stopped at max.connections
         self.blocked_s = 0.0  # time it spent stopped
@@ -93,17 +101,38 @@ class ConnectionQuotas:
         self.total += 1
         return True
 
-    def exempt(self) -> None:
-        """An admitted connection turned out to come from a broker: it leaves the broker's
-        count (Kafka exempts its inter-broker listener; one port serves both here, so a
-        connection is known by its first request's client id)."""
+    def exempt(self, ip: str, broker_id: int) -> bool:
+        """An admitted connection's first request named it broker ``broker_id``'s: it
+        leaves the broker's count (Kafka exempts its inter-broker listener; one port
+        serves both here) if that is a cluster member with fewer than
+        ``MAX_EXEMPT_PER_BROKER`` exempt connections. True if it was exempted."""
+        open_now = self.exempted.get(broker_id, 0)
+        if broker_id not in self.brokers or open_now >= MAX_EXEMPT_PER_BROKER:
+            self.log_once(
+                (ip, "broker_connection_counted"),
+                "broker_connection_counted",
+                ip=ip,
+                claimed_broker_id=broker_id,
+                hint=f"a client id of a broker that is not a cluster member, or of one with "
+                f"{MAX_EXEMPT_PER_BROKER} exempt connections open: counted in max.connections",
+            )
+            return False
+        self.exempted[broker_id] = open_now + 1
         self.total -= 1
         self._wake()
+        return True
 
-    def release(self, ip: str, *, counted: bool = True) -> None:
-        """An admitted connection from ``ip`` closed (``counted``: not exempted)."""
-        if counted:
+    def release(self, ip: str, *, exempt_broker: int | None = None) -> None:
+        """An admitted connection from ``ip`` closed (``exempt_broker``: the broker id it
+        was exempted as, if it was)."""
+        if exempt_broker is None:
             self.total -= 1
+        else:
+            left = self.exempted[exempt_broker] - 1
+            if left > 0:
+                self.exempted[exempt_broker] = left
+            else:
+                del self.exempted[exempt_broker]
         left = self.per_ip.get(ip, 0) - 1
         if left > 0:
             self.per_ip[ip] = left

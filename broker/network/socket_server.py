@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -43,6 +43,7 @@ class SocketServer:
         max_connections: int = 2147483647,
         max_connections_per_ip: int = 2147483647,
         per_ip_overrides: Mapping[str, int] | None = None,
+        brokers: Collection[int] = (),
         max_idle_ms: int = 600000,
         listen_backlog: int = 1024,
     ) -> None:
@@ -62,6 +63,7 @@ class SocketServer:
             max_connections=max_connections,
             max_connections_per_ip=max_connections_per_ip,
             per_ip_overrides=per_ip_overrides,
+            brokers={broker_id, *brokers},
         )
         self.acceptor = Acceptor(
             self.quotas, functools.partial(BrokerConnection, self), listen_backlog
