@@ -32,12 +32,13 @@ from purgatory.broker.network.served_protocol import LazyProtocol, ServedProtoco
 from purgatory.broker.network.socket_server import SocketServer
 from purgatory.broker.ops.admin_http import AdminServer
 from purgatory.broker.ops.faults import FaultInjector
-from purgatory.broker.ops.metrics import BrokerMetrics
+from purgatory.broker.ops.metrics import BrokerMetrics, gc_pause_families
 from purgatory.broker.ops.structured_logging import configure_logging
 from purgatory.broker.purgatory import LoopScheduler
 from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.common import gc_policy
 from purgatory.common.broker_state import BrokerState
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol.api import ApiKey
@@ -78,6 +79,7 @@ class Broker:
         self._background: set[asyncio.Task[Any]] = set()
         self.faults = FaultInjector(self.scheduler)
         self.metrics.register(self.faults.collect_metrics)
+        self.metrics.register(gc_pause_families(gc_policy.pauses()))
         self.metrics.register(controller_families(lambda: self.controller))
         self.metrics.register(lambda: self.socket_server.collect_metrics())
         self.alter_partition_manager = AlterPartitionManager(

@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from purgatory.broker.network.request_channel import PURGATORY
 from purgatory.broker.purgatory import DelayedOperationPurgatory
+from purgatory.common.gc_policy import GcPauses
 from purgatory.common.histogram import Histogram
 from purgatory.protocol.api import SCHEMAS, ApiKey
 from purgatory.protocol.errors import error_name
@@ -172,6 +173,23 @@ def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 def add_histogram(family: HistogramMetricFamily, labels: list[str], hist: Histogram) -> None:
     family.add_metric(labels, hist.cumulative(), hist.sum)
+
+
+def gc_pause_families(pauses: GcPauses) -> Callable[[], Iterator[Metric]]:
+    """The process's collection pauses, by generation (the JVM's GarbageCollector beans)."""
+
+    def collect() -> Iterator[Metric]:
+        family = HistogramMetricFamily(
+            "purgatory_gc_pause_seconds",
+            "Cyclic garbage collections of this broker's process and how long each stopped "
+            "it, by generation (2: a full collection). Brokers sharing a process share it.",
+            labels=["generation"],
+        )
+        for generation, histogram in pauses.by_generation.items():
+            add_histogram(family, [str(generation)], histogram)
+        yield family
+
+    return collect
 
 
 def purgatory_families(purgatories: Iterable[DelayedOperationPurgatory[Any]]) -> Iterator[Metric]:

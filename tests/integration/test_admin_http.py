@@ -79,6 +79,26 @@ async def test_every_exported_metric_is_documented(broker: Broker) -> None:
         assert re.search(rf"`{name}(_total)?`", DOC), f"{name} is not in docs/metrics.md"
 
 
+async def test_gc_pauses_are_timed_by_generation(broker: Broker) -> None:
+    import gc
+
+    def full_collections(text: str) -> tuple[float, float]:
+        samples = metric_samples(text)
+        labels = (("generation", "2"),)
+        return (
+            samples[("purgatory_gc_pause_seconds_count", labels)],
+            samples[("purgatory_gc_pause_seconds_sum", labels)],
+        )
+
+    _, _, text = await get(broker, "/metrics")
+    count, total = full_collections(text)
+    gc.collect()
+    gc.collect()
+    _, _, text = await get(broker, "/metrics")
+    count_after, total_after = full_collections(text)
+    assert count_after >= count + 2 and total_after > total
+
+
 async def test_healthz_and_state(broker: Broker) -> None:
     await produce_some(broker)
     status, _, body = await get(broker, "/healthz")
