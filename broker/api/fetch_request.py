@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any
 
 from purgatory.broker.api.request_limits import check_partition_count
@@ -19,18 +19,19 @@ def fetch_params(
     min_bytes: int,
     max_bytes: int,
     topics: list[Any],
-    named: Iterable[tuple[str, Any]],
+    name_of: Callable[[Any], str],
 ) -> FetchParams:
-    """``topics`` is the request's topic list (counted against the per-request limit),
-    ``named`` the same topics as (name, topic): each topic's ``partitions`` have
-    ``partition``, ``fetch_offset``, ``partition_max_bytes`` and ``current_leader_epoch``."""
+    """``topics`` is the request's topic list, each topic named by ``name_of`` and with
+    ``partitions`` that have ``partition``, ``fetch_offset``, ``partition_max_bytes`` and
+    ``current_leader_epoch``."""
     if max_bytes < 0 or min_bytes < 0 or max_wait_ms < 0:
         raise RequestError(
             ErrorCode.INVALID_REQUEST, "max_wait_ms, min_bytes and max_bytes must not be negative"
         )
     check_partition_count(topics)
     partitions = []
-    for name, topic in named:
+    for topic in topics:
+        name = name_of(topic)
         for p in topic.partitions:
             if p.partition_max_bytes < 0 or p.fetch_offset < 0:
                 raise RequestError(

@@ -115,7 +115,7 @@ class KafkaApis:
             request.min_bytes,
             request.max_bytes,
             request.topics,
-            ((topic.topic, topic) for topic in request.topics),
+            _topic_name,
         )
         result = self.replica_manager.fetch_messages(params)
         to_response = _fetch_response_v0 if version == 0 else _fetch_response_v1
@@ -357,6 +357,10 @@ class KafkaApis:
 
 
 # -- domain results to response bodies ----------------------------------------------------
+
+
+def _topic_name(topic: m.FetchTopic) -> str:
+    return topic.topic
 
 
 def _by_topic(

@@ -149,13 +149,7 @@ class Log:
         """Append a validated batch, assigning its offsets; return its base offset. (An
         idempotent producer's batch is first checked with ``producer_state.check``.)"""
         base = self.log_end_offset
-        # The two checks below skip a call per batch in the common case: same epoch as the
-        # last batch, and no idempotent producer.
-        if leader_epoch > self.leader_epochs.latest_epoch:
-            self.leader_epochs.assign(leader_epoch, base)
-        self._store(base, assign_offsets(batch, base, leader_epoch), info)
-        if info.producer_id >= 0:
-            self.producer_state.update(info, base)
+        self._store(base, assign_offsets(batch, base, leader_epoch), info, leader_epoch)
         return base
 
     def append_as_follower(self, batch: bytes, info: BatchInfo) -> None:
@@ -170,11 +164,7 @@ class Log:
             raise ValueError(
                 f"replicated batch starts at offset {base}, the log ends at {self.log_end_offset}"
             )
-        if info.partition_leader_epoch > self.leader_epochs.latest_epoch:
-            self.leader_epochs.assign(info.partition_leader_epoch, base)
-        self._store(base, batch, info)
-        if info.producer_id >= 0:
-            self.producer_state.update(info, base)
+        self._store(base, batch, info, info.partition_leader_epoch)
 
     def reset_to(self, offset: int) -> None:
         """Drop everything, both tiers, and start empty at ``offset`` (a follower behind the
@@ -220,7 +210,14 @@ class Log:
         self.leader_epochs.truncate_from_end(new_end)
         self.producer_state.truncate_from(new_end)
 
-    def _store(self, base: int, batch: bytes, info: BatchInfo) -> None:
+    def _store(self, base: int, batch: bytes, info: BatchInfo, leader_epoch: int) -> None:
+        """Add a batch, its offsets assigned, at ``base``: a later epoch to the epoch cache,
+        the batch to the active segment (rolled when full), size retention and the memory
+        budget applied, then an idempotent producer's batch to the producer state. The
+        cache and the producer state are called only when they have something to record:
+        a call each saved per batch on the append path."""
+        if leader_epoch > self.leader_epochs.latest_epoch:
+            self.leader_epochs.assign(leader_epoch, base)
         config = self.config
         segment = self.segments[-1]
         if segment.batches and segment.size_bytes + info.size > config.segment_bytes:
@@ -247,6 +244,8 @@ class Log:
         memory.used += info.size
         if memory.used > memory.trigger:
             memory.over()
+        if info.producer_id >= 0:
+            self.producer_state.update(info, base)
 
     # -- the remote tier ---------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import math
 import random
 import resource
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from purgatory.broker.purgatory.clock import Alarm, LoopScheduler, Scheduler
@@ -151,23 +151,6 @@ class CompletionQueue:
 
 
 @dataclass
-class GcWatch:
-    """GC collections and CPU time spent in them, per generation, while installed."""
-
-    counts: list[int] = field(default_factory=lambda: [0, 0, 0])
-    cpu_ms: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
-    _started: float = 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started = cpu_seconds()
-        else:
-            generation = info["generation"]
-            self.counts[generation] += 1
-            self.cpu_ms[generation] += (cpu_seconds() - self._started) * 1000
-
-
-@dataclass
 class RunResult:
     impl: str
     num: int
@@ -242,7 +225,7 @@ async def run(
     done: asyncio.Future[None] = loop.create_future()
     latch = Latch(num, done)
     watch_keys = tuple(f"fakeKey{rng.randrange(key_space_size)}" for _ in range(keys))
-    gc_watch = GcWatch()
+    gc_watch = gc_policy.GcPauses(clock=cpu_seconds)
     previous_thresholds = gc.get_threshold()
     thresholds = gc_policy.use(collector)
     gc.collect()
@@ -290,8 +273,8 @@ async def run(
         cpu_ms=cpu_ms,
         gc_policy=collector,
         gc_thresholds=list(thresholds),
-        gc_counts=gc_watch.counts,
-        gc_cpu_ms=[round(t, 1) for t in gc_watch.cpu_ms],
+        gc_counts=gc_watch.counts(),
+        gc_cpu_ms=[round(t * 1000, 1) for t in gc_watch.seconds()],
         expirations=purgatory.expirations,
         watched_after=watched_after,
         delayed_after=delayed_after,

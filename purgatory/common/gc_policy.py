@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from typing import Any
 
 from purgatory.common.histogram import Histogram
@@ -49,21 +50,29 @@ def use(policy: str = "broker") -> tuple[int, int, int]:
 
 
 class GcPauses:
-    """The process's collections, timed by generation: the event loop stands still for
-    each (``purgatory_gc_pause_seconds``). A gc callback reads the clock twice per
-    collection; the request path pays nothing."""
+    """Collections timed by generation, while installed as a ``gc.callbacks`` entry: it
+    reads ``clock`` twice per collection, the request path pays nothing. A broker's (wall
+    time: the event loop stands still meanwhile) is ``purgatory_gc_pause_seconds``; the
+    purgatory benchmark times the CPU its run spends collecting."""
 
-    __slots__ = ("_started", "by_generation")
+    __slots__ = ("_clock", "_started", "by_generation")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self.by_generation = {generation: Histogram() for generation in (0, 1, 2)}
+        self._clock = clock
         self._started = 0.0
 
-    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started = self._clock()
         else:
-            self.by_generation[info["generation"]].observe(time.perf_counter() - self._started)
+            self.by_generation[info["generation"]].observe(self._clock() - self._started)
+
+    def counts(self) -> list[int]:
+        return [sum(h.counts) for h in self.by_generation.values()]
+
+    def seconds(self) -> list[float]:
+        return [h.sum for h in self.by_generation.values()]
 
 
 _pauses: GcPauses | None = None
@@ -75,5 +84,5 @@ def pauses() -> GcPauses:
     global _pauses
     if _pauses is None:
         _pauses = GcPauses()
-        gc.callbacks.append(_pauses._callback)
+        gc.callbacks.append(_pauses)
     return _pauses

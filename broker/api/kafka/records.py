@@ -78,10 +78,7 @@ class RecordApis:
             request.min_bytes,
             request.max_bytes,
             request.topics,
-            (
-                (topic.topic if names is None else _name_of(names, topic.topic_id.hex), topic)
-                for topic in request.topics
-            ),
+            (lambda t: t.topic) if names is None else (lambda t: _name_of(names, t.topic_id.hex)),
         )
         result = self.replica_manager.fetch_messages(params)
         to_response = self._fetch_answers[version]
