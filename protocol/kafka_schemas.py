@@ -101,6 +101,15 @@ def _duration(value: int | datetime.timedelta) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=value)
 
 
+_MS = datetime.timedelta(milliseconds=1)
+
+
+def millis(value: datetime.timedelta) -> int:
+    """A duration from a kio request in Kafka's milliseconds, exactly: through float seconds
+    (``total_seconds() * 1000``) about 1 in 135 of them came out one short (1001 ms as 1000)."""
+    return value // _MS
+
+
 def _uuid(value: str | uuid.UUID | None) -> uuid.UUID | None:
     if value is None or isinstance(value, uuid.UUID):
         return value

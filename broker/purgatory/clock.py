@@ -33,6 +33,15 @@ class Scheduler(Protocol):
     def call_soon(self, callback: Callable[[], None]) -> None: ...
 
 
+def whole_ms(seconds: float) -> int:
+    """A loop clock reading in whole milliseconds, rounded down. uvloop's clock counts whole
+    milliseconds, and one of them in seconds times 1000 can fall a hair short of it
+    (16741.156 * 1000 == 16741155.999...): truncated, about a quarter of all readings lost a
+    millisecond, so a deadline came a millisecond early and an answer up to two before it.
+    A microsecond of slack absorbs the float's error."""
+    return int(seconds * 1000 + 0.001)
+
+
 class LoopScheduler:
     """The running event loop's clock (monotonic) and its call_at/call_soon."""
 
@@ -41,7 +50,7 @@ class LoopScheduler:
         self._time = self.loop.time
 
     def now_ms(self) -> int:
-        return int(self._time() * 1000)
+        return whole_ms(self._time())
 
     def precise_s(self) -> float:
         # The loop's clock may be cached for a loop iteration (uvloop): durations of a

@@ -4,6 +4,7 @@ header handling, and a fuzzed decoder that only ever reads or refuses."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import uuid
 
@@ -16,7 +17,7 @@ from purgatory.broker.network.kafka_codec import KafkaCodec
 from purgatory.broker.network.request_channel import UnreadableRequest, speaks_kafka
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.kafka_fetch import FetchPartition, FetchResponseBody, FetchTopic
-from purgatory.protocol.kafka_schemas import VERSIONS, build, response_module
+from purgatory.protocol.kafka_schemas import VERSIONS, build, millis, response_module
 from tests.kafka_wire import request, request_frame
 
 TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
@@ -146,3 +147,10 @@ def test_the_protocol_document_lists_every_served_kafka_api_and_range() -> None:
     section = doc.split("## 7. Kafka's wire protocol", 1)[1]
     for key, (lo, hi) in VERSIONS.items():
         assert f"| {key.api_name} ({int(key)}) | {lo}-{hi} |" in section, key.api_name
+
+
+def test_kafka_durations_are_read_as_exact_milliseconds() -> None:
+    """A request's timeout or max wait comes from kio as a timedelta; through float seconds
+    (``total_seconds() * 1000``) 1001 ms read as 1000."""
+    for ms in [-1, 0, *range(1, 400_000), 2**31 - 1]:
+        assert millis(datetime.timedelta(milliseconds=ms)) == ms

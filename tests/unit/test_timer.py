@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import uvloop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from purgatory.broker.purgatory import ManualScheduler, SystemTimer, TimerTask
+from purgatory.broker.purgatory import LoopScheduler, ManualScheduler, SystemTimer, TimerTask
+from purgatory.broker.purgatory.clock import whole_ms
 
 
 class Recorder(TimerTask):
@@ -195,3 +197,24 @@ def test_an_alarm_only_moves_earlier_and_reports_its_deadline() -> None:
     alarm.cancel()
     clock.advance(100)
     assert fired == [20]
+
+
+def test_a_loop_clock_reading_of_whole_milliseconds_keeps_its_millisecond() -> None:
+    """uvloop's clock counts whole milliseconds, handed over as float seconds; truncating
+    ``seconds * 1000`` lost one for about a quarter of them (a deadline a millisecond early)."""
+    for ms in [*range(16_741_000, 16_761_000), *range(10**11, 10**11 + 2_000)]:
+        assert whole_ms(ms / 1000) == ms
+    assert whole_ms(1.0009) == 1000  # a finer clock (asyncio's own) is rounded down
+
+
+def test_the_broker_scheduler_reads_uvloops_clock_to_the_millisecond() -> None:
+    loop = uvloop.new_event_loop()
+    try:
+        scheduler = LoopScheduler(loop)
+        assert abs(scheduler.now_ms() - loop.time() * 1000) <= 2
+        for _ in range(20_000):
+            reading = loop.time()  # libuv's millisecond count over 1000
+            assert abs(reading * 1000 - round(reading * 1000)) < 1e-6
+            assert whole_ms(reading) == round(reading * 1000)
+    finally:
+        loop.close()

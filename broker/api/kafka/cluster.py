@@ -18,7 +18,7 @@ from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
-from purgatory.protocol.kafka_schemas import build, response_module
+from purgatory.protocol.kafka_schemas import build, millis, response_module
 
 if TYPE_CHECKING:
     from purgatory.broker.server import Broker
@@ -247,4 +247,4 @@ def create_partitions_response(version: int, results: list[tuple[str, int, str |
 
 def _timeout_ms(request: Any) -> int:
     timeout = getattr(request, "timeout", None)
-    return int(timeout.total_seconds() * 1000) if timeout is not None else _DEFAULT_TIMEOUT_MS
+    return millis(timeout) if timeout is not None else _DEFAULT_TIMEOUT_MS

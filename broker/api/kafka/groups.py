@@ -7,7 +7,6 @@ an assignment being stored); their answers are Deferred.
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.groups import client_host
@@ -21,17 +20,13 @@ from purgatory.broker.coordinator.group_metadata import (
 )
 from purgatory.protocol.api import ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
-from purgatory.protocol.kafka_schemas import build, response_module
+from purgatory.protocol.kafka_schemas import build, millis, response_module
 
 if TYPE_CHECKING:
     from purgatory.broker.server import Broker
 
 NO_OPERATIONS = -(2**31)  # DescribeGroups' authorized_operations when not asked for
 CLASSIC = "classic"  # ListGroups v5's group type of every group here
-
-
-def millis(value: datetime.timedelta) -> int:
-    return int(value / datetime.timedelta(milliseconds=1))
 
 
 class GroupApis:

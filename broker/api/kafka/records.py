@@ -28,7 +28,7 @@ from purgatory.protocol.kafka_fetch import (
     topic_id_bytes,
 )
 from purgatory.protocol.kafka_records import as_kafka_batches
-from purgatory.protocol.kafka_schemas import VERSIONS, build, response_module
+from purgatory.protocol.kafka_schemas import VERSIONS, build, millis, response_module
 
 if TYPE_CHECKING:
     from purgatory.broker.server import Broker
@@ -57,7 +57,7 @@ class RecordApis:
         check_partition_count(topics, lambda t: t.partition_data)
         entries = [((t.name, p.index), p.records or b"") for t in topics for p in t.partition_data]
         acks = request.acks
-        timeout_ms = int(request.timeout.total_seconds() * 1000)
+        timeout_ms = millis(request.timeout)
         responses, done = self.replica_manager.append_records(
             timeout_ms, acks, entries, kafka_batches_only=True
         )
@@ -74,7 +74,7 @@ class RecordApis:
         names = self.broker.metadata.topic_names if version >= 13 else None
         params = fetch_params(
             -1,  # Kafka's clients; followers fetch over our protocol
-            int(request.max_wait.total_seconds() * 1000),
+            millis(request.max_wait),
             request.min_bytes,
             request.max_bytes,
             request.topics,
