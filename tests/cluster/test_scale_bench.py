@@ -43,6 +43,9 @@ def test_every_mode_reports_its_figures_and_targets() -> None:
     parked = result["parked-fetches"]
     assert parked["fetches"] == 40 and parked["answered_early"] == 0
     assert 0 <= parked["broker_wait_late_ms"]["p50"] <= parked["late_ms"]["max"] + 1
+    floor = parked["machine_wake_late_ms"]  # a process that only slept, beside the fetches
+    assert floor["samples"] > 100 and 0 <= floor["p50"] <= floor["p99"] <= floor["max"]
+    assert "a process that only sleeps woke p99" in run.stderr
     # Both are times of one run on a busy machine: their order is not asserted.
     assert result["start"]["ms"]["median"] > 0 and result["start"]["import_only_ms"] > 0
     brokers = result["brokers"]
