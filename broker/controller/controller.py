@@ -75,7 +75,7 @@ class Controller:
         self._newest_snapshot = newest_snapshot
         self.log = structlog.get_logger("controller").bind(broker_id=self.broker_id)
         self.channels = ControllerChannelManager(
-            config, self.picture, apply_locally, connect, self.log
+            config, self.picture, lambda: self.epoch, apply_locally, connect, self.log
         )
         self._last_seen: dict[int, float] = {}  # broker id -> loop time of its last registration
         self.live: frozenset[int] = frozenset({self.broker_id})

@@ -20,13 +20,15 @@ class ControllerChannelManager:
         self,
         config: BrokerConfig,
         picture: Callable[[], UpdateMetadataRequest],
+        epoch: Callable[[], int],
         apply_locally: Callable[[UpdateMetadataRequest], Awaitable[None]],
         connect: Callable[[int], Awaitable[Connection]],
         log: Any,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self._picture = picture
+        self._picture = picture  # builds every topic's state: only when one is sent
+        self._epoch = epoch  # the epoch the next picture would carry
         self._apply_locally = apply_locally
         self._connect = connect  # the broker's connections to other members, by id
         self.log = log
@@ -51,9 +53,9 @@ class ControllerChannelManager:
             registration = self.registered.get(broker_id)
             if registration is None:
                 return False
-            picture = self._picture()
-            if registration[1] == picture.metadata_epoch:
+            if registration[1] == self._epoch():
                 return True
+            picture = self._picture()
             timeout_ms = self.config["metadata.push.timeout.ms"]
             conn: Connection | None = None
             try:

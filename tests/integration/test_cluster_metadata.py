@@ -7,7 +7,7 @@ import pytest
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient, Connection, Producer
 from purgatory.protocol import messages as m
-from purgatory.protocol.api import ApiKey
+from purgatory.protocol.api import ApiKey, latest_version
 from purgatory.protocol.errors import ErrorCode, KafkaError
 from tests.support import bootstrap, running_cluster, wait_until
 
@@ -195,3 +195,21 @@ async def test_partitions_added_through_a_follower_broker_are_served_everywhere(
     async with Producer(bootstrap(cluster3), acks=-1) as producer:
         sent = await producer.send_and_wait("growing", b"to the new one", partition=4)
     assert sent.partition == 4 and sent.offset == 0
+
+
+async def test_a_broker_holding_the_current_picture_is_not_sent_it_again(
+    cluster3: list[Broker],
+) -> None:
+    controller, follower = cluster3[0], cluster3[1]
+    async with AdminClient(bootstrap(cluster3)) as admin:
+        await admin.create_topic("held", 2)
+    channels = controller.controller.channels
+    await wait_until(lambda: follower.metadata.epoch == controller.controller.epoch)
+    version = latest_version(ApiKey.UPDATE_METADATA)
+    sent = follower.metrics.for_request(ApiKey.UPDATE_METADATA, version).count
+    assert await channels.push(1)
+    assert follower.metrics.for_request(ApiKey.UPDATE_METADATA, version).count == sent
+    controller.controller.epoch += 1  # a newer picture: that one goes out
+    assert await channels.push(1)
+    assert follower.metrics.for_request(ApiKey.UPDATE_METADATA, version).count == sent + 1
+    assert follower.metadata.epoch == controller.controller.epoch
