@@ -276,7 +276,7 @@ async def _park(port: int, count: int, rss: Callable[[], float]) -> dict[str, An
     tasks = []
     # Beside the fetches, for their whole span: how late this machine wakes a process that
     # only sleeps (purgatory.testing.wake_probe), the floor under every answer's lateness.
-    window_s = count / 10_000 + 5.5
+    window_s = count / 10_000 + 5.5  # the sends, 10 a millisecond; the longest wait; 0.5 s
     probe = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "purgatory.testing.wake_probe", str(window_s),
         stdout=asyncio.subprocess.PIPE,

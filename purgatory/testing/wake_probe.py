@@ -3,11 +3,11 @@ timed answer a benchmark measures here.
 
 ``python -m purgatory.testing.wake_probe SECONDS`` prints ``sleeping``, sleeps 0.5-2 ms at
 a time for SECONDS, then prints as JSON how much later than asked the sleeps ended
-(milliseconds: samples, p50, p99, max). A
-parked fetch's answer needs the broker woken by its timer and the client woken by the
-answer, so on a machine that stalls a sleeping process now and then (a virtual machine's
-host taking its cores) no broker can do better than this; ``purgatory perf scale --modes
-parked-fetches`` runs it beside its fetches and reports both.
+(milliseconds: samples, p50, p99, max). A parked fetch's answer needs the broker woken by
+its timer and the client woken by the answer, so on a machine that stalls a sleeping
+process now and then (a virtual machine's host taking its cores) every answer's lateness
+carries these stalls too; ``purgatory perf scale --modes parked-fetches`` runs it beside
+its fetches and reports both.
 """
 
 from __future__ import annotations
