@@ -33,8 +33,10 @@ class SampleRing:
         row = self._row
         try:
             row.pack_into(self._buffer, at * row.size, *sample)
-        except struct.error:
-            raise ValueError(f"a sample has {self.width} fields, got {len(sample)}") from None
+        except struct.error as exc:  # only on a bad sample: the append path stays one call
+            if len(sample) != self.width:
+                raise ValueError(f"a sample has {self.width} fields, got {len(sample)}") from None
+            raise ValueError(f"a sample's fields are floats: {exc}") from None
         self._next = 0 if at + 1 == self.capacity else at + 1
         if self._count < self.capacity:
             self._count += 1
