@@ -266,6 +266,34 @@ class Cluster:
         else:
             self._stop_broker(broker)
 
+    def stop(self, broker: int, timeout: float = 30.0) -> None:
+        """Stop the broker as SIGTERM stops it in production: it first hands its
+        leaderships to other in-sync replicas (Kafka's controlled shutdown), so clients
+        are told NOT_LEADER_OR_FOLLOWER and find the new leader at once, then it exits.
+        Its in-memory logs are gone; ``restart`` brings it back empty. A paused broker is
+        resumed first. ClusterError if it has not stopped cleanly within ``timeout``
+        seconds (it is killed then)."""
+        self._check(broker)
+        if self.mode == "process":
+            proc = self._supervisor.procs[broker]
+            self._supervisor.stop(broker, timeout)
+            if proc.returncode != 0:
+                raise ClusterError(
+                    f"broker {broker} did not stop cleanly within {timeout:g} s "
+                    f"(exit status {proc.returncode})"
+                )
+            return
+        loop = self._loops[broker]
+        loop.thaw()
+        try:
+            loop.run(self._brokers[broker].controlled_shutdown(), timeout)
+        except TimeoutError:
+            raise ClusterError(
+                f"broker {broker} did not hand its leaderships over within {timeout:g} s"
+            ) from None
+        finally:
+            self._stop_broker(broker)
+
     def pause(self, broker: int) -> None:
         """Freeze the broker (a long GC pause, a stalled VM): its sockets stay open but
         nothing of it runs, no answers, no heartbeats to the controller, no replication,

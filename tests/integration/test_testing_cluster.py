@@ -90,6 +90,29 @@ def test_elect_leader_moves_leadership_and_the_controller_logs_it() -> None:
             cluster.elect_leader("nosuch", 0, 2)
 
 
+def test_stop_hands_leadership_over_before_the_broker_exits() -> None:
+    with Cluster(brokers=3) as cluster:
+        cluster.create_topic("handover", partitions=1)
+        cluster.elect_leader("handover", 0, 2)
+        assert cluster._run(produce_one(cluster, "handover", b"kept")) == 0
+        cluster.pause(2)  # stop resumes a paused broker first
+        cluster.stop(2)
+        assert not cluster.alive(2)
+        # The controller moved the leadership and told the brokers before broker 2 left:
+        # no wait for broker.session.timeout.ms (a kill leaves no leader until then).
+        moved = cluster.partition("handover")
+        assert moved.leader in (0, 1) and 2 not in moved.isr
+        assert any(
+            e["event"] == "controlled_shutdown" and e["shutting_down_broker"] == 2
+            for e in cluster.logs(cluster.controller())
+        )
+        assert cluster.records("handover", 0) == [(0, None, b"kept")]
+        with pytest.raises(ClusterError, match="not running"):
+            cluster.stop(2)
+        cluster.restart(2)
+        cluster.wait_for(lambda: 2 in cluster.partition("handover").isr, timeout=15)
+
+
 async def produce_one(cluster: Cluster, topic: str, value: bytes) -> int:
     async with Producer(cluster.bootstrap_servers, acks=-1, linger_ms=0) as producer:
         return (await producer.send_and_wait(topic, value, partition=0)).offset
@@ -111,11 +134,16 @@ async def test_process_mode_under_async_with_and_faults() -> None:
         assert cluster.paused(0) and not cluster.healthy(0)
         cluster.resume(0)
         cluster.wait_for(lambda: cluster.healthy(0), timeout=10, message="resumed")
-        pid = cluster._supervisor.procs[0].pid
+        pid = cluster.pid(0)
         cluster.kill(0)
         assert not cluster.alive(0)
         cluster.restart(0)
-        assert cluster._supervisor.procs[0].pid != pid and cluster.healthy(0)
+        assert cluster.pid(0) != pid and cluster.healthy(0)
+        cluster.pause(0)
+        cluster.stop(0)  # SIGCONT, then SIGTERM: it exits by itself, status 0
+        assert not cluster.alive(0) and cluster._supervisor.procs[0].returncode == 0
+        cluster.restart(0)
+        assert cluster.healthy(0)
     assert not cluster.healthy(0)
 
 
