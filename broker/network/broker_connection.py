@@ -69,6 +69,10 @@ class _Waiting(msgspec.Struct, gc=False):
     to_response: Callable[[Any], Any] | None = None  # a Deferred's: the body from the result
 
 
+def _callback_after_close(future: asyncio.Future[Any]) -> None:
+    """A closed connection's ``on_done``: nothing waits for an answer any more."""
+
+
 class BrokerConnection(asyncio.Protocol):
     def __init__(self, server: SocketServer, ip: str) -> None:
         self.server = server
@@ -127,7 +131,12 @@ class BrokerConnection(asyncio.Protocol):
         self.metrics.connections -= 1
         self.metrics.connections_closed += 1
         for task in list(self.pending):
-            task.cancel()
+            task.cancel()  # its callback, on_done, runs and lets go of it
+        # Let go of the two methods of its own it keeps (the receiver's, its waiting
+        # requests' callback): with them, it and its buffers would wait to be freed for the
+        # cycle collector, which hardly runs under steady load (see gc_policy).
+        self.receiver.close()
+        self.on_done = _callback_after_close
 
     def pause_writing(self) -> None:
         self.writing_paused = True

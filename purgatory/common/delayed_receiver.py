@@ -26,6 +26,16 @@ class DelayedReceiver:
         self.held += 1
         self._loop.call_at(self._release_at, self._release, data)
 
+    def close(self) -> None:
+        """Deliver nothing more (the connection is gone): bytes still held are dropped, and
+        the receiver lets go of its owner's method, so the owner needs no cycle collection
+        to be freed."""
+        self._deliver = _discard
+
     def _release(self, data: bytes) -> None:
         self.held -= 1
         self._deliver(data)
+
+
+def _discard(data: bytes) -> None:
+    pass

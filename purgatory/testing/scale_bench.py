@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import json
 import os
@@ -33,10 +32,11 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from purgatory.common.gc_policy import collector_off
 from purgatory.common.percentiles import percentile
 from purgatory.protocol.errors import KafkaError
 from purgatory.testing.cluster import Cluster, ClusterError
@@ -66,19 +66,6 @@ def _say(text: str) -> None:
 
 def _pct(samples: list[float], q: float) -> float:
     return percentile(sorted(samples), q)
-
-
-@contextlib.contextmanager
-def _load_collects_nothing() -> Iterator[None]:
-    """This (load) process collects no garbage inside: its own collection pauses, inside a
-    timed request, would count as the broker's time. Collect explicitly where a pause
-    times nothing."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def rss_mb(pid: int) -> float:
@@ -137,7 +124,7 @@ async def _metadata_ms(port: int, topic: str, samples: int) -> list[float]:
         # This process collects its garbage between samples, not inside them: decoding
         # 10,000 partitions triggers its full collections, 30-40 ms each, which are this
         # load generator's cost and would be the whole p99 (measured: 39 ms against 9).
-        with _load_collects_nothing():
+        with collector_off():
             for _ in range(samples):
                 start = time.perf_counter()
                 response = await conn.send(ApiKey.METADATA, m.MetadataRequest([topic]))
@@ -284,7 +271,7 @@ async def _park(port: int, count: int, rss: Callable[[], float]) -> dict[str, An
     assert probe.stdout is not None
     try:
         await probe.stdout.readline()  # started: its interpreter's start-up is not in the window
-        with _load_collects_nothing():
+        with collector_off():
             for start in range(0, count, 10):
                 tasks += [asyncio.ensure_future(fetch(c)) for c in conns[start : start + 10]]
                 await asyncio.sleep(0.001)
