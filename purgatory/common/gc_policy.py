@@ -59,13 +59,15 @@ def use(policy: str = "broker") -> tuple[int, int, int]:
 def collector_off() -> Iterator[None]:
     """No cyclic collection inside (after one to start clean): a load generator's own
     pauses would count as the broker's time, and a test sees what reference counting
-    alone frees."""
+    alone frees. The collector's state before is restored after."""
+    was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
         yield
     finally:
-        gc.enable()
+        if was_enabled:
+            gc.enable()
 
 
 class GcPauses:

@@ -272,7 +272,7 @@ class Cluster:
         are told NOT_LEADER_OR_FOLLOWER and find the new leader at once, then it exits.
         Its in-memory logs are gone; ``restart`` brings it back empty. A paused broker is
         resumed first. ClusterError if it has not stopped cleanly within ``timeout``
-        seconds (it is killed then)."""
+        seconds (it is stopped at once then)."""
         self._check(broker)
         if self.mode == "process":
             proc = self._supervisor.procs[broker]

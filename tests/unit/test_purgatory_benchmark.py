@@ -153,3 +153,13 @@ async def test_the_completion_queue_completes_each_operation_at_its_latency() ->
     assert [op.completed for op in operations] == [True, True, True, False]
     scheduler.advance(4)
     assert all(op.completed for op in operations) and latch.count == 0
+
+
+def test_collector_off_restores_the_state_it_found() -> None:
+    assert gc.isenabled()
+    with gc_policy.collector_off():
+        assert not gc.isenabled()
+        with gc_policy.collector_off():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer block's choice stands
+    assert gc.isenabled()
