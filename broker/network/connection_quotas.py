@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, Metric
+
+K = TypeVar("K")
 
 _BLOCKED_LOG_EVERY_S = 60.0  # a broker held at max.connections says so at most once a minute
 # A broker opens a few connections to each other one (its replica fetcher, the controller's
@@ -128,16 +130,8 @@ class ConnectionQuotas:
         if exempt_broker is None:
             self.total -= 1
         else:
-            left = self.exempted[exempt_broker] - 1
-            if left > 0:
-                self.exempted[exempt_broker] = left
-            else:
-                del self.exempted[exempt_broker]
-        left = self.per_ip.get(ip, 0) - 1
-        if left > 0:
-            self.per_ip[ip] = left
-        else:
-            self.per_ip.pop(ip, None)
+            _decrement(self.exempted, exempt_broker)
+        _decrement(self.per_ip, ip)
         self._wake()
 
     def _wake(self) -> None:
@@ -160,3 +154,12 @@ class ConnectionQuotas:
             "AcceptorBlockedPercent, as a counter: rate() gives the fraction).",
             value=self.blocked_s + waiting,
         )
+
+
+def _decrement(counts: dict[K, int], key: K) -> None:
+    """One fewer for ``key``; a count that reaches 0 leaves ``counts``."""
+    left = counts.get(key, 0) - 1
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)

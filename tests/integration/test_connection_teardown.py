@@ -26,14 +26,16 @@ from tests.support import bootstrap, wait_until
 async def serving(broker: Broker, conn: Connection) -> weakref.ref[BrokerConnection]:
     """The broker's side of ``conn``, weakly."""
     port = conn._transport.get_extra_info("sockname")[1]  # type: ignore[union-attr]
-    found: list[BrokerConnection] = []
 
-    def find() -> bool:
-        found[:] = [c for c in broker.socket_server.connections if c.peer.endswith(f":{port}")]
-        return bool(found)
+    def side() -> BrokerConnection | None:
+        return next(
+            (c for c in broker.socket_server.connections if c.peer.endswith(f":{port}")), None
+        )
 
-    await wait_until(find, message="the broker's side of the connection")
-    return weakref.ref(found.pop())
+    await wait_until(lambda: side() is not None, message="the broker's side of the connection")
+    found = side()
+    assert found is not None
+    return weakref.ref(found)
 
 
 async def answered(broker: Broker, conn: Connection) -> None:
