@@ -9,7 +9,7 @@ and ``body`` is then nil. Per-partition errors live inside the bodies.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 from msgspec import Raw, Struct
@@ -157,17 +157,13 @@ class ResponseHeader(m.Message):
 class RequestError(Exception):
     """A request whose header was read but which cannot be served as sent.
 
-    ``decode_request`` fills in the header fields it read; handlers leave them unset."""
+    ``RequestDecoder`` fills in the header fields it read; handlers leave them unset."""
 
     def __init__(self, code: ErrorCode, message: str, header: RequestHeader | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.header = header
-
-
-# (api_key, api_version, correlation_id, client_id, body)
-Request = tuple[int, int, int, str | None, Any]
 
 
 _header_decoder = msgspec.msgpack.Decoder(RequestHeader)
@@ -181,56 +177,59 @@ _response_decoders: dict[tuple[int, int], msgspec.msgpack.Decoder[Any]] = {
 _encoder = msgspec.msgpack.Encoder()
 
 
-def _frame_struct(request: type[Struct]) -> type[Struct]:
-    return msgspec.defstruct(
-        f"{request.__name__}Frame",
-        [
-            ("api_key", int),
-            ("api_version", int),
-            ("correlation_id", int),
-            ("client_id", str | None),
-            ("body", request),
-        ],
-        array_like=True,
-    )
+class RequestFrame(Struct, array_like=True, gc=False):
+    """A whole request frame body, header and body. A listener subclasses it to keep what
+    it needs per request beside them (fields with defaults, after these five)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
 
 
-# Whole-frame decoders, chosen by peeking at the API key and version: one decode instead of
-# header-then-body on the request path.
-_frame_decoders: dict[tuple[int, int], msgspec.msgpack.Decoder[Any]] = {
-    (int(k), v): msgspec.msgpack.Decoder(_frame_struct(req)) for (k, v), (req, _) in SCHEMAS.items()
-}
+R = TypeVar("R", bound=RequestFrame)
 
 
-def decode_request(frame: bytes) -> Request:
-    """Decode a whole request frame body.
+class RequestDecoder(Generic[R]):
+    """Decodes request frames into ``request_type``, a RequestFrame subclass: one msgspec
+    decode of the whole frame (into a subclass whose ``body`` is the API version's
+    schema), chosen by peeking at the API key and version, instead of a header and then
+    a body; the two steps run only for frames of another shape or that do not decode, to
+    say precisely what is wrong."""
 
-    Raises msgspec.DecodeError when not even the header can be read (the connection must
-    be closed), RequestError (with ``header`` set) when the header was read but the request
-    cannot be served as sent.
-    """
-    # A 5-element array whose first two items are positive fixints: the usual shape.
-    if len(frame) > 3 and frame[0] == 0x95 and frame[1] < 0x80 and frame[2] < 0x80:
-        decoder = _frame_decoders.get((frame[1], frame[2]))
+    def __init__(self, request_type: type[R]) -> None:
+        self.request_type = request_type
+        # Keyed by a frame's first three bytes in the usual shape: a 5-element array
+        # (0x95) whose API key and version are positive fixints. (Only five elements: the
+        # subclass's own fields are never a client's to set.)
+        self._decoders: dict[bytes, msgspec.msgpack.Decoder[R]] = {
+            bytes((0x95, k, v)): msgspec.msgpack.Decoder(
+                msgspec.defstruct(f"{req.__name__}Frame", [("body", req)], bases=(request_type,))
+            )
+            for (k, v), (req, _) in SCHEMAS.items()
+            if k < 0x80 and v < 0x80
+        }
+
+    def decode(self, frame: bytes) -> R:
+        """Raise msgspec.DecodeError when not even the header can be read (the connection
+        must be closed), RequestError (with ``header`` set) when the header was read but
+        the request cannot be served as sent."""
+        decoder = self._decoders.get(frame[:3])
         if decoder is not None:
             try:
-                whole = decoder.decode(frame)
-                return (
-                    whole.api_key,
-                    whole.api_version,
-                    whole.correlation_id,
-                    whole.client_id,
-                    whole.body,
-                )
+                return decoder.decode(frame)
             except DECODE_ERRORS:
-                pass  # the two-step path below says precisely what is wrong
-    header = decode_request_header(frame)
-    try:
-        body = decode_request_body(header)
-    except RequestError as exc:
-        exc.header = header
-        raise
-    return header.api_key, header.api_version, header.correlation_id, header.client_id, body
+                pass  # the two steps below say precisely what is wrong
+        header = decode_request_header(frame)
+        try:
+            body = decode_request_body(header)
+        except RequestError as exc:
+            exc.header = header
+            raise
+        return self.request_type(
+            header.api_key, header.api_version, header.correlation_id, header.client_id, body
+        )
 
 
 def decode_request_header(frame: bytes) -> RequestHeader:

@@ -13,9 +13,10 @@ from purgatory.broker.network.request_channel import (
     RequestHeader,
     UnreadableRequest,
 )
-from purgatory.protocol.api import ApiKey, decode_request, encode_response_into
+from purgatory.protocol.api import ApiKey, RequestDecoder, encode_response_into
 
 _FETCH = int(ApiKey.FETCH)
+_decoder = RequestDecoder(Request)
 
 
 class MsgpackCodec:
@@ -24,19 +25,14 @@ class MsgpackCodec:
 
     def decode(self, frame: bytes, received_s: float) -> Request:
         try:
-            api_key, api_version, correlation_id, client_id, body = decode_request(frame)
+            request = _decoder.decode(frame)
         except msgspec.DecodeError as exc:
             raise UnreadableRequest(f"request header does not decode: {exc}") from None
-        return Request(
-            api_key,
-            api_version,
-            correlation_id,
-            client_id,
-            body,
-            self.listener,
-            received_s,
-            api_key == _FETCH and body.replica_id >= 0,
-        )
+        request.listener = self.listener
+        request.received_s = received_s
+        if request.api_key == _FETCH and request.body.replica_id >= 0:
+            request.from_follower = True
+        return request
 
     def encode_response_into(
         self, buffer: bytearray, request: RequestHeader, body: msgspec.Struct

@@ -11,24 +11,22 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import msgspec
+from purgatory.protocol.api import RequestFrame
 
 # Listener names, as in Kafka's ``listeners`` (and the ``listener`` label of metrics).
 PURGATORY = "PURGATORY"  # our protocol: framed MessagePack
 PLAINTEXT = "PLAINTEXT"  # Kafka's binary protocol, as Kafka names its default listener
 
 
-class Request(msgspec.Struct, gc=False):
-    """One decoded request. A Struct (built in C, untracked by the cycle collector): the
-    broker makes one per request and holds it while the request waits in a purgatory."""
+class Request(RequestFrame):
+    """One decoded request: the frame's header and body, and what the broker keeps beside
+    them. A Struct (built in C, untracked by the cycle collector): the broker makes one
+    per request and holds it while the request waits in a purgatory. Our protocol's frames
+    decode straight into it (``RequestDecoder``); the codec then sets ``listener`` and
+    ``received_s``."""
 
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    body: Any
-    listener: str
-    received_s: float  # the process clock when its handling began
+    listener: str = PURGATORY
+    received_s: float = 0.0  # the process clock when its handling began
     from_follower: bool = False  # a replica's fetch (its own request metrics)
     # KIP-511: the client software's name and version, from ApiVersions v3+ (Kafka's wire).
     client_software: tuple[str, str] | None = None

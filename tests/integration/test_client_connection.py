@@ -6,8 +6,10 @@ import asyncio
 
 from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.protocol import messages as m
-from purgatory.protocol.api import ApiKey, decode_request, encode_response_into
+from purgatory.protocol.api import ApiKey, RequestDecoder, RequestFrame, encode_response_into
 from purgatory.protocol.framing import FrameDecoder
+
+_requests = RequestDecoder(RequestFrame)
 
 
 async def test_a_client_closes_a_connection_whose_answers_come_out_of_order() -> None:
@@ -22,7 +24,7 @@ async def test_a_client_closes_a_connection_whose_answers_come_out_of_order() ->
             data = await reader.read(65536)
             if not data:
                 return
-            received.extend(decode_request(frame)[2] for frame in decoder.feed(data))
+            received.extend(_requests.decode(frame).correlation_id for frame in decoder.feed(data))
         out = bytearray()
         for correlation_id in reversed(received):
             encode_response_into(out, correlation_id, m.ApiVersionsResponse(0, []))

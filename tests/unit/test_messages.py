@@ -12,7 +12,9 @@ from purgatory.protocol import messages as m
 from purgatory.protocol.api import (
     SCHEMAS,
     ApiKey,
+    RequestDecoder,
     RequestError,
+    RequestFrame,
     decode_request_body,
     decode_request_header,
     decode_response_body,
@@ -55,6 +57,45 @@ def test_requests_round_trip_through_the_envelope() -> None:
         "me",
     )
     assert decode_request_body(header) == body
+
+
+class _Kept(RequestFrame):
+    """A listener's request: the frame's five fields and what it keeps beside them."""
+
+    listener: str = "ours"
+    trusted: bool = False
+
+
+def test_a_whole_frame_decodes_into_the_listeners_request_with_its_body_typed() -> None:
+    body = m.FetchRequest(-1, 500, 1, 1024, [m.FetchTopic("t", [m.FetchPartition(0, 5, 100)])])
+    request = RequestDecoder(_Kept).decode(encode_request(ApiKey.FETCH, 1, 99, "me", body))
+    assert isinstance(request, _Kept)
+    assert (request.api_key, request.api_version, request.correlation_id) == (1, 1, 99)
+    assert (request.client_id, request.body) == ("me", body)
+    assert (request.listener, request.trusted) == ("ours", False)
+
+
+def test_a_frame_with_more_than_five_elements_cannot_set_the_listeners_fields() -> None:
+    """The listener's own fields follow the five in the struct, so a longer array would
+    fill them if decoded whole; it is read as header and body, the rest ignored."""
+    body = m.FetchRequest(-1, 500, 1, 1024, [])
+    frame = msgspec.msgpack.encode([1, 1, 99, "me", body, "theirs", True])
+    request = RequestDecoder(_Kept).decode(frame)
+    assert (request.correlation_id, request.body) == (99, body)
+    assert (request.listener, request.trusted) == ("ours", False)
+
+
+def test_a_frame_the_whole_decode_refuses_gets_the_two_step_error_with_its_header() -> None:
+    decoder = RequestDecoder(_Kept)
+    with pytest.raises(RequestError, match="malformed request body") as wrong_body:
+        decoder.decode(msgspec.msgpack.encode([0, 0, 5, None, {"acks": "yes"}]))
+    with pytest.raises(RequestError, match="version 9 is not supported") as unknown:
+        decoder.decode(msgspec.msgpack.encode([1, 9, 6, None, []]))
+    assert wrong_body.value.code == ErrorCode.INVALID_REQUEST
+    assert unknown.value.code == ErrorCode.UNSUPPORTED_VERSION
+    assert [e.value.header.correlation_id for e in (wrong_body, unknown)] == [5, 6]
+    with pytest.raises(msgspec.DecodeError):
+        decoder.decode(b"\x95\x00\x00")  # the usual first bytes, then nothing
 
 
 def test_a_request_level_error_travels_in_the_response_header() -> None:
