@@ -325,7 +325,7 @@ def add_perf_commands(sub: Any) -> None:
         description="Pipelined produce requests into a running cluster (--bootstrap, "
         "default 127.0.0.1:9092, e.g. `make run`), to the topic --topic (default `perf`, "
         "created with --partitions if missing). --echo also runs a framed echo server "
-        "in this process as the ceiling to compare with.",
+        "(a process of its own) as the ceiling to compare with, the two taking turns.",
     )
     produce.add_argument(
         "--topic", default="perf", help="topic to write to; created if missing (default perf)"
@@ -347,6 +347,13 @@ def add_perf_commands(sub: Any) -> None:
         action="store_true",
         help="also run the framed echo server+client with the same requests and "
         "print the broker's rate as a fraction of it",
+    )
+    produce.add_argument(
+        "--rounds",
+        type=int,
+        help="with --echo: turns the broker and the echo server take, each round "
+        "num-records/rounds, so a machine whose speed drifts meets both alike "
+        "(default 5)",
     )
     produce.add_argument("--json", action="store_true", help="print only the JSON summary")
     _bootstrap(produce)

@@ -28,6 +28,22 @@ class LoadStats(msgspec.Struct):
     errors: int
     latencies_ms: list[float]
 
+    @staticmethod
+    def combined(runs: list[LoadStats]) -> LoadStats:
+        """Several runs as one: their counts and running times added, latencies pooled."""
+        return LoadStats(
+            sum(r.requests for r in runs),
+            sum(r.records for r in runs),
+            sum(r.record_bytes for r in runs),
+            sum(r.elapsed_s for r in runs),
+            sum(r.errors for r in runs),
+            [x for r in runs for x in r.latencies_ms],
+        )
+
+    @property
+    def requests_per_sec(self) -> float:
+        return self.requests / max(self.elapsed_s, 1e-9)
+
     def summary(self) -> dict[str, Any]:
         secs = max(self.elapsed_s, 1e-9)
         return {

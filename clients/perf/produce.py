@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -23,6 +24,7 @@ from purgatory.protocol.errors import ErrorCode, KafkaError
 from purgatory.protocol.records import encode_batch
 
 LEADER_TIMEOUT_S = 10.0  # how long a new topic's partitions may go without a leader
+ECHO_ROUNDS = 5  # --echo: turns the broker and the echo server take, by default
 
 
 def _check(response: m.ProduceResponse) -> bool:
@@ -126,28 +128,38 @@ def main(args: argparse.Namespace) -> int:
     if args.record_size < 1 or args.batch_size < 1 or args.num_records < 1:
         print("record size, batch size and record count must be positive", file=sys.stderr)
         return 2
+    if args.rounds is not None and not args.echo:
+        print("--rounds alternates the broker and the echo server: give --echo", file=sys.stderr)
+        return 2
     num_requests = max(1, args.num_records // args.batch_size)
+    rounds = min(ECHO_ROUNDS, num_requests) if args.rounds is None else args.rounds
+    if args.echo and not 1 <= rounds <= num_requests:
+        print(f"--rounds must be 1..{num_requests} (one request a round)", file=sys.stderr)
+        return 2
     try:
         host, port, parts = uvloop.run(_prepare(args.bootstrap, args.topic, args.partitions))
     except (KafkaError, ConnectionError, ValueError) as exc:
         print(f"purgatory perf produce: {exc}", file=sys.stderr)
         return 1
-    stats = uvloop.run(
-        produce_load(
-            host,
-            port,
-            args.topic,
-            num_requests,
-            args.record_size,
-            args.batch_size,
-            args.max_in_flight,
-            acks=acks,
-            throughput=args.throughput,
-            duration_s=args.duration,
-            progress=not args.json,
-            partitions=parts,
+
+    def run(at_host: str, at_port: int, requests: int, duration_s: float | None) -> LoadStats:
+        return uvloop.run(
+            produce_load(
+                at_host,
+                at_port,
+                args.topic,
+                requests,
+                args.record_size,
+                args.batch_size,
+                args.max_in_flight,
+                acks=acks,
+                throughput=args.throughput,
+                duration_s=duration_s,
+                progress=not args.json,
+                partitions=parts,
+            )
         )
-    )
+
     summary: dict[str, Any] = {
         "benchmark": "produce",
         "broker": f"{host}:{port}",
@@ -157,33 +169,54 @@ def main(args: argparse.Namespace) -> int:
         "record_size": args.record_size,
         "batch_size": args.batch_size,
         "max_in_flight": args.max_in_flight,
-        **stats.summary(),
     }
-    if args.echo:
-        from purgatory.clients.perf.echo import EchoServer, produce_reply
-
-        with EchoServer(produce_reply()) as echo:
-            echo_stats = uvloop.run(
-                produce_load(
-                    "127.0.0.1",
-                    echo.port,
-                    args.topic,
-                    stats.requests or num_requests,
-                    args.record_size,
-                    args.batch_size,
-                    args.max_in_flight,
-                    acks=acks,
-                    throughput=args.throughput,
-                    duration_s=None,
-                    progress=not args.json,
-                )
-            )
-        e = echo_stats.summary()
-        summary["echo"] = e
-        summary["fraction_of_echo"] = (
-            round(summary["requests_per_sec"] / e["requests_per_sec"], 3)
-            if e["requests_per_sec"]
-            else None
-        )
+    if not args.echo:
+        stats = run(host, port, num_requests, args.duration)
+        summary.update(stats.summary())
+    else:
+        stats = _beside_echo(run, host, port, num_requests, args.duration, rounds, summary)
     print(json.dumps(summary, indent=None if args.json else 2))
     return 1 if stats.errors else 0
+
+
+def _beside_echo(
+    run: Callable[[str, int, int, float | None], LoadStats],
+    host: str,
+    port: int,
+    num_requests: int,
+    duration_s: float | None,
+    rounds: int,
+    summary: dict[str, Any],
+) -> LoadStats:
+    """The broker and the framed echo server take turns, ``rounds`` times, each echo run
+    sending as many requests as the broker's before it: a machine whose speed drifts
+    (shared cores, frequency) meets both in about the same state. The fraction is of
+    their rates over all rounds; each round's is listed too."""
+    from purgatory.clients.perf.echo import EchoServer, produce_reply
+
+    broker_runs: list[LoadStats] = []
+    echo_runs: list[LoadStats] = []
+    with EchoServer(produce_reply()) as echo:
+        for i in range(rounds):
+            share = num_requests // rounds + (i < num_requests % rounds)
+            ran = run(host, port, share, duration_s / rounds if duration_s else None)
+            broker_runs.append(ran)
+            echo_runs.append(run("127.0.0.1", echo.port, ran.requests or share, None))
+    stats = LoadStats.combined(broker_runs)
+    echoed = LoadStats.combined(echo_runs)
+    summary.update(stats.summary())
+    summary["echo"] = echoed.summary()
+    summary["fraction_of_echo"] = _fraction(stats, echoed)
+    summary["rounds"] = [
+        {
+            "requests_per_sec": round(b.requests_per_sec, 1),
+            "echo_requests_per_sec": round(e.requests_per_sec, 1),
+            "fraction_of_echo": _fraction(b, e),
+        }
+        for b, e in zip(broker_runs, echo_runs, strict=True)
+    ]
+    return stats
+
+
+def _fraction(broker: LoadStats, echo: LoadStats) -> float | None:
+    return round(broker.requests_per_sec / echo.requests_per_sec, 3) if echo.requests else None
