@@ -45,6 +45,7 @@ async def produce_load(
     duration_s: float | None,
     progress: bool,
     partitions: list[int] | None = None,
+    label: str = "records",
 ) -> LoadStats:
     value = os.urandom(record_size)
     batch = encode_batch([(None, value)] * batch_size, timestamp_ms=0)
@@ -81,7 +82,9 @@ async def produce_load(
         duration_s=duration_s,
         expect_response=acks != 0,
     )
-    async with progress_of(load, num_requests * batch_size, batch_size, enabled=progress):
+    async with progress_of(
+        load, num_requests * batch_size, batch_size, enabled=progress, label=label
+    ):
         return await load.run()
 
 
@@ -142,7 +145,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"purgatory perf produce: {exc}", file=sys.stderr)
         return 1
 
-    def run(at_host: str, at_port: int, requests: int, duration_s: float | None) -> LoadStats:
+    def run(
+        at_host: str, at_port: int, requests: int, duration_s: float | None, label: str
+    ) -> LoadStats:
         return uvloop.run(
             produce_load(
                 at_host,
@@ -157,6 +162,7 @@ def main(args: argparse.Namespace) -> int:
                 duration_s=duration_s,
                 progress=not args.json,
                 partitions=parts,
+                label=label,
             )
         )
 
@@ -171,27 +177,29 @@ def main(args: argparse.Namespace) -> int:
         "max_in_flight": args.max_in_flight,
     }
     if not args.echo:
-        stats = run(host, port, num_requests, args.duration)
+        stats = run(host, port, num_requests, args.duration, "records")
         summary.update(stats.summary())
     else:
-        stats = _beside_echo(run, host, port, num_requests, args.duration, rounds, summary)
+        stats, beside = _beside_echo(run, host, port, num_requests, args.duration, rounds)
+        summary.update(stats.summary())
+        summary.update(beside)
     print(json.dumps(summary, indent=None if args.json else 2))
     return 1 if stats.errors else 0
 
 
 def _beside_echo(
-    run: Callable[[str, int, int, float | None], LoadStats],
+    run: Callable[[str, int, int, float | None, str], LoadStats],
     host: str,
     port: int,
     num_requests: int,
     duration_s: float | None,
     rounds: int,
-    summary: dict[str, Any],
-) -> LoadStats:
+) -> tuple[LoadStats, dict[str, Any]]:
     """The broker and the framed echo server take turns, ``rounds`` times, each echo run
     sending as many requests as the broker's before it: a machine whose speed drifts
-    (shared cores, frequency) meets both in about the same state. The fraction is of
-    their rates over all rounds; each round's is listed too."""
+    (shared cores, frequency) meets both in about the same state. Returns the broker's
+    runs as one, and the summary's echo part: the echo runs as one, the fraction of their
+    rates over all rounds, and each round's."""
     from purgatory.clients.perf.echo import EchoServer, produce_reply
 
     broker_runs: list[LoadStats] = []
@@ -199,23 +207,28 @@ def _beside_echo(
     with EchoServer(produce_reply()) as echo:
         for i in range(rounds):
             share = num_requests // rounds + (i < num_requests % rounds)
-            ran = run(host, port, share, duration_s / rounds if duration_s else None)
+            turn = f"{i + 1}/{rounds}"
+            ran = run(
+                host, port, share, duration_s / rounds if duration_s else None, f"broker {turn}"
+            )
             broker_runs.append(ran)
-            echo_runs.append(run("127.0.0.1", echo.port, ran.requests or share, None))
+            echo_runs.append(
+                run("127.0.0.1", echo.port, ran.requests or share, None, f"echo {turn}")
+            )
     stats = LoadStats.combined(broker_runs)
     echoed = LoadStats.combined(echo_runs)
-    summary.update(stats.summary())
-    summary["echo"] = echoed.summary()
-    summary["fraction_of_echo"] = _fraction(stats, echoed)
-    summary["rounds"] = [
-        {
-            "requests_per_sec": round(b.requests_per_sec, 1),
-            "echo_requests_per_sec": round(e.requests_per_sec, 1),
-            "fraction_of_echo": _fraction(b, e),
-        }
-        for b, e in zip(broker_runs, echo_runs, strict=True)
-    ]
-    return stats
+    return stats, {
+        "echo": echoed.summary(),
+        "fraction_of_echo": _fraction(stats, echoed),
+        "rounds": [
+            {
+                "requests_per_sec": round(b.requests_per_sec, 1),
+                "echo_requests_per_sec": round(e.requests_per_sec, 1),
+                "fraction_of_echo": _fraction(b, e),
+            }
+            for b, e in zip(broker_runs, echo_runs, strict=True)
+        ],
+    }
 
 
 def _fraction(broker: LoadStats, echo: LoadStats) -> float | None:

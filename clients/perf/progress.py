@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
@@ -20,20 +21,22 @@ async def progress_of(
     *,
     enabled: bool,
     attribute: str = "done",
+    label: str = "records",
 ) -> AsyncIterator[None]:
-    """Show records completed (``getattr(load, attribute) * records_per_request``)."""
+    """Show records completed (``getattr(load, attribute) * records_per_request``), the
+    bar named ``label``."""
     if not enabled or not sys.stderr.isatty():
         yield
         return
     progress = Progress(
-        TextColumn("[bold]records"),
+        TextColumn(f"[bold]{escape(label)}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
     )
-    task = progress.add_task("records", total=total_records)
+    task = progress.add_task(label, total=total_records)
 
     async def follow() -> None:
         while True:
