@@ -41,17 +41,21 @@ class LoadStats(msgspec.Struct):
         )
 
     @property
+    def _seconds(self) -> float:
+        return max(self.elapsed_s, 1e-9)
+
+    @property
     def requests_per_sec(self) -> float:
-        return self.requests / max(self.elapsed_s, 1e-9)
+        return self.requests / self._seconds
 
     def summary(self) -> dict[str, Any]:
-        secs = max(self.elapsed_s, 1e-9)
+        secs = self._seconds
         return {
             "requests": self.requests,
             "records": self.records,
             "errors": self.errors,
             "elapsed_s": round(self.elapsed_s, 3),
-            "requests_per_sec": round(self.requests / secs, 1),
+            "requests_per_sec": round(self.requests_per_sec, 1),
             "records_per_sec": round(self.records / secs, 1),
             "mb_per_sec": round(self.record_bytes / secs / 1e6, 3),
             "latency_ms": latency_summary(self.latencies_ms),

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from purgatory.common.gc_policy import collector_off
-from purgatory.common.percentiles import percentile
+from purgatory.common.percentiles import percentile, spread
 from purgatory.protocol.errors import KafkaError
 from purgatory.testing.cluster import Cluster, ClusterError
 
@@ -295,11 +295,9 @@ async def _park(port: int, count: int, rss: Callable[[], float]) -> dict[str, An
         "answered_early": early,
         "late_ms": {
             "min": round(min(late_ms), 3),  # negative: early (at most one tick, see above)
-            **{q: _pct(late_ms, v) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
+            **spread(late_ms),
         },
-        "broker_wait_late_ms": {
-            q: _pct(broker_late_ms, v) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))
-        },
+        "broker_wait_late_ms": spread(broker_late_ms),
         "broker_rss_mb": peak,
         "machine_wake_late_ms": floor,
     }

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from purgatory.common.percentiles import percentile
+from purgatory.common.percentiles import spread
 
 
 def probe(seconds: float, seed: int = 4) -> dict[str, Any]:
@@ -34,11 +34,7 @@ def probe(seconds: float, seed: int = 4) -> dict[str, Any]:
         woke = time.perf_counter()
         late_ms.append((woke - now - nap) * 1000)
         now = woke
-    late_ms.sort()
-    return {
-        "samples": len(late_ms),
-        **{q: percentile(late_ms, v) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
-    }
+    return {"samples": len(late_ms), **spread(late_ms)}
 
 
 def main(argv: list[str]) -> int:
