@@ -17,6 +17,7 @@ from msgspec import Raw, Struct
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
+from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.errors import DECODE_ERRORS, ErrorCode
 from purgatory.protocol.framing import LENGTH_PREFIX as _LENGTH
 
@@ -26,7 +27,6 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
-    UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
@@ -47,10 +47,16 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     OFFSET_DELETE = 47
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
+    ENVELOPE = 58
     FETCH_SNAPSHOT = 59
     DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
 
     @property
     def api_name(self) -> str:
@@ -63,15 +69,20 @@ _NAMES = {
     ApiKey.FETCH: "Fetch",
     ApiKey.LIST_OFFSETS: "ListOffsets",
     ApiKey.METADATA: "Metadata",
-    ApiKey.UPDATE_METADATA: "UpdateMetadata",
     ApiKey.OFFSET_COMMIT: "OffsetCommit",
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.API_VERSIONS: "ApiVersions",
     ApiKey.CREATE_TOPICS: "CreateTopics",
     ApiKey.DELETE_TOPICS: "DeleteTopics",
     ApiKey.ALTER_PARTITION: "AlterPartition",
+    ApiKey.ENVELOPE: "Envelope",
     ApiKey.FETCH_SNAPSHOT: "FetchSnapshot",
     ApiKey.BROKER_REGISTRATION: "BrokerRegistration",
+    ApiKey.BROKER_HEARTBEAT: "BrokerHeartbeat",
+    ApiKey.VOTE: "Vote",
+    ApiKey.BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
+    ApiKey.END_QUORUM_EPOCH: "EndQuorumEpoch",
+    ApiKey.DESCRIBE_QUORUM: "DescribeQuorum",
     ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
     ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
     ApiKey.ELECT_LEADERS: "ElectLeaders",
@@ -95,9 +106,9 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.PRODUCE, 0): (m.ProduceRequest, m.ProduceResponse),
     (ApiKey.FETCH, 0): (m.FetchRequest, m.FetchResponseV0),
     (ApiKey.FETCH, 1): (m.FetchRequest, m.FetchResponseV1),
+    (ApiKey.FETCH, 2): (m.FetchRequestV2, m.FetchResponseV2),
     (ApiKey.LIST_OFFSETS, 0): (m.ListOffsetsRequest, m.ListOffsetsResponse),
     (ApiKey.METADATA, 0): (m.MetadataRequest, m.MetadataResponse),
-    (ApiKey.UPDATE_METADATA, 0): (ib.UpdateMetadataRequest, ib.UpdateMetadataResponse),
     (ApiKey.OFFSET_COMMIT, 0): (m.OffsetCommitRequest, m.OffsetCommitResponse),
     (ApiKey.OFFSET_COMMIT, 1): (g.OffsetCommitRequestV1, m.OffsetCommitResponse),
     (ApiKey.OFFSET_FETCH, 0): (m.OffsetFetchRequest, m.OffsetFetchResponse),
@@ -117,12 +128,18 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.CREATE_PARTITIONS, 0): (m.CreatePartitionsRequest, m.CreatePartitionsResponse),
     (ApiKey.INIT_PRODUCER_ID, 0): (m.InitProducerIdRequest, m.InitProducerIdResponse),
     (ApiKey.BROKER_REGISTRATION, 0): (ib.BrokerRegistrationRequest, ib.BrokerRegistrationResponse),
+    (ApiKey.BROKER_HEARTBEAT, 0): (ib.BrokerHeartbeatRequest, ib.BrokerHeartbeatResponse),
+    (ApiKey.ENVELOPE, 0): (ib.EnvelopeRequest, ib.EnvelopeResponse),
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0): (
         m.OffsetForLeaderEpochRequest,
         m.OffsetForLeaderEpochResponse,
     ),
     (ApiKey.ALTER_PARTITION, 0): (ib.AlterPartitionRequest, ib.AlterPartitionResponse),
-    (ApiKey.FETCH_SNAPSHOT, 0): (ib.FetchSnapshotRequest, ib.FetchSnapshotResponse),
+    (ApiKey.FETCH_SNAPSHOT, 0): (rm.FetchSnapshotRequest, rm.FetchSnapshotResponse),
+    (ApiKey.VOTE, 0): (rm.VoteRequest, rm.VoteResponse),
+    (ApiKey.BEGIN_QUORUM_EPOCH, 0): (rm.BeginQuorumEpochRequest, rm.BeginQuorumEpochResponse),
+    (ApiKey.END_QUORUM_EPOCH, 0): (rm.EndQuorumEpochRequest, rm.EndQuorumEpochResponse),
+    (ApiKey.DESCRIBE_QUORUM, 0): (rm.DescribeQuorumRequest, rm.DescribeQuorumResponse),
     (ApiKey.CONTROLLED_SHUTDOWN, 0): (ib.ControlledShutdownRequest, ib.ControlledShutdownResponse),
     (ApiKey.ELECT_LEADERS, 0): (m.ElectLeadersRequest, m.ElectLeadersResponse),
 }

@@ -1,13 +1,14 @@
 """Request and response bodies of the APIs brokers and the controller speak among
 themselves (Kafka's inter-broker and controller APIs), as ``protocol.messages``
-describes: UpdateMetadata, BrokerRegistration, AlterPartition, ControlledShutdown and
-FetchSnapshot."""
+describes: BrokerRegistration, BrokerHeartbeat, AlterPartition and ControlledShutdown
+(the metadata quorum's own are in ``raft_messages``); and the topic and partition state
+the metadata image is made of."""
 
 from __future__ import annotations
 
 from purgatory.protocol.messages import Message
 
-# -- Inter-broker: UpdateMetadata (6), BrokerRegistration (62) ---------------------------
+# -- Topic and partition state; BrokerRegistration (62), BrokerHeartbeat (63) -------------
 
 
 class TopicConfigEntry(Message):
@@ -31,31 +32,33 @@ class TopicState(Message):
     partitions: list[PartitionState]
 
 
-class UpdateMetadataRequest(Message):
-    """The controller's full picture of the cluster, pushed to every broker."""
-
-    controller_id: int
-    controller_incarnation: str  # changes when the controller restarts
-    metadata_epoch: int  # grows with every change an incarnation makes
-    topics: list[TopicState]
-    live_brokers: list[int] = []  # registered and heartbeating, the controller included
-    # Each broker's incarnation as last registered: one registering with another restarted
-    # without its log (kept with the picture, so a new controller knows it too).
-    broker_incarnations: dict[int, str] = {}
-
-
-class UpdateMetadataResponse(Message):
-    error_code: int
-
-
 class BrokerRegistrationRequest(Message):
+    """A broker (re)starting asks the active controller to register it. A new
+    ``incarnation_id`` is a new run of the broker, which lost what it held in memory."""
+
     broker_id: int
-    incarnation: str  # changes when the broker restarts
+    incarnation_id: str
+    host: str
+    port: int
+    cluster_id: str = ""
 
 
 class BrokerRegistrationResponse(Message):
     error_code: int
     error_message: str | None = None
+    broker_epoch: int = -1  # the offset of the registration in the metadata log
+
+
+class BrokerHeartbeatRequest(Message):
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int  # the last metadata offset this broker has applied
+
+
+class BrokerHeartbeatResponse(Message):
+    error_code: int
+    is_caught_up: bool = False  # it has applied its own registration
+    is_fenced: bool = True
 
 
 # -- Inter-broker: AlterPartition (56) ------------------------------------------------------
@@ -66,6 +69,9 @@ class AlterPartitionPartition(Message):
     leader_epoch: int
     new_isr: list[int]
     partition_epoch: int  # the epoch the leader's current ISR has
+    # The broker epoch of each member of new_isr, as its fetches told the leader (-1: not
+    # known): the controller refuses a replica that has registered again since (KIP-903).
+    broker_epochs: list[int] = []
 
 
 class AlterPartitionTopic(Message):
@@ -78,6 +84,7 @@ class AlterPartitionRequest(Message):
 
     broker_id: int
     topics: list[AlterPartitionTopic]
+    broker_epoch: int = -1  # the sender's; a stale one is refused (STALE_BROKER_EPOCH)
 
 
 class AlterPartitionPartitionResponse(Message):
@@ -104,7 +111,7 @@ class AlterPartitionResponse(Message):
 
 class ControlledShutdownRequest(Message):
     broker_id: int
-    incarnation: str  # which run of that broker asks (Kafka's broker epoch)
+    broker_epoch: int  # which run of that broker asks
 
 
 class RemainingPartition(Message):
@@ -118,15 +125,20 @@ class ControlledShutdownResponse(Message):
     remaining_partitions: list[RemainingPartition]
 
 
-# -- Inter-broker: FetchSnapshot (59) -------------------------------------------------------
+# -- Envelope (58): a broker forwards a client's topic change to the active controller ----
 
 
-class FetchSnapshotRequest(Message):
-    """A starting controller asks a broker for the cluster picture it holds."""
+class EnvelopeRequest(Message):
+    """A request a broker forwards to the active controller (CreateTopics, DeleteTopics,
+    CreatePartitions): its API key and version and its body as sent. Only the active
+    controller serves it; anyone else answers NOT_CONTROLLER (it is never forwarded
+    again)."""
 
-    replica_id: int
+    api_key: int
+    api_version: int
+    request_data: bytes
 
 
-class FetchSnapshotResponse(Message):
+class EnvelopeResponse(Message):
     error_code: int
-    snapshot: UpdateMetadataRequest | None  # None: this broker has no picture yet
+    response_data: bytes | None = None

@@ -228,6 +228,52 @@ class FetchResponseV1(FetchResponseV0, array_like=True):
     wait_time_ms: int = 0  # KIP-736: time this request spent in purgatory
 
 
+# Fetch v2: v1 and the fields of a replica's fetch (KIP-595, KIP-903, KIP-1166). The
+# metadata quorum's replicas fetch its log, ``__cluster_metadata``, with it, as Kafka's do;
+# data followers send their broker epoch with it. Each version appends fields, so a v2
+# body decodes as v1 and a v1 body as v2 (with the defaults).
+
+
+class FetchPartitionV2(FetchPartition):
+    # The epoch of the fetcher's last entry, so the leader can check that the two logs
+    # agree (the metadata log only), and the high watermark the fetcher has applied.
+    last_fetched_epoch: int = -1
+    high_watermark: int = -1
+
+
+class FetchTopicV2(FetchTopic):
+    partitions: list[FetchPartitionV2]  # type: ignore[assignment]
+
+
+class FetchRequestV2(FetchRequest):
+    topics: list[FetchTopicV2]  # type: ignore[assignment]
+    cluster_id: str | None = None  # checked by the metadata quorum's leader
+    # A follower's broker epoch (its registration): a leader proposes a follower for the
+    # ISR only with the epoch its fetches came with (KIP-903). -1: not given.
+    replica_epoch: int = -1
+
+
+class PartitionDataV2(PartitionData):
+    # The leader and its epoch as the answering node knows them (the metadata log), where
+    # the fetcher's log diverges from the leader's (truncate to the end of that epoch,
+    # then fetch again), or the snapshot to fetch instead (the fetch offset is below the
+    # leader's log start). -1: not set.
+    leader_id: int = -1
+    leader_epoch: int = -1
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
+    snapshot_end_offset: int = -1
+    snapshot_epoch: int = -1
+
+
+class FetchableTopicResponseV2(FetchableTopicResponse):
+    partitions: list[PartitionDataV2]  # type: ignore[assignment]
+
+
+class FetchResponseV2(FetchResponseV1):
+    responses: list[FetchableTopicResponseV2]  # type: ignore[assignment]
+
+
 # -- ListOffsets (2) ----------------------------------------------------------------------
 
 LATEST_TIMESTAMP = -1
@@ -390,6 +436,10 @@ class ElectLeadersRequest(Message):
     election_type: int  # 0 preferred, 1 unclean
     topic_partitions: list[TopicPartitions] | None  # None: every partition
     timeout_ms: int
+    # Ours: with a preferred election, make this broker each partition's preferred (first)
+    # replica before electing (a reorder of its replicas, as librdkafka's mock cluster's
+    # "set the leader"); -1: the preferred replica stays.
+    leader_id: int = -1
 
 
 class PartitionResult(Message):
