@@ -1,34 +1,28 @@
 """AlterPartitionManager: a leader's channel to the controller for ISR changes.
 
 The replica manager proposes a new ISR as a ``LeaderAndIsr`` and gets back the one the
-controller accepted; this module alone turns that into an AlterPartition request, sends it
-(to the controller in this process, or over the controller connection) and reads the
-answer (Kafka's AlterPartitionManager).
+controller accepted and the quorum committed; this module alone turns that into an
+AlterPartition request, sends it through the controller channel and reads the answer
+(Kafka's AlterPartitionManager).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-from purgatory.broker.controller.controller import Controller
+from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.metadata_cache import AlterPartitionRefused, LeaderAndIsr
-from purgatory.clients.connection import Connection
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol.api import ApiKey
 
 
 class AlterPartitionManager:
     def __init__(
-        self,
-        broker_id: int,
-        local_controller: Callable[[], Controller | None],
-        controller_connection: Callable[[], Awaitable[Connection]],
-        timeout_ms: Callable[[], int],
+        self, broker_id: int, channel: ControllerChannel, broker_epoch: Callable[[], int]
     ) -> None:
         self.broker_id = broker_id
-        self.local_controller = local_controller
-        self.controller_connection = controller_connection
-        self.timeout_ms = timeout_ms
+        self.channel = channel
+        self.broker_epoch = broker_epoch
 
     async def submit(self, topic: str, partition: int, proposed: LeaderAndIsr) -> LeaderAndIsr:
         """Ask for ``proposed.isr``, with the leader and partition epochs the leader holds.
@@ -42,20 +36,18 @@ class AlterPartitionManager:
                     topic,
                     [
                         ib.AlterPartitionPartition(
-                            partition, proposed.leader_epoch, proposed.isr, proposed.partition_epoch
+                            partition,
+                            proposed.leader_epoch,
+                            proposed.isr,
+                            proposed.partition_epoch,
+                            list(proposed.broker_epochs),
                         )
                     ],
                 )
             ],
+            self.broker_epoch(),
         )
-        controller = self.local_controller()
-        if controller is not None:
-            response = controller.alter_partition(request)
-        else:
-            conn = await self.controller_connection()
-            response = await conn.send(
-                ApiKey.ALTER_PARTITION, request, timeout_ms=self.timeout_ms()
-            )
+        response = await self.channel.call(ApiKey.ALTER_PARTITION, request)
         if response.error_code:
             raise AlterPartitionRefused(response.error_code)
         result = response.topics[0].partitions[0]

@@ -11,14 +11,14 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from purgatory.broker.controller.controller import Controller
 from purgatory.broker.controller.election import Election, preferred_imbalance
+from purgatory.broker.controller.quorum_controller import QuorumController
 from purgatory.broker.ops.metrics import gauge
 from purgatory.protocol.inter_broker_messages import PartitionState
 
 
 def controller_families(
-    controller: Callable[[], Controller | None],
+    controller: Callable[[], QuorumController | None],
 ) -> Callable[[], Iterator[Metric]]:
     """A metrics source reading whichever controller this broker runs, if any, when scraped."""
 
@@ -39,16 +39,19 @@ def controller_families(
             "Partitions not led by their preferred (first) replica, on the controller.",
             sum(preferred_imbalance(p) for p in _partitions(active)),
         )
+        brokers = active.image.brokers.values() if active else ()
         yield gauge(
             "purgatory_fenced_brokers",
-            "Members whose heartbeats stopped for broker.session.timeout.ms, or that shut "
-            "down, on the controller.",
-            len(set(active.members) - active.live) if active else 0,
+            "Registered brokers that are fenced (heartbeats stopped for "
+            "broker.session.timeout.ms, or not caught up yet), on the controller (Kafka's "
+            "FencedBrokerCount).",
+            sum(b.fenced for b in brokers),
         )
         yield gauge(
             "purgatory_active_brokers",
-            "Members registered and heartbeating, on the controller.",
-            len(active.live) if active else 0,
+            "Registered brokers that are not fenced, on the controller (Kafka's "
+            "ActiveBrokerCount).",
+            sum(not b.fenced for b in brokers),
         )
         elections = CounterMetricFamily(
             "purgatory_leader_elections",
@@ -63,7 +66,7 @@ def controller_families(
     return collect
 
 
-def _partitions(controller: Controller | None) -> Iterator[PartitionState]:
+def _partitions(controller: QuorumController | None) -> Iterator[PartitionState]:
     if controller is not None:
-        for topic in controller.topics.values():
+        for topic in controller.image.topics.values():
             yield from topic.partitions

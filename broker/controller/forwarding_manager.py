@@ -1,25 +1,25 @@
-"""ForwardingManager: topic changes go to the controller, here or over its connection.
+"""ForwardingManager: topic changes and leader elections go to the active controller, here
+or over the network.
 
-CreateTopics, DeleteTopics and CreatePartitions (and topic auto-creation) are served by
-the controller; a broker that is not the controller forwards them and answers only once
-its own metadata shows the change, so every broker answers the same metadata afterwards
-(Kafka's ForwardingManager and AutoTopicCreationManager)."""
+CreateTopics, DeleteTopics, CreatePartitions (and topic auto-creation) and ElectLeaders
+are served by the active controller; a broker that is not it forwards them (in an Envelope, Kafka's way)
+and answers only once its own metadata shows the change, so every broker answers the same
+metadata afterwards (Kafka's ForwardingManager and AutoTopicCreationManager)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
-from purgatory.broker.controller.controller import Controller
+from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.controller.topics import topic_name_problem
-from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
@@ -30,34 +30,23 @@ class ForwardingManager:
         self,
         config: BrokerConfig,
         metadata: MetadataCache,
-        local_controller: Callable[[], Controller | None],
-        controller_connection: Callable[[], Awaitable[Connection]],
+        channel: ControllerChannel,
         spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
     ) -> None:
         self.config = config
         self.metadata = metadata
-        self.local_controller = local_controller
-        self.controller_connection = controller_connection
+        self.channel = channel
         self.spawn = spawn
         self._auto_creating: set[str] = set()
         self._metadata_waiters: list[asyncio.Future[None]] = []
         self.log = structlog.get_logger("forwarding").bind(broker_id=config.broker_id)
 
     def metadata_changed(self) -> None:
-        """A new picture landed here: wake the answers waiting to see their change."""
+        """A new image landed here: wake the answers waiting to see their change."""
         waiters, self._metadata_waiters = self._metadata_waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-
-    async def _forward(self, key: ApiKey, request: Any, timeout_ms: int) -> Any:
-        """Send a request to the controller; None when it cannot be reached."""
-        try:
-            conn = await self.controller_connection()
-            return await conn.send(key, request, timeout_ms=timeout_ms + 1000)
-        except (ConnectionClosed, KafkaError) as exc:
-            self.log.info("controller_unavailable", api=key.api_name, error=str(exc))
-            return None
 
     def _no_controller(self) -> str:
         return f"controller (broker {self.metadata.controller_id}) unavailable; retry"
@@ -65,22 +54,19 @@ class ForwardingManager:
     async def _on_controller(
         self,
         key: ApiKey,
-        serve: Callable[[Controller, Any], Awaitable[Any]],
         request: Any,
         timeout_ms: int,
         unreachable: Callable[[str], Any],
         landed: Callable[[Any], bool],
     ) -> Any:
-        """Serve a topic change on the controller: ``serve`` it here, or forward it (API
-        ``key``) and answer once this broker's metadata shows the change (``landed``).
-        Unreachable: the response ``unreachable(reason)`` (NOT_CONTROLLER throughout)."""
-        controller = self.local_controller()
-        if controller is not None:
-            return await serve(controller, request)
-        response = await self._forward(key, request, timeout_ms)
-        if response is None:
+        """Serve a topic change on the active controller (here, or forwarded to it) and
+        answer once this broker's metadata shows the change (``landed``). Unreachable:
+        the response ``unreachable(reason)`` (NOT_CONTROLLER throughout)."""
+        try:
+            response = await self.channel.forward(key, request, timeout_ms + 1000)
+        except (ConnectionError, KafkaError) as exc:
+            self.log.info("controller_unavailable", api=key.api_name, error=str(exc))
             return unreachable(self._no_controller())
-        # The controller pushed the change before answering; wait for it to land here too.
         await self._wait_for_topics(lambda: landed(response), timeout_ms)
         return response
 
@@ -88,7 +74,6 @@ class ForwardingManager:
         """Create topics on the controller (here, or forwarded to it)."""
         response: m.CreateTopicsResponse = await self._on_controller(
             ApiKey.CREATE_TOPICS,
-            Controller.create_topics,
             request,
             request.timeout_ms,
             lambda reason: m.CreateTopicsResponse(
@@ -107,7 +92,6 @@ class ForwardingManager:
         """Delete topics on the controller (here, or forwarded to it)."""
         response: m.DeleteTopicsResponse = await self._on_controller(
             ApiKey.DELETE_TOPICS,
-            Controller.delete_topics,
             request,
             request.timeout_ms,
             lambda reason: m.DeleteTopicsResponse(
@@ -138,7 +122,6 @@ class ForwardingManager:
 
         response: m.CreatePartitionsResponse = await self._on_controller(
             ApiKey.CREATE_PARTITIONS,
-            Controller.create_partitions,
             request,
             request.timeout_ms,
             lambda reason: m.CreatePartitionsResponse(
@@ -150,6 +133,32 @@ class ForwardingManager:
             landed,
         )
         return response
+
+    async def elect_leaders(self, request: m.ElectLeadersRequest) -> m.ElectLeadersResponse:
+        """A leader election on the active controller (here, or forwarded to it); the
+        controller answers once the brokers hold the result."""
+        response: m.ElectLeadersResponse = await self._on_controller(
+            ApiKey.ELECT_LEADERS,
+            request,
+            request.timeout_ms,
+            lambda reason: m.ElectLeadersResponse(ErrorCode.NOT_CONTROLLER, []),
+            lambda done: True,
+        )
+        return response
+
+    async def move_leader(
+        self, topic: str, partition: int, broker: int, timeout_ms: int
+    ) -> tuple[int, str | None]:
+        """Make ``broker`` lead ``topic``-``partition`` and be its preferred replica (the
+        admin API's leader move); the error Kafka would answer, with a message, if not."""
+        request = m.ElectLeadersRequest(
+            m.PREFERRED_ELECTION, [m.TopicPartitions(topic, [partition])], timeout_ms, broker
+        )
+        response = await self.elect_leaders(request)
+        if response.error_code:
+            return response.error_code, self._no_controller()
+        [result] = [p for t in response.replica_election_results for p in t.partition_result]
+        return result.error_code, result.error_message
 
     async def _wait_for_topics(self, done: Callable[[], bool], timeout_ms: int) -> None:
         """Wait until this broker's metadata satisfies ``done`` (at most ``timeout_ms``)."""
@@ -183,7 +192,8 @@ class ForwardingManager:
         cluster's size; its records never expire by time or size."""
         if OFFSETS_TOPIC in self._auto_creating or OFFSETS_TOPIC in self.metadata.topics:
             return
-        factor = min(self.config["offsets.topic.replication.factor"], len(self.metadata.members))
+        live = len(self.metadata.live_brokers) or 1
+        factor = min(self.config["offsets.topic.replication.factor"], live)
         topic = m.CreatableTopic(
             OFFSETS_TOPIC,
             self.config["offsets.topic.num.partitions"],

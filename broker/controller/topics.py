@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections import Counter
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
@@ -71,6 +71,7 @@ def new_topic(
     brokers: list[int],
     start: int,
     existing: Container[str],
+    topic_id: Callable[[], str] = lambda: uuid.uuid4().hex,
 ) -> TopicState | CreatableTopicResult:
     """A CreateTopics entry checked (name, partition count, replication factor, configs)
     and, if valid, the new topic with its replicas assigned from ``start``; else the error
@@ -108,7 +109,7 @@ def new_topic(
     assignment = assign_replicas(brokers, partitions, rf, start % len(brokers))
     return TopicState(
         topic.name,
-        uuid.uuid4().hex,
+        topic_id(),
         {k: str(v) for k, v in configs.items()},
         [
             PartitionState(p, replicas[0], 0, replicas, list(replicas))
@@ -123,6 +124,7 @@ def create_topics(
     config: BrokerConfig,
     brokers: list[int],
     start: int,
+    topic_id: Callable[[], str] = lambda: uuid.uuid4().hex,
 ) -> tuple[list[CreatableTopicResult], dict[str, TopicState]]:
     """CreateTopics checked topic by topic: one result per entry, and the new topics (none
     when ``validate_only``), the first placed from ``start``, each next one a step further."""
@@ -139,7 +141,7 @@ def create_topics(
                 )
             )
             continue
-        made = new_topic(topic, config, brokers, start + len(created), existing)
+        made = new_topic(topic, config, brokers, start + len(created), existing, topic_id)
         if isinstance(made, CreatableTopicResult):
             results.append(made)
             continue

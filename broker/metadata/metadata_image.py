@@ -1,0 +1,279 @@
+"""MetadataImage and MetadataDelta (Kafka's names): the cluster's metadata as of one offset
+of the metadata log, and the changes a run of records makes to it.
+
+An image is never changed: a delta replays records on top of one and ``apply`` makes the
+next image, sharing every topic it did not touch. The same replay serves the active
+controller (on its working copy, at append time), the other members (committed records
+only) and a snapshot load, so what a record means is written once.
+
+Topics and partitions are kept as the ``TopicState``/``PartitionState`` structs the
+brokers' caches and the API layer read.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from purgatory.broker.metadata.records import (
+    TOPIC_RESOURCE,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from purgatory.protocol.inter_broker_messages import PartitionState, TopicState
+
+
+class BrokerRegistration(msgspec.Struct, frozen=True, gc=False):
+    """A registered broker as the metadata knows it (Kafka's BrokerRegistration)."""
+
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    host: str
+    port: int
+    fenced: bool
+    in_controlled_shutdown: bool = False
+
+    @property
+    def eligible(self) -> bool:
+        """May lead partitions and be in an ISR."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+class MetadataImage:
+    """Invariants: ``topic_names`` maps the id of every topic in ``topics`` to its name;
+    a topic's partitions are numbered 0..n-1 in order."""
+
+    __slots__ = ("brokers", "offset", "topic_names", "topics")
+
+    def __init__(
+        self,
+        offset: int = -1,
+        brokers: dict[int, BrokerRegistration] | None = None,
+        topics: dict[str, TopicState] | None = None,
+        topic_names: dict[str, str] | None = None,
+    ) -> None:
+        self.offset = offset  # the last record replayed into it; -1: none
+        self.brokers = brokers if brokers is not None else {}
+        self.topics = topics if topics is not None else {}
+        self.topic_names = topic_names if topic_names is not None else {}
+
+    def partition(self, topic: str, index: int) -> PartitionState | None:
+        state = self.topics.get(topic)
+        if state is None or not 0 <= index < len(state.partitions):
+            return None
+        return state.partitions[index]
+
+    def eligible_brokers(self) -> frozenset[int]:
+        return frozenset(b for b, r in self.brokers.items() if r.eligible)
+
+    def unfenced_brokers(self) -> frozenset[int]:
+        return frozenset(b for b, r in self.brokers.items() if not r.fenced)
+
+    def records(self) -> list[MetadataRecord]:
+        """Records that rebuild this image from nothing (a snapshot's content)."""
+        out: list[MetadataRecord] = []
+        for broker in self.brokers.values():
+            out.append(
+                RegisterBrokerRecord(
+                    broker.broker_id,
+                    broker.incarnation_id,
+                    broker.broker_epoch,
+                    broker.host,
+                    broker.port,
+                    broker.fenced,
+                )
+            )
+            if broker.in_controlled_shutdown:
+                out.append(
+                    BrokerRegistrationChangeRecord(
+                        broker.broker_id, broker.broker_epoch, in_controlled_shutdown=True
+                    )
+                )
+        for topic in self.topics.values():
+            out.append(TopicRecord(topic.name, topic.topic_id))
+            out.extend(
+                ConfigRecord(TOPIC_RESOURCE, topic.name, k, v) for k, v in topic.configs.items()
+            )
+            out.extend(
+                PartitionRecord(
+                    topic.topic_id,
+                    p.partition_index,
+                    list(p.replicas),
+                    list(p.isr),
+                    p.leader_id,
+                    p.leader_epoch,
+                    p.partition_epoch,
+                )
+                for p in topic.partitions
+            )
+        return out
+
+
+class MetadataDelta:
+    """Records replayed on top of ``image``; ``apply`` makes the image they lead to.
+    ``changed_topics`` names every topic created, changed or removed (a name that is
+    removed and made again is in it once)."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.offset = image.offset
+        self.brokers: dict[int, BrokerRegistration] | None = None  # copied on first change
+        self.topics: dict[str, TopicState] | None = None
+        self.topic_names: dict[str, str] | None = None
+        # Topics being changed: name -> (topic, its partitions as a list being filled).
+        self._work: dict[str, tuple[TopicState, list[PartitionState]]] = {}
+        self.changed_topics: set[str] = set()
+        self.changed_brokers: set[int] = set()
+
+    def replay(self, record: MetadataRecord, offset: int) -> None:
+        self.offset = offset
+        if isinstance(record, PartitionChangeRecord):
+            self._partition_change(record)
+        elif isinstance(record, PartitionRecord):
+            self._partition(record)
+        elif isinstance(record, RegisterBrokerRecord):
+            self._brokers()[record.broker_id] = BrokerRegistration(
+                record.broker_id,
+                record.incarnation_id,
+                record.broker_epoch,
+                record.host,
+                record.port,
+                record.fenced,
+            )
+            self.changed_brokers.add(record.broker_id)
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            self._broker_change(record)
+        elif isinstance(record, TopicRecord):
+            self._flush(record.name)
+            self._topics()[record.name] = TopicState(record.name, record.topic_id, {}, [])
+            self._topic_names()[record.topic_id] = record.name
+            self.changed_topics.add(record.name)
+        elif isinstance(record, RemoveTopicRecord):
+            name = self._topic_names().pop(record.topic_id, None)
+            if name is not None:
+                self._work.pop(name, None)
+                self._topics().pop(name, None)
+                self.changed_topics.add(name)
+        elif isinstance(record, ConfigRecord) and record.resource_type == TOPIC_RESOURCE:
+            self._config(record)
+
+    # -- what each record does --------------------------------------------------------------
+
+    def _broker_change(self, record: BrokerRegistrationChangeRecord) -> None:
+        brokers = self._brokers()
+        current = brokers.get(record.broker_id)
+        if current is None or current.broker_epoch != record.broker_epoch:
+            return  # about a registration that has been replaced
+        changes: dict[str, bool] = {}
+        if record.fenced is not None:
+            changes["fenced"] = record.fenced
+        if record.in_controlled_shutdown is not None:
+            changes["in_controlled_shutdown"] = record.in_controlled_shutdown
+        brokers[record.broker_id] = msgspec.structs.replace(current, **changes)
+        self.changed_brokers.add(record.broker_id)
+
+    def _partition(self, record: PartitionRecord) -> None:
+        work = self._working(record.topic_id)
+        if work is None:
+            return
+        partitions = work[1]
+        state = PartitionState(
+            record.partition_id,
+            record.leader,
+            record.leader_epoch,
+            list(record.replicas),
+            list(record.isr),
+            record.partition_epoch,
+        )
+        if record.partition_id == len(partitions):
+            partitions.append(state)
+        elif record.partition_id < len(partitions):
+            partitions[record.partition_id] = state
+
+    def _partition_change(self, record: PartitionChangeRecord) -> None:
+        work = self._working(record.topic_id)
+        if work is None or not 0 <= record.partition_id < len(work[1]):
+            return
+        partitions = work[1]
+        before = partitions[record.partition_id]
+        partitions[record.partition_id] = PartitionState(
+            record.partition_id,
+            record.leader,
+            record.leader_epoch,
+            list(record.replicas) if record.replicas is not None else before.replicas,
+            list(record.isr),
+            record.partition_epoch,
+        )
+
+    def _config(self, record: ConfigRecord) -> None:
+        name = record.resource_name
+        self._flush(name)
+        topic = self._current_topic(name)
+        if topic is None:
+            return
+        configs = dict(topic.configs)
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+        self._topics()[name] = msgspec.structs.replace(topic, configs=configs)
+        self.changed_topics.add(name)
+
+    # -- copy on write ----------------------------------------------------------------------
+
+    def _brokers(self) -> dict[int, BrokerRegistration]:
+        if self.brokers is None:
+            self.brokers = dict(self.image.brokers)
+        return self.brokers
+
+    def _topics(self) -> dict[str, TopicState]:
+        if self.topics is None:
+            self.topics = dict(self.image.topics)
+        return self.topics
+
+    def _topic_names(self) -> dict[str, str]:
+        if self.topic_names is None:
+            self.topic_names = dict(self.image.topic_names)
+        return self.topic_names
+
+    def _current_topic(self, name: str) -> TopicState | None:
+        topics = self.topics if self.topics is not None else self.image.topics
+        return topics.get(name)
+
+    def _working(self, topic_id: str) -> tuple[TopicState, list[PartitionState]] | None:
+        names = self.topic_names if self.topic_names is not None else self.image.topic_names
+        name = names.get(topic_id)
+        if name is None:
+            return None
+        work = self._work.get(name)
+        if work is None:
+            topic = self._current_topic(name)
+            if topic is None:
+                return None
+            work = self._work[name] = (topic, list(topic.partitions))
+            self.changed_topics.add(name)
+        return work
+
+    def _flush(self, name: str) -> None:
+        """Write a topic's partitions being changed back into its TopicState."""
+        work = self._work.pop(name, None)
+        if work is not None:
+            topic, partitions = work
+            self._topics()[name] = msgspec.structs.replace(topic, partitions=partitions)
+
+    def apply(self) -> MetadataImage:
+        for name in list(self._work):
+            self._flush(name)
+        image = self.image
+        return MetadataImage(
+            self.offset,
+            self.brokers if self.brokers is not None else image.brokers,
+            self.topics if self.topics is not None else image.topics,
+            self.topic_names if self.topic_names is not None else image.topic_names,
+        )

@@ -1,0 +1,114 @@
+"""The records of the metadata log (Kafka's ``metadata/src/main/resources/common/metadata``
+schemas, by the same names): the only way cluster metadata changes. The active controller
+turns a request into records, the quorum commits them, and every member replays them
+(``MetadataDelta.replay``) in log order.
+
+Records are msgspec Structs tagged by name, encoded as MessagePack; the quorum carries
+them as opaque bytes (``encode_record``/``decode_record``).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from purgatory.broker.raft.kafka_raft_client import LEADER_CHANGE
+
+
+class Record(msgspec.Struct, tag_field="type", array_like=False, gc=False, omit_defaults=True):
+    """The base of every metadata record."""
+
+
+class RegisterBrokerRecord(Record, tag="RegisterBroker"):
+    """A broker registered: a new run of it (``incarnation_id``) whose epoch is the offset
+    of this record. It starts fenced: it may lead nor join an ISR until it has caught up
+    with the metadata (the controller unfences it then)."""
+
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    host: str
+    port: int
+    fenced: bool = True
+
+
+class BrokerRegistrationChangeRecord(Record, tag="BrokerRegistrationChange"):
+    """A registered broker fenced (its session expired), unfenced (caught up and
+    heartbeating), or in controlled shutdown; None: unchanged."""
+
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None = None
+    in_controlled_shutdown: bool | None = None
+
+
+class TopicRecord(Record, tag="Topic"):
+    name: str
+    topic_id: str
+
+
+class PartitionRecord(Record, tag="Partition"):
+    """A new partition of a topic."""
+
+    topic_id: str
+    partition_id: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+class PartitionChangeRecord(Record, tag="PartitionChange"):
+    """A partition's leader, ISR or replicas changed; its epochs as they become (the
+    leader epoch grows with every new leader, the partition epoch with every change)."""
+
+    topic_id: str
+    partition_id: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: list[int]
+    replicas: list[int] | None = None  # None: unchanged
+
+
+class RemoveTopicRecord(Record, tag="RemoveTopic"):
+    topic_id: str
+
+
+class ConfigRecord(Record, tag="Config"):
+    """A config of a resource set (``value``) or removed (None). Topic configs only, for
+    now (``resource_type`` 2, Kafka's TOPIC)."""
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None = None
+
+
+TOPIC_RESOURCE = 2
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | BrokerRegistrationChangeRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | ConfigRecord
+)
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(MetadataRecord)
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    return _encoder.encode(record)
+
+
+def decode_record(data: bytes) -> MetadataRecord | None:
+    """The record an entry holds; None for the quorum's own entries (a leader's first
+    entry of its epoch), which change no metadata."""
+    if data == LEADER_CHANGE:
+        return None
+    record: MetadataRecord = _decoder.decode(data)
+    return record
