@@ -1,14 +1,15 @@
-"""Broker: assembles one broker (network, KafkaApis, ReplicaManager, controller role, admin
-HTTP) on the running event loop, and runs its registration with the controller."""
+"""Broker: assembles one node (network, KafkaApis, ReplicaManager, its member of the
+metadata quorum and its controller, admin HTTP) on the running event loop, and runs its
+registration with the active controller."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
 import functools
+import random
 import socket
-import uuid
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -20,27 +21,40 @@ from purgatory.broker.config.definitions import BY_NAME
 from purgatory.broker.config.server_configs import parse_per_ip_overrides
 from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
 from purgatory.broker.controller.broker_lifecycle import BrokerLifecycleManager
-from purgatory.broker.controller.controller import Controller
+from purgatory.broker.controller.controller_apis import ControllerApis
+from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.controller_metrics import controller_families
 from purgatory.broker.controller.forwarding_manager import ForwardingManager
-from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.controller.metadata_cache import MetadataCache, partition_changes
+from purgatory.broker.controller.quorum_controller import QuorumController
 from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
-from purgatory.broker.network.leader_endpoint import RemoteLeaderEndPoint
+from purgatory.broker.metadata.metadata_image import MetadataImage
+from purgatory.broker.metadata.metadata_loader import MetadataLoader
+from purgatory.broker.network.leader_endpoint import (
+    LeaderConnection,
+    LeaderTransport,
+    RemoteLeaderEndPoint,
+)
 from purgatory.broker.network.msgpack_codec import MsgpackCodec
+from purgatory.broker.network.node_channels import NodeChannels
 from purgatory.broker.network.served_protocol import LazyProtocol, ServedProtocol
 from purgatory.broker.network.socket_server import SocketServer
 from purgatory.broker.ops.admin_http import AdminServer
 from purgatory.broker.ops.faults import FaultInjector
 from purgatory.broker.ops.metrics import BrokerMetrics, gc_pause_families
 from purgatory.broker.ops.structured_logging import configure_logging
-from purgatory.broker.purgatory import LoopScheduler
+from purgatory.broker.purgatory import LoopScheduler, Scheduler
+from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient, LeaderAndEpoch, RaftChannel
+from purgatory.broker.raft.log_store import LogStore
+from purgatory.broker.raft.raft_config import open_store, quorum_config
+from purgatory.broker.raft.raft_metrics import raft_families
 from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.broker.replication.replica_manager import ReplicaManager
-from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.common import gc_policy
 from purgatory.common.broker_state import BrokerState
 from purgatory.protocol import inter_broker_messages as ib
+from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
 
@@ -53,10 +67,26 @@ KAFKA_LISTENER_MODULES = (
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    """One node. What it reaches the world through can be given instead of made: its
+    clock (``scheduler``), its randomness (``rng``: elections, incarnation and topic ids),
+    its requests to other nodes (``channels``) and to partition leaders
+    (``leader_transport``), and its metadata log (``store``): the deterministic simulation
+    gives its own, and runs the same broker."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        scheduler: Scheduler | None = None,
+        rng: random.Random | None = None,
+        channels: RaftChannel | None = None,
+        leader_transport: Callable[[int], LeaderTransport] | None = None,
+        store: LogStore | None = None,
+    ) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.incarnation = uuid.uuid4().hex
+        self.rng = rng or random.Random()
+        self.incarnation = f"{self.rng.getrandbits(128):032x}"
         self.metrics = BrokerMetrics(self.broker_id)
         self.members = config.members()
         if self.members and self.broker_id not in self.members:
@@ -65,49 +95,91 @@ class Broker:
                 f"({', '.join(map(str, sorted(self.members)))})"
             )
         check_consistency(config.values)
-        # Until a controller says otherwise, the lowest id is taken to be the controller.
-        self.metadata = MetadataCache(
-            self.members, min(self.members) if self.members else self.broker_id
-        )
-        self.scheduler = LoopScheduler()
-        self.controller: Controller | None = None
+        self.voters = config.voters()
+        self.roles = config.process_roles()
+        self.metadata = MetadataCache(self.members)
+        self.scheduler = scheduler or LoopScheduler()
+        self._leader_transport = leader_transport or self._leader_connection
         self.port = 0
         self.admin_port = 0
-        self.has_metadata = asyncio.Event()
+        self.has_metadata = asyncio.Event()  # registered, unfenced, and its metadata applied
         self._serving = False
-        self._connections: dict[int, Connection] = {}  # to other brokers, by id
         self._background: set[asyncio.Task[Any]] = set()
         self.faults = FaultInjector(self.scheduler)
         self.metrics.register(self.faults.collect_metrics)
         self.metrics.register(gc_pause_families(gc_policy.pauses()))
         self.metrics.register(controller_families(lambda: self.controller))
+        self.metrics.register(raft_families(lambda: self.raft))
         self.metrics.register(lambda: self.socket_server.collect_metrics())
-        self.alter_partition_manager = AlterPartitionManager(
+        self.node_channels = NodeChannels(
             self.broker_id,
-            lambda: self.controller,
-            self._controller_connection,
-            lambda: self.config["metadata.push.timeout.ms"],
+            lambda: self.members,
+            self.faults.delay_from_broker,
+            self.faults.cuts_off,
         )
+        channel: RaftChannel = channels or self.node_channels
         self.replica_manager = ReplicaManager(
             config,
             self.metadata,
             self.metrics,
             self.scheduler,
-            self.alter_partition_manager.submit,
+            lambda topic, index, proposed: self.alter_partition_manager.submit(
+                topic, index, proposed
+            ),
             self._leader_endpoint,
+            lambda: self.lifecycle.broker_epoch,
         )
-        self.producer_ids = ProducerIdManager(self.broker_id)
+        self.loader = MetadataLoader(
+            self.broker_id,
+            None,
+            lambda: self.raft.former_leader,
+            self._publish,
+            self._leader_changed,
+        )
+        self.raft = KafkaRaftClient(
+            self.broker_id,
+            self.voters,
+            config["cluster.id"],
+            store or open_store(config, self.voters),
+            self.scheduler,
+            channel,
+            self.replica_manager.fetch_purgatory,
+            quorum_config(config),
+            self.loader,
+            self.rng,
+        )
+        self.quorum_controller = (
+            QuorumController(
+                self.broker_id, config, self.raft, self.scheduler, self.members, self.rng
+            )
+            if "controller" in self.roles
+            else None
+        )
+        self.loader.controller = self.quorum_controller
+        self.controller_apis = ControllerApis(self.raft, self.quorum_controller)
+        self.controller_channel = ControllerChannel(
+            self.broker_id,
+            self.controller_apis,
+            lambda: self.metadata.controller_id,
+            channel.send,
+            lambda: self.config["controller.quorum.request.timeout.ms"],
+        )
         self.lifecycle = BrokerLifecycleManager(
             self.broker_id,
             self.incarnation,
+            self._advertised,
             config,
-            self.metadata,
-            self.connection_to,
-            self._become_controller,
-            self.has_metadata,
+            self.controller_channel,
+            lambda: self.metadata.epoch,
         )
+        self.alter_partition_manager = AlterPartitionManager(
+            self.broker_id, self.controller_channel, lambda: self.lifecycle.broker_epoch
+        )
+        self._applied = MetadataImage()  # the image this broker's replicas follow
+        self._applied_registered = False
+        self.producer_ids = ProducerIdManager(self.broker_id)
         self.forwarding = ForwardingManager(
-            config, self.metadata, lambda: self.controller, self._controller_connection, self._spawn
+            config, self.metadata, self.controller_channel, self._spawn
         )
         self.group_coordinator = GroupCoordinator(
             config,
@@ -153,12 +225,7 @@ class Broker:
                 shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
                 self.members = {self.broker_id: (shown, self.port)}
             self.metadata.members = self.members
-        if len(self.members) == 1:
-            await self._become_controller()
-        else:
-            self._spawn(self.lifecycle.run())
-        self.replica_manager.start()
-        self.group_coordinator.start()
+        self.start_node()
         admin_host, admin_port = self.config.admin_listener()
         self.admin_port = await self.admin.start(admin_host, admin_port)
         self._serving = True
@@ -167,9 +234,25 @@ class Broker:
             port=self.port,
             protocols="purgatory and kafka on this port",
             admin_port=self.admin_port,
-            controller_id=self.controller_id,
+            roles=",".join(self.roles),
+            voters=sorted(self.voters),
             members=len(self.members),
+            metadata_log_dir=self.config["metadata.log.dir"] or None,
         )
+
+    def start_node(self) -> None:
+        """Everything but the listeners: the quorum, registration, replication, groups."""
+        self.faults.listeners.append(self._faults_changed)
+        self.raft.start()
+        if "broker" in self.roles:
+            self._spawn(self.lifecycle.run())
+        self.replica_manager.start()
+        self.group_coordinator.start()
+
+    def _advertised(self) -> tuple[str, int]:
+        """The address this broker registers with: its member address, else where it
+        listens."""
+        return self.members.get(self.broker_id, ("127.0.0.1", self.port))
 
     def _kafka_protocol(self) -> ServedProtocol:
         """Kafka's codec and API handlers (made once, when its modules are loaded)."""
@@ -183,23 +266,37 @@ class Broker:
         """Kafka's controlled shutdown: ask the controller to move this broker's
         leaderships to other in-sync replicas (and take it out of every ISR) before it
         stops, so clients see NOT_LEADER_OR_FOLLOWER and a new leader at once instead of a
-        dead one for a session timeout. Attempts that fail (controller unreachable or
-        answering an error) are retried ``controlled.shutdown.max.retries`` times; then the
-        broker stops anyway."""
+        dead one for a session timeout; a quorum leader then hands its leadership over
+        (EndQuorumEpoch). Attempts that fail (controller unreachable or answering an
+        error) are retried ``controlled.shutdown.max.retries`` times; then the broker stops
+        anyway."""
         config = self.config
-        if not config["controlled.shutdown.enable"] or len(self.members) == 1:
-            return
-        if not self.has_metadata.is_set():
-            return  # it never joined: nothing to hand over
+        if (
+            config["controlled.shutdown.enable"]
+            and len(self.members) > 1
+            and self.has_metadata.is_set()
+        ):
+            await self._hand_leaderships_over()
+        await self.raft.resign()
+
+    async def _hand_leaderships_over(self) -> None:
+        config = self.config
         attempts = config["controlled.shutdown.max.retries"] + 1
         for attempt in range(1, attempts + 1):
             try:
-                remaining = await self._ask_controlled_shutdown()
-            except (ConnectionClosed, KafkaError) as exc:
+                response: ib.ControlledShutdownResponse = await self.controller_channel.call(
+                    ApiKey.CONTROLLED_SHUTDOWN,
+                    ib.ControlledShutdownRequest(self.broker_id, self.lifecycle.broker_epoch),
+                    timeout_ms=config["controller.quorum.request.timeout.ms"] * 2,
+                )
+                if response.error_code:
+                    raise KafkaError(response.error_code, "controlled shutdown refused")
+            except (ConnectionError, KafkaError) as exc:
                 self.log.warning("controlled_shutdown_failed", attempt=attempt, error=str(exc))
                 if attempt < attempts:
                     await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
                 continue
+            remaining = [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
             if remaining:
                 self.log.warning(
                     "controlled_shutdown_partitions_offline",
@@ -215,19 +312,6 @@ class Broker:
             "broker.session.timeout.ms",
         )
 
-    async def _ask_controlled_shutdown(self) -> list[tuple[str, int]]:
-        if self.controller is not None:
-            return await self.controller.controlled_shutdown(self.broker_id, self.incarnation)
-        conn = await self._controller_connection()
-        response: ib.ControlledShutdownResponse = await conn.send(
-            ApiKey.CONTROLLED_SHUTDOWN,
-            ib.ControlledShutdownRequest(self.broker_id, self.incarnation),
-            timeout_ms=self.config["metadata.push.timeout.ms"] * 2,
-        )
-        if response.error_code:
-            raise KafkaError(response.error_code, "controlled shutdown refused")
-        return [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
-
     async def stop(self) -> None:
         """Stop everything; each step is bounded, so stopping always finishes (a step that
         overruns is logged: it is a bug to look at, not a reason to hang)."""
@@ -237,10 +321,10 @@ class Broker:
             task.cancel()
         if tasks:
             await self._bounded("background tasks", asyncio.gather(*tasks, return_exceptions=True))
-        for conn in self._connections.values():
-            await conn.close()
-        if self.controller is not None:
-            await self._bounded("controller", self.controller.close())
+        if self.quorum_controller is not None:
+            self.quorum_controller.deactivate()
+        await self._bounded("quorum", self.raft.close())
+        await self._bounded("node channels", self.node_channels.close())
         await self._bounded("network", self.socket_server.stop())
         self.group_coordinator.shutdown()
         await self._bounded("replica manager", self.replica_manager.shutdown())
@@ -263,70 +347,112 @@ class Broker:
     def health_problem(self) -> str | None:
         if not self._serving:
             return "not serving yet"
-        if not self.has_metadata.is_set():
-            return f"waiting for metadata from the controller (broker {self.controller_id})"
+        if self.controller_id < 0:
+            voters = ", ".join(map(str, sorted(self.voters)))
+            return (
+                f"no active controller: the metadata quorum (voters {voters}) has no leader "
+                "yet (a majority of voters must be up)"
+            )
+        if "broker" in self.roles and not self.has_metadata.is_set():
+            if self.lifecycle.broker_epoch < 0:
+                return f"registering with the active controller (broker {self.controller_id})"
+            return (
+                f"fenced until it catches up with the metadata (active controller: broker "
+                f"{self.controller_id})"
+            )
         return None
 
     # -- metadata --------------------------------------------------------------------------
 
     @property
     def controller_id(self) -> int:
-        """The controller as this broker knows it (from its latest picture)."""
+        """The active controller (the quorum leader) as this broker knows it; -1: none."""
         return self.metadata.controller_id
 
-    def apply_metadata(self, update: ib.UpdateMetadataRequest) -> bool:
-        """Apply a controller's picture; False if it is older than the one held."""
-        changes = self.metadata.apply(update)
-        if changes is None:
-            return False
-        self.replica_manager.apply(changes)
-        self.has_metadata.set()
-        self.forwarding.metadata_changed()
-        return True
+    @property
+    def controller(self) -> QuorumController | None:
+        """This broker's controller when it is the active one."""
+        controller = self.quorum_controller
+        return controller if controller is not None and controller.active else None
 
-    async def _apply_local(self, update: ib.UpdateMetadataRequest) -> None:
-        self.apply_metadata(update)
-
-    async def _become_controller(self) -> None:
-        self.controller = Controller(
-            self.config,
-            self.members,
-            self._apply_local,
-            self.connection_to,
-            self.lifecycle.newest_snapshot,
-            self.incarnation,
-        )
-        await self.controller.start()
-        self.log.info("became_controller", metadata_epoch=self.controller.epoch)
-
-    async def connection_to(self, broker_id: int, timeout_s: float | None = None) -> Connection:
-        conn = self._connections.get(broker_id)
-        if conn is None or conn.closed:
-            host, port = self.members[broker_id]
-            conn = await Connection.open(
-                host,
-                port,
-                client_id=f"broker-{self.broker_id}",
-                receive_delay=functools.partial(self.faults.delay_from_broker, broker_id),
-                connect_timeout_s=timeout_s or self.config["metadata.push.timeout.ms"] / 1000,
+    async def describe_quorum(self) -> rm.DescribeQuorumResponse:
+        """DescribeQuorum as the quorum's leader answers it: here, or asked of the leader
+        (Kafka forwards it to the active controller too)."""
+        leader = self.metadata.controller_id
+        if leader == self.broker_id or leader < 0:
+            return self.raft.handle_describe_quorum()
+        try:
+            answer: rm.DescribeQuorumResponse = await self.node_channels.send(
+                leader,
+                ApiKey.DESCRIBE_QUORUM,
+                rm.DescribeQuorumRequest(),
+                self.config["controller.quorum.request.timeout.ms"],
             )
-            self._connections[broker_id] = conn
-        return conn
+        except (ConnectionError, KafkaError) as exc:
+            return rm.DescribeQuorumResponse(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"the quorum's leader: {exc}",
+                leader,
+                -1,
+                -1,
+                [],
+                [],
+            )
+        return answer
+
+    def _leader_changed(self, leader: LeaderAndEpoch) -> None:
+        self.metadata.controller_id = leader.leader_id
+        self.lifecycle.controller_changed()
+
+    def _publish(self, image: MetadataImage, changed_topics: set[str] | None) -> None:
+        """A new committed image: the cache answers from it, and this broker's replicas
+        take their roles from it, but only once it holds this run's registration. Until
+        then the metadata may still give this broker roles an earlier run had, with data
+        this run does not have; the records that take them away come before the
+        registration, so a broker that sees itself registered sees them too."""
+        self.metadata.image = image
+        own = image.brokers.get(self.broker_id)
+        registered = own is not None and own.incarnation_id == self.incarnation
+        if registered:
+            changes = partition_changes(
+                self._applied, image, changed_topics if self._applied_registered else None
+            )
+            self._applied, self._applied_registered = image, True
+            self.replica_manager.apply(changes)
+        elif self._applied_registered:
+            self.log.error(
+                "broker_registered_elsewhere",
+                hint="another run of this broker id registered; this one lets go of its partitions",
+            )
+            changes = partition_changes(self._applied, MetadataImage())
+            self._applied, self._applied_registered = MetadataImage(), False
+            self.replica_manager.apply(changes)
+        if registered and own is not None and not own.fenced:
+            self.has_metadata.set()
+        self.forwarding.metadata_changed()
+
+    def _faults_changed(self) -> None:
+        """A partition fault began: drop the connections it cuts."""
+        for node in self.members:
+            if node != self.broker_id and self.faults.cuts_off(node):
+                self.node_channels.drop(node)
 
     def _leader_endpoint(self, broker_id: int) -> RemoteLeaderEndPoint:
         """How this broker's replica fetcher reaches leader ``broker_id``."""
         return RemoteLeaderEndPoint(
             self.broker_id,
-            self.members[broker_id],
-            f"replica-fetcher-{self.broker_id}",
-            self.config["metadata.push.timeout.ms"] / 1000,
-            functools.partial(self.faults.delay_from_broker, broker_id),
+            self._leader_transport(broker_id),
+            self.config["replica.socket.timeout.ms"],
         )
 
-    async def _controller_connection(self) -> Connection:
-        if self.controller_id == self.broker_id and self.controller is None:
-            raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller yet")
-        return await self.connection_to(self.controller_id)
+    def _leader_connection(self, broker_id: int) -> LeaderConnection:
+        return LeaderConnection(
+            self.members[broker_id],
+            f"replica-fetcher-{self.broker_id}",
+            self.config["controller.quorum.request.timeout.ms"] / 1000,
+            functools.partial(self.faults.delay_from_broker, broker_id),
+            functools.partial(self.faults.cuts_off, broker_id),
+        )
 
     # -- dynamic configuration ----------------------------------------------------------
 

@@ -20,6 +20,7 @@ def fetch_params(
     max_bytes: int,
     topics: list[Any],
     name_of: Callable[[Any], str],
+    replica_epoch: int = -1,
 ) -> FetchParams:
     """``topics`` is the request's topic list, each topic named by ``name_of`` and with
     ``partitions`` that have ``partition``, ``fetch_offset``, ``partition_max_bytes`` and
@@ -40,4 +41,6 @@ def fetch_params(
                 )
             info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
             partitions.append(((name, p.partition), info))
-    return FetchParams(replica_id, max_wait_ms, min_bytes, max_bytes, tuple(partitions))
+    return FetchParams(
+        replica_id, max_wait_ms, min_bytes, max_bytes, tuple(partitions), replica_epoch
+    )

@@ -11,7 +11,6 @@ A handler returns what broker/api/results.py describes: the response body, nothi
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,7 +23,6 @@ from purgatory.broker.api.request_limits import (
     check_topic_count,
 )
 from purgatory.broker.api.results import CloseConnection, Deferred, Result
-from purgatory.broker.controller.election import Election
 from purgatory.broker.controller.topics import topic_name_problem
 from purgatory.broker.replication.delayed_produce import PartitionResponse
 from purgatory.broker.replication.fetch_params import (
@@ -32,13 +30,12 @@ from purgatory.broker.replication.fetch_params import (
     FetchResult,
     TopicPartition,
 )
-from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey, RequestError, supported_versions
-from purgatory.protocol.errors import ErrorCode, KafkaError, is_retriable
+from purgatory.protocol.errors import ErrorCode, is_retriable
+from purgatory.protocol.raft_messages import METADATA_TOPIC
 
 if TYPE_CHECKING:
-    from purgatory.broker.controller.controller import Controller
     from purgatory.broker.server import Broker
 
 
@@ -58,18 +55,16 @@ class KafkaApis:
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.METADATA: self.handle_metadata,
-            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
-            ApiKey.BROKER_REGISTRATION: self.handle_broker_registration,
-            ApiKey.ALTER_PARTITION: self.handle_alter_partition,
-            ApiKey.FETCH_SNAPSHOT: self.handle_fetch_snapshot,
-            ApiKey.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown,
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
             **GroupApis(broker).handlers(),
+            # The quorum's and the controller's (Vote, BrokerHeartbeat, ...).
+            **{key: _ignore_version(h) for key, h in broker.controller_apis.handlers().items()},
+            ApiKey.DESCRIBE_QUORUM: lambda request, version: broker.describe_quorum(),
         }
 
     # -- produce / fetch -------------------------------------------------------------------
@@ -109,6 +104,12 @@ class KafkaApis:
         return False
 
     def handle_fetch(self, request: m.FetchRequest, version: int) -> Result:
+        if (
+            isinstance(request, m.FetchRequestV2)
+            and request.topics[:1]
+            and (request.topics[0].topic == METADATA_TOPIC)
+        ):
+            return self.broker.raft.handle_fetch(request)  # the quorum's log (KRaft)
         params = fetch_params(
             request.replica_id,
             request.max_wait_ms,
@@ -116,9 +117,10 @@ class KafkaApis:
             request.max_bytes,
             request.topics,
             _topic_name,
+            getattr(request, "replica_epoch", -1),  # v2 carries it
         )
         result = self.replica_manager.fetch_messages(params)
-        to_response = _fetch_response_v0 if version == 0 else _fetch_response_v1
+        to_response = _FETCH_RESPONSES[version]
         if isinstance(result, FetchResult):
             return to_response(result)
         return Deferred(result, to_response)
@@ -264,96 +266,22 @@ class KafkaApis:
         )
 
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
-        controller = self.broker.controller
-        if controller is None:
-            return m.ElectLeadersResponse(ErrorCode.NOT_CONTROLLER, [])
         if request.election_type not in (m.PREFERRED_ELECTION, m.UNCLEAN_ELECTION):
             raise RequestError(
                 ErrorCode.INVALID_REQUEST,
                 f"election_type must be {m.PREFERRED_ELECTION} (preferred) or "
                 f"{m.UNCLEAN_ELECTION} (unclean), got {request.election_type}",
             )
+        if request.leader_id >= 0 and (
+            request.election_type != m.PREFERRED_ELECTION or request.topic_partitions is None
+        ):
+            raise RequestError(
+                ErrorCode.INVALID_REQUEST,
+                "leader_id goes with a preferred election of the partitions named",
+            )
         if request.topic_partitions is not None:
             check_topic_count(len(request.topic_partitions))
-        return self._elect_leaders(controller, request)
-
-    async def _elect_leaders(
-        self, controller: Controller, request: m.ElectLeadersRequest
-    ) -> m.ElectLeadersResponse:
-        election = (
-            Election.PREFERRED
-            if request.election_type == m.PREFERRED_ELECTION
-            else Election.UNCLEAN
-        )
-        asked = (
-            None
-            if request.topic_partitions is None
-            else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-        )
-        results = await controller.elect_leaders(election, asked, request.timeout_ms)
-        by_topic: dict[str, list[m.PartitionResult]] = {}
-        for (topic, index), (code, message) in results.items():
-            by_topic.setdefault(topic, []).append(m.PartitionResult(index, code, message))
-        return m.ElectLeadersResponse(
-            ErrorCode.NONE, [m.ReplicaElectionResult(t, parts) for t, parts in by_topic.items()]
-        )
-
-    # -- inter-broker ----------------------------------------------------------------------
-
-    def handle_controlled_shutdown(
-        self, request: ib.ControlledShutdownRequest, version: int
-    ) -> Result:
-        controller = self.broker.controller
-        if controller is None:
-            return ib.ControlledShutdownResponse(ErrorCode.NOT_CONTROLLER, [])
-        return self._controlled_shutdown(controller, request)
-
-    async def _controlled_shutdown(
-        self, controller: Controller, request: ib.ControlledShutdownRequest
-    ) -> ib.ControlledShutdownResponse:
-        try:
-            remaining = await controller.controlled_shutdown(request.broker_id, request.incarnation)
-        except KafkaError as exc:
-            return ib.ControlledShutdownResponse(exc.code, [])
-        return ib.ControlledShutdownResponse(
-            ErrorCode.NONE, [ib.RemainingPartition(t, p) for t, p in remaining]
-        )
-
-    def handle_update_metadata(self, request: ib.UpdateMetadataRequest, version: int) -> Result:
-        if not self.broker.apply_metadata(request):
-            return ib.UpdateMetadataResponse(ErrorCode.STALE_CONTROLLER_EPOCH)
-        return ib.UpdateMetadataResponse(ErrorCode.NONE)
-
-    def handle_broker_registration(
-        self, request: ib.BrokerRegistrationRequest, version: int
-    ) -> Result:
-        controller = self.broker.controller
-        if controller is None:
-            return ib.BrokerRegistrationResponse(
-                ErrorCode.NOT_CONTROLLER, f"broker {self.broker.broker_id} is not the controller"
-            )
-        return self._register(request)
-
-    def handle_fetch_snapshot(self, request: ib.FetchSnapshotRequest, version: int) -> Result:
-        return ib.FetchSnapshotResponse(ErrorCode.NONE, self.broker.metadata.snapshot())
-
-    def handle_alter_partition(self, request: ib.AlterPartitionRequest, version: int) -> Result:
-        controller = self.broker.controller
-        if controller is None:
-            return ib.AlterPartitionResponse(ErrorCode.NOT_CONTROLLER, [])
-        return controller.alter_partition(request)
-
-    async def _register(
-        self, request: ib.BrokerRegistrationRequest
-    ) -> ib.BrokerRegistrationResponse:
-        assert self.broker.controller is not None
-        try:
-            await self.broker.controller.register(request.broker_id, request.incarnation)
-        except KafkaError as exc:
-            return ib.BrokerRegistrationResponse(exc.code, str(exc))
-        except asyncio.CancelledError:
-            raise
-        return ib.BrokerRegistrationResponse(ErrorCode.NONE)
+        return self.broker.forwarding.elect_leaders(request)
 
 
 # -- domain results to response bodies ----------------------------------------------------
@@ -403,6 +331,24 @@ def _fetch_response_v1(result: FetchResult) -> m.FetchResponseV1:
     return m.FetchResponseV1(_fetch_topics(result), wait_time_ms=result.wait_ms)
 
 
+def _partition_data_v2(index: int, data: FetchPartitionData) -> m.PartitionDataV2:
+    return m.PartitionDataV2(
+        index, data.error, data.high_watermark, data.log_start_offset, data.records
+    )
+
+
+def _fetch_response_v2(result: FetchResult) -> m.FetchResponseV2:
+    topics = _by_topic(result.partitions, _partition_data_v2, m.FetchableTopicResponseV2)
+    return m.FetchResponseV2(topics, wait_time_ms=result.wait_ms)
+
+
+_FETCH_RESPONSES: dict[int, Callable[[FetchResult], Any]] = {
+    0: _fetch_response_v0,
+    1: _fetch_response_v1,
+    2: _fetch_response_v2,
+}
+
+
 def _produce_partition(index: int, r: PartitionResponse) -> m.PartitionProduceResponse:
     return m.PartitionProduceResponse(
         index, r.error, r.base_offset, r.log_append_time_ms, r.log_start_offset, r.error_message
@@ -413,3 +359,12 @@ def _produce_response(
     responses: list[tuple[TopicPartition, PartitionResponse]],
 ) -> m.ProduceResponse:
     return m.ProduceResponse(_by_topic(responses, _produce_partition, m.TopicProduceResponse))
+
+
+def _ignore_version(handler: Callable[[Any], Any]) -> Callable[[Any, int], Result]:
+    """A controller API handler (request only) as the network layer calls handlers."""
+
+    def handle(request: Any, version: int) -> Result:
+        return handler(request)
+
+    return handle

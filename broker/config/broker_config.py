@@ -14,6 +14,7 @@ from typing import Any, Literal, overload
 from purgatory.broker.config.addresses import parse_host_port, parse_members
 from purgatory.broker.config.config_def import ConfigDef, ConfigError
 from purgatory.broker.config.definitions import BY_NAME, DEFINITIONS, ENV_PREFIX, TOPIC_CONFIGS
+from purgatory.broker.config.quorum_configs import parse_roles
 
 # The names of every config by the type of its value, so that ``config[name]`` is typed
 # and a misspelt name fails mypy (tests/unit/test_config.py holds these to DEFINITIONS).
@@ -47,8 +48,14 @@ IntConfig = Literal[
     "replica.fetch.max.bytes",
     "replica.fetch.response.max.bytes",
     "replica.fetch.backoff.ms",
+    "replica.socket.timeout.ms",
     "broker.session.timeout.ms",
-    "metadata.push.timeout.ms",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
     "broker.registration.backoff.ms",
     "broker.heartbeat.interval.ms",
     "fetch.purgatory.purge.interval.requests",
@@ -85,6 +92,9 @@ StrConfig = Literal[
     "max.connections.per.ip.overrides",
     "cluster.members",
     "cluster.id",
+    "process.roles",
+    "controller.quorum.voters",
+    "metadata.log.dir",
     "remote.storage.latency.distribution",
     "purgatory.watcher.removal",
     "log.level",
@@ -160,6 +170,27 @@ def check_consistency(values: Mapping[str, Any]) -> None:
             "median) for a log-normal latency"
         )
     check_topic_consistency({d.topic_name: values[d.name] for d in DEFINITIONS if d.topic_name})
+    members = parse_members(values["cluster.members"])
+    voters = parse_members(values["controller.quorum.voters"])
+    if members and set(voters) - set(members):
+        raise ConfigError(
+            f"controller.quorum.voters names {sorted(set(voters) - set(members))}, which "
+            "cluster.members does not: every voter must be a member"
+        )
+    roles = parse_roles(values["process.roles"])
+    node, quorum = values["broker.id"], voters or members
+    if roles and quorum and ("controller" in roles) != (node in quorum):
+        raise ConfigError(
+            f"process.roles {values['process.roles']!r} does not match the quorum: node "
+            f"{node} is {'' if node in quorum else 'not '}a voter "
+            f"({'controller.quorum.voters' if voters else 'cluster.members'}), and a node is "
+            "a controller exactly when it is a voter"
+        )
+    if values["controller.quorum.election.timeout.ms"] >= values["broker.session.timeout.ms"]:
+        raise ConfigError(
+            "controller.quorum.election.timeout.ms must be below broker.session.timeout.ms, "
+            "or brokers would be fenced before a new controller could be elected"
+        )
 
 
 @dataclass
@@ -213,6 +244,19 @@ class BrokerConfig:
 
     def members(self) -> dict[int, tuple[str, int]]:
         return parse_members(self.values["cluster.members"])
+
+    def voters(self) -> frozenset[int]:
+        """The metadata quorum's voters: ``controller.quorum.voters``, else every member
+        (else this node alone)."""
+        voters = parse_members(self.values["controller.quorum.voters"]) or self.members()
+        return frozenset(voters) or frozenset({self.broker_id})
+
+    def process_roles(self) -> tuple[str, ...]:
+        """``process.roles``, else both for a voter and ``broker`` for anyone else."""
+        roles = parse_roles(self.values["process.roles"])
+        if roles:
+            return roles
+        return ("broker", "controller") if self.broker_id in self.voters() else ("broker",)
 
     def listener(self) -> tuple[str, int]:
         return parse_host_port(self.values["listeners"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from purgatory.broker.config.config_def import ConfigDef
 from purgatory.broker.config.group_configs import GROUP_CONFIGS
 from purgatory.broker.config.log_configs import LOG_CONFIGS, TOPIC_ONLY_CONFIGS
+from purgatory.broker.config.quorum_configs import QUORUM_CONFIGS
 from purgatory.broker.config.replication_configs import REPLICATION_CONFIGS
 from purgatory.broker.config.server_configs import SERVER_CONFIGS
 
@@ -15,6 +16,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     *SERVER_CONFIGS,
     *LOG_CONFIGS,
     *REPLICATION_CONFIGS,
+    *QUORUM_CONFIGS,
     *GROUP_CONFIGS,
 )
 

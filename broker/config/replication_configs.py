@@ -132,6 +132,14 @@ REPLICATION_CONFIGS: tuple[ConfigDef, ...] = (
         dynamic=True,
     ),
     ConfigDef(
+        "replica.socket.timeout.ms",
+        int,
+        30000,
+        "How long a follower waits for its leader to answer a fetch (beyond the fetch's own "
+        "replica.fetch.wait.max.ms) before it gives the connection up and starts again.",
+        at_least(1),
+    ),
+    ConfigDef(
         "replica.fetch.backoff.ms",
         int,
         1000,
@@ -144,34 +152,25 @@ REPLICATION_CONFIGS: tuple[ConfigDef, ...] = (
         "broker.session.timeout.ms",
         int,
         9000,
-        "A broker that has not re-registered with the controller for this long is fenced: "
-        "it leaves the ISR of its partitions and those it led get a new leader (a clean "
-        "election). A controller unreachable for this long is replaced by the lowest live "
-        "broker.",
+        "A broker whose heartbeats have not reached the active controller for this long is "
+        "fenced: it leaves the ISR of its partitions and those it led get a new leader (a "
+        "clean election).",
         at_least(10),
-    ),
-    ConfigDef(
-        "metadata.push.timeout.ms",
-        int,
-        5000,
-        "How long the controller waits for a broker to apply a metadata update before it "
-        "considers the broker gone (it re-sends the full picture when the broker registers).",
-        at_least(1),
-        dynamic=True,
     ),
     ConfigDef(
         "broker.registration.backoff.ms",
         int,
         200,
-        "Pause between a broker's attempts to register with the controller.",
+        "Pause between a broker's attempts to register with the active controller, and "
+        "between its heartbeats while it is fenced.",
         at_least(1),
     ),
     ConfigDef(
         "broker.heartbeat.interval.ms",
         int,
         2000,
-        "How often a broker re-registers with the controller (Kafka's broker heartbeat); "
-        "a controller that lost track of it pushes it the full picture again.",
+        "How often a broker heartbeats to the active controller, saying how far it has "
+        "applied the metadata log (while fenced, every broker.registration.backoff.ms).",
         at_least(1),
     ),
 )

@@ -19,7 +19,14 @@ def parse_per_ip_overrides(value: str) -> dict[str, int]:
 
 
 SERVER_CONFIGS: tuple[ConfigDef, ...] = (
-    ConfigDef("broker.id", int, 0, "This broker's id; unique in the cluster.", at_least(0)),
+    ConfigDef(
+        "broker.id",
+        int,
+        0,
+        "This node's id; unique in the cluster. Also accepted as `node.id`.",
+        at_least(0),
+        aliases=("node.id",),
+    ),
     ConfigDef(
         "listeners",
         str,
@@ -58,9 +65,10 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
         "cluster.members",
         str,
         "",
-        "Static membership, `id@host:port,...` (the format of Kafka's "
-        "`controller.quorum.voters`); every broker gets the same list. Empty: a "
-        "single-broker cluster of this broker alone. The lowest id is the controller.",
+        "Every node of the cluster, `id@host:port,...` (the format of Kafka's "
+        "`controller.quorum.voters`); every node gets the same list. Unless "
+        "`controller.quorum.voters` says otherwise, every member is a voter of the "
+        "metadata quorum. Empty: a single-node cluster of this broker alone.",
         parses(parse_members),
     ),
     ConfigDef("cluster.id", str, "purgatory", "Cluster id reported in Metadata."),

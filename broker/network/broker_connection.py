@@ -34,7 +34,7 @@ from purgatory.broker.network.request_channel import (
     speaks_kafka,
 )
 from purgatory.broker.network.served_protocol import Handler, ServedProtocol
-from purgatory.broker.ops.faults import peer_broker
+from purgatory.broker.ops.faults import LOST, peer_broker
 from purgatory.common.delayed_receiver import DelayedReceiver
 from purgatory.protocol.api import ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
@@ -105,6 +105,7 @@ class BrokerConnection(asyncio.Protocol):
         self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
         self.exempt_broker: int | None = None  # the broker id it left max.connections' count as
         self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
+        self.lossy = False  # a drop fault lost bytes of it: closed when the fault ends
         # Made once, not per waiting request: each would otherwise be one more object for
         # the cycle collector to count while requests wait in a purgatory.
         self.on_done = self._complete
@@ -157,7 +158,11 @@ class BrokerConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         faults = self.server.faults
         if faults.active:
-            self.receiver.receive(data, faults.receive_delay(self.peer_broker_id, self.client_id))
+            delay = faults.receive_delay(self.peer_broker_id, self.client_id)
+            if delay == LOST:  # a drop fault: these bytes never arrived
+                self.lossy = True
+                return
+            self.receiver.receive(data, delay)
         elif self.receiver.held:
             self.receiver.receive(data, 0.0)
         else:
@@ -301,6 +306,9 @@ class BrokerConnection(asyncio.Protocol):
         connection closed) by a fault."""
         if self.fault_check():
             return True
+        if self.server.faults.drops(self.peer_broker_id):
+            self.lossy = True  # its first request told who it is: it never arrived
+            return True
         injected = self.server.faults.error_for(request.api_key)
         if injected is None:
             return False
@@ -317,8 +325,15 @@ class BrokerConnection(asyncio.Protocol):
         clients[software] = clients.get(software, 0) + 1
 
     def fault_check(self) -> bool:
-        """Close this connection if a disconnect fault covers its peer; re-check pausing."""
-        if self.server.faults.disconnects(self.peer_broker_id, self.client_id):
+        """Close this connection if a disconnect or partition fault covers its peer, or if
+        it lost bytes to a drop fault that has ended (what follows them cannot be read);
+        re-check pausing."""
+        faults = self.server.faults
+        if self.lossy and not faults.drops(self.peer_broker_id):
+            self.server.log.info("fault_lost_bytes", peer=self.peer, client_id=self.client_id)
+            self._close()
+            return True
+        if faults.disconnects(self.peer_broker_id, self.client_id):
             self.server.log.info("fault_disconnect", peer=self.peer, client_id=self.client_id)
             self._close()
             return True

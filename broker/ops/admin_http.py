@@ -1,9 +1,10 @@
 """Admin HTTP (purgatory.common.http_server, on the broker's event loop): /metrics, /healthz, /v1/state,
 /v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one),
 /v1/faults (GET, POST a spec, DELETE /v1/faults/<name>, POST /v1/faults/reset),
-/v1/logs?limit=N (the latest log events, INFO and above, oldest first) and, on the
-controller, POST /v1/partitions/<topic>/<partition>/leader {"broker_id": N} (a mock
-cluster's "set the leader": N becomes the preferred replica and leads)."""
+/v1/logs?limit=N (the latest log events, INFO and above, oldest first) and POST
+/v1/partitions/<topic>/<partition>/leader {"broker_id": N} (a mock cluster's "set the
+leader": N becomes the preferred replica and leads; any broker forwards it to the active
+controller)."""
 
 from __future__ import annotations
 
@@ -32,21 +33,22 @@ from purgatory.common.http_server import (
     Router,
     json_response,
 )
-from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.errors import ErrorCode, error_name
 
 LEADER_MOVE_TIMEOUT_MS = 10_000
 # How a refused leader move is answered over HTTP.
-_MOVE_STATUS = {
+_MOVE_STATUS: dict[int, int] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
     ErrorCode.INVALID_REPLICA_ASSIGNMENT: 400,
     ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: 409,
+    ErrorCode.NOT_CONTROLLER: 503,
 }
 
 
 class LeaderMover(Protocol):
     def move_leader(
         self, topic: str, partition: int, broker: int, timeout_ms: int
-    ) -> Awaitable[tuple[ErrorCode, str | None]]: ...
+    ) -> Awaitable[tuple[int, str | None]]: ...
 
 
 class AdminTarget(Protocol):
@@ -62,7 +64,7 @@ class AdminTarget(Protocol):
     def fetcher_stats(self) -> dict[int, FetcherStats]: ...
 
     @property
-    def controller(self) -> LeaderMover | None: ...
+    def forwarding(self) -> LeaderMover: ...
 
     @property
     def controller_id(self) -> int: ...
@@ -193,16 +195,6 @@ def make_router(broker: AdminTarget) -> Router:
         return json_response({"broker_id": broker.broker_id, "samples": samples})
 
     async def move_leader(request: HttpRequest) -> HttpResponse:
-        controller = broker.controller
-        if controller is None:
-            return json_response(
-                {
-                    "error": f"broker {broker.broker_id} is not the controller; send this "
-                    f"to broker {broker.controller_id}'s admin API",
-                    "controller_id": broker.controller_id,
-                },
-                status=409,
-            )
         topic, raw_partition = request.params["topic"], request.params["partition"]
         try:
             body = request.json()
@@ -218,12 +210,13 @@ def make_router(broker: AdminTarget) -> Router:
                 status=400,
             )
         partition, target = int(raw_partition), body["broker_id"]
-        code, message = await controller.move_leader(
+        code, message = await broker.forwarding.move_leader(
             topic, partition, target, LEADER_MOVE_TIMEOUT_MS
         )
         if code not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED):
             return json_response(
-                {"error": f"{code.name}: {message}"}, status=_MOVE_STATUS.get(code, 409)
+                {"error": f"{error_name(code)}: {message}"},
+                status=_MOVE_STATUS.get(code, 409),
             )
         answer = {"topic": topic, "partition": partition, "leader": target}
         return json_response({**answer, "changed": code == ErrorCode.NONE})

@@ -13,6 +13,14 @@ Kinds:
 - ``pause``: stop reading from every connection (requests wait in socket buffers).
 - ``disconnect``: close the connections of ``peers`` (all when empty) now, and any new one
   while the fault lasts.
+- ``partition``: cut this broker off from the brokers in ``peers`` (ids): their
+  connections here are closed and refused, and this broker does not connect to them.
+  Added on each side (or on one: it cuts both ways), it is a network partition: one broker
+  isolated, or a majority and a minority.
+- ``drop``: lose every byte this broker receives from the brokers in ``peers`` (ids),
+  one way only: what it sends them still arrives (so they act on its requests, and it
+  never hears their answers), as a one-way packet loss leaves TCP. A connection that lost
+  bytes is closed when the fault ends.
 
 ``duration_ms`` removes a fault by itself; ``times`` removes an error fault once used up.
 """
@@ -20,6 +28,7 @@ Kinds:
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -32,8 +41,9 @@ from purgatory.broker.purgatory.clock import Cancellable, Scheduler
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 
-Kind = Literal["latency", "error", "pause", "disconnect"]
-KINDS: tuple[str, ...] = ("latency", "error", "pause", "disconnect")
+Kind = Literal["latency", "error", "pause", "disconnect", "partition", "drop"]
+KINDS: tuple[str, ...] = ("latency", "error", "pause", "disconnect", "partition", "drop")
+LOST = math.inf  # the receive delay of bytes a drop fault loses
 _BROKER_CLIENT = re.compile(r"^(?:replica-fetcher|broker)-(\d+)$")
 API_NAMES = {key.api_name: key for key in ApiKey}  # both protocols' APIs
 
@@ -81,6 +91,10 @@ def parse_spec(raw: Any) -> FaultSpec:
             raise FaultError("probability must be in (0, 1]")
     elif spec.kind == "pause" and spec.duration_ms is None:
         raise FaultError("a pause fault needs duration_ms (how long to stop reading)")
+    elif spec.kind in ("partition", "drop") and (
+        not spec.peers or not all(isinstance(p, int) and p >= 0 for p in spec.peers)
+    ):
+        raise FaultError(f"a {spec.kind} fault needs peers: the ids of the brokers cut off")
     return spec
 
 
@@ -186,10 +200,14 @@ class FaultInjector:
         self.injected[key] = self.injected.get(key, 0) + 1
 
     def receive_delay(self, broker_id: int | None, client_id: str | None) -> float:
-        """Seconds to hold bytes received from this peer (0 without a latency fault)."""
+        """Seconds to hold bytes received from this peer (0 without a latency fault;
+        ``LOST`` when a drop fault loses them)."""
         delay = 0.0
         for fault in self.faults.values():
             spec = fault.spec
+            if spec.kind == "drop" and broker_id is not None and broker_id in spec.peers:
+                self._count(fault)
+                return LOST
             if spec.kind == "latency" and fault.matches(broker_id, client_id):
                 jitter = self.rng.uniform(-spec.jitter_ms, spec.jitter_ms) if spec.jitter_ms else 0
                 delay += (spec.delay_ms + jitter) / 1000
@@ -220,10 +238,29 @@ class FaultInjector:
     def disconnects(self, broker_id: int | None, client_id: str | None) -> bool:
         """Whether a connection of this peer is to be dropped now."""
         for fault in self.faults.values():
-            if fault.spec.kind == "disconnect" and fault.matches(broker_id, client_id):
+            kind = fault.spec.kind
+            if (kind == "disconnect" and fault.matches(broker_id, client_id)) or (
+                kind == "partition" and broker_id is not None and broker_id in fault.spec.peers
+            ):
                 self._count(fault)
                 return True
         return False
+
+    def cuts_off(self, broker_id: int) -> bool:
+        """Whether a partition fault forbids this broker to connect to ``broker_id``."""
+        if not self.active:
+            return False
+        return any(
+            f.spec.kind == "partition" and broker_id in f.spec.peers for f in self.faults.values()
+        )
+
+    def drops(self, broker_id: int | None) -> bool:
+        """Whether a drop fault loses what ``broker_id`` sends this broker."""
+        if not self.active or broker_id is None:
+            return False
+        return any(
+            f.spec.kind == "drop" and broker_id in f.spec.peers for f in self.faults.values()
+        )
 
     def describe(self) -> list[dict[str, Any]]:
         return [f.describe() for f in self.faults.values()]
@@ -236,7 +273,7 @@ class FaultInjector:
         by_kind: dict[str, int] = {}
         for fault in self.faults.values():
             by_kind[fault.spec.kind] = by_kind.get(fault.spec.kind, 0) + 1
-        for kind in ("latency", "error", "pause", "disconnect"):
+        for kind in KINDS:
             active.add_metric([kind], by_kind.get(kind, 0))
         yield active
         injected = CounterMetricFamily(

@@ -1,7 +1,12 @@
 """Supervisor: the broker processes of a local cluster, by id: started, watched, stopped,
 killed, paused and restarted one at a time (what `purgatory cluster`, its control endpoint
 and the experiment runner drive). A broker that exits is reported, never followed by the
-others: the cluster keeps running without it, as a real one would."""
+others: the cluster keeps running without it, as a real one would.
+
+Each broker keeps its metadata log (its votes, the cluster's metadata) in a directory of
+its own that outlives its process but not the cluster (``metadata.log.dir``, under one
+temporary directory the supervisor removes when it closes): a restarted broker remembers
+the quorum, as Raft needs, and a new cluster starts empty, as the brokers' logs do."""
 
 from __future__ import annotations
 
@@ -9,8 +14,10 @@ import contextlib
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -62,6 +69,7 @@ class Supervisor:
         self._reported: set[int] = set()  # exits already returned by unexpected_exits()
         self._logs: dict[int, IO[Any]] = {}
         self._lock = threading.RLock()
+        self.metadata_dir = Path(tempfile.mkdtemp(prefix="purgatory-metadata-"))
         # The lifeline: every broker gets the read end of this pipe and exits when it
         # reads end of file, which happens when this process is gone however it ended
         # (SIGKILL included): no broker outlives its supervisor.
@@ -103,7 +111,11 @@ class Supervisor:
                 out = open(self.log_dir / f"broker-{broker_id}.log", "ab")  # noqa: SIM115
                 self._logs[broker_id] = out
             self.procs[broker_id] = subprocess.Popen(
-                [*self.commands[broker_id], *lifeline_args(self._lifeline)],
+                [
+                    *self.commands[broker_id],
+                    *self._metadata_args(broker_id),
+                    *lifeline_args(self._lifeline),
+                ],
                 stdout=out,
                 stderr=out,
                 start_new_session=True,
@@ -112,6 +124,12 @@ class Supervisor:
             self.paused.discard(broker_id)
             self._expected_exit.discard(broker_id)
             self._reported.discard(broker_id)
+
+    def _metadata_args(self, broker_id: int) -> list[str]:
+        """Where the broker keeps its metadata log, unless its command says."""
+        if any(arg.startswith("metadata.log.dir=") for arg in self.commands[broker_id]):
+            return []
+        return ["--set", f"metadata.log.dir={self.metadata_dir / f'broker-{broker_id}'}"]
 
     def wait_healthy(self, broker_ids: list[int], timeout: float | None = None) -> None:
         """Wait until every broker in ``broker_ids`` answers /healthz with 200; raise
@@ -249,6 +267,7 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._lifeline = self._lifeline_keep = -1
+        shutil.rmtree(self.metadata_dir, ignore_errors=True)
 
 
 def _wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> None:

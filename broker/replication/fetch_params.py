@@ -31,6 +31,7 @@ class FetchParams(msgspec.Struct, gc=False):
     # and it at its second (it checks the outer tuple before the inner ones), where a list
     # it would walk at every collection while the fetch waits.
     partitions: tuple[tuple[TopicPartition, PartitionFetchInfo], ...]
+    replica_epoch: int = -1  # a follower's broker epoch (KIP-903); -1: not given
 
     @property
     def is_from_follower(self) -> bool:

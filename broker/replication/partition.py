@@ -50,6 +50,7 @@ class FollowerState:
     last_caught_up_ms: int = 0  # the follower had everything the leader had at this time
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = 0  # the leader's LEO when the follower last fetched
+    broker_epoch: int = -1  # the run of the follower its fetches came from (KIP-903)
 
 
 @dataclass
@@ -61,6 +62,9 @@ class Partition:
     log: Log
     max_message_bytes: int
     min_insync_replicas: int
+    # unclean.leader.election.enable of its topic: only then may it lose records it saw
+    # acknowledged (a follower truncating to an uncleanly elected leader).
+    unclean_allowed: bool = False
     leader_id: int = -1
     leader_epoch: int = -1
     partition_epoch: int = -1
@@ -68,7 +72,11 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     high_watermark: int = 0
     followers: dict[int, FollowerState] = field(default_factory=dict)
-    isr_change_pending: bool = False  # an AlterPartition for it is in flight
+    # The ISR proposed to the controller and not answered yet (an AlterPartition in
+    # flight), else None. Until it is committed, the high watermark counts the members
+    # of both (Kafka's maximal ISR): a follower being added has to hold what is
+    # acknowledged meanwhile, and one being removed still counts.
+    proposed_isr: list[int] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -77,6 +85,16 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
+
+    @property
+    def isr_change_pending(self) -> bool:
+        return self.proposed_isr is not None
+
+    def maximal_isr(self) -> list[int]:
+        proposed = self.proposed_isr
+        if proposed is None:
+            return self.isr
+        return self.isr + [r for r in proposed if r not in self.isr]
 
     def under_replicated(self) -> bool:
         return self.is_leader and len(self.isr) < len(self.replicas)
@@ -148,7 +166,7 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.replicas = list(replicas)
         self.isr = list(isr)
-        self.isr_change_pending = False
+        self.proposed_isr = None
         if new:
             leo = self.log.log_end_offset
             self.followers = {
@@ -186,19 +204,27 @@ class Partition:
         self.replicas = list(replicas)
         self.isr = list(isr)
         self.followers = {}
-        self.isr_change_pending = False
+        self.proposed_isr = None
 
     # -- leader side ---------------------------------------------------------------------
 
-    def record_follower_fetch(self, follower_id: int, fetch_offset: int, now_ms: int) -> None:
+    def record_follower_fetch(
+        self, follower_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1
+    ) -> None:
         """A follower fetched at ``fetch_offset``: it has everything below it (its LEO).
 
         Kafka's rule for ``last_caught_up``: caught up now if it asked for the leader's log
         end; caught up as of its previous fetch if it asked for at least what the leader's
-        log end was then."""
+        log end was then. A fetch from another run of the follower (a new broker epoch)
+        starts its record afresh: nothing the earlier run fetched speaks for this one."""
         state = self.followers.get(follower_id)
         if state is None:
             return
+        if broker_epoch >= 0 and state.broker_epoch != broker_epoch:
+            if state.broker_epoch >= 0:
+                state.last_caught_up_ms = state.last_fetch_ms = 0
+                state.last_fetch_leader_leo = self.log.log_end_offset
+            state.broker_epoch = broker_epoch
         leader_leo = self.log.log_end_offset
         if fetch_offset >= leader_leo:
             state.last_caught_up_ms = now_ms
@@ -209,11 +235,12 @@ class Partition:
         state.last_fetch_ms = now_ms
 
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR (the leader's own included); True if it moved up."""
+        """HW = min LEO over the maximal ISR (the leader's own included); True if it moved
+        up."""
         if not self.is_leader:
             return False
         hw = self.log.log_end_offset
-        for replica in self.isr:
+        for replica in self.maximal_isr():
             if replica != self.broker_id:
                 state = self.followers.get(replica)
                 hw = min(hw, state.log_end_offset if state is not None else UNKNOWN_OFFSET)

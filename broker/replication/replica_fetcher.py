@@ -44,7 +44,16 @@ SAMPLES_KEPT = 20000  # per source broker
 class FetcherStats:
     """A follower's fetching from one leader broker (Kafka's FetcherStats and lag)."""
 
-    __slots__ = ("bytes", "errors", "lag", "latency", "requests", "samples", "truncations")
+    __slots__ = (
+        "bytes",
+        "errors",
+        "lag",
+        "latency",
+        "requests",
+        "samples",
+        "truncations",
+        "truncations_refused",
+    )
 
     def __init__(self) -> None:
         # The latest fetch round trips, (wall-clock end, total s, wait s), for experiments
@@ -54,6 +63,7 @@ class FetcherStats:
         self.bytes = 0
         self.errors = 0
         self.truncations = 0  # logs cut back to the leader's (KIP-101)
+        self.truncations_refused = 0  # cuts below the high watermark, refused (must stay 0)
         self.latency = FetchLatency()
         self.lag: dict[tuple[str, int], int] = {}  # leader HW - own LEO, per partition
 
@@ -98,9 +108,11 @@ class ReplicaFetcher:
         config: BrokerConfig,
         stats: FetcherStats,
         scheduler: Scheduler,
+        broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         self.scheduler = scheduler
         self.broker_id = broker_id
+        self.broker_epoch = broker_epoch  # this run's registration, sent with every fetch
         self.source_broker = source_broker
         self.leader = leader
         self.config = config
@@ -208,6 +220,7 @@ class ReplicaFetcher:
             config["replica.fetch.min.bytes"],
             config["replica.fetch.response.max.bytes"],
             tuple(asked),
+            self.broker_epoch(),
         )
 
     async def _fetch_once(self, keys: AbstractSet[TopicPartition]) -> None:
@@ -276,8 +289,26 @@ class ReplicaFetcher:
         self._truncated_in[partition.key] = partition.leader_epoch
 
     def _cut(self, partition: Partition, offset: int, reason: str) -> None:
+        """Truncate to ``offset``, but never below the high watermark this replica has
+        seen (acknowledged records), unless the topic allows unclean leader election (the
+        one way a leader can lack them)."""
         log = partition.log
         before, high_watermark = log.log_end_offset, partition.high_watermark
+        if offset < high_watermark and not partition.unclean_allowed:
+            self.stats.truncations_refused += 1
+            self.log.error(
+                "log_truncation_refused",
+                topic=partition.topic,
+                partition=partition.index,
+                reason=reason,
+                to_offset=offset,
+                high_watermark=high_watermark,
+                hint="the leader lacks records this replica saw acknowledged; only an "
+                "unclean election may lose them, and it is not enabled",
+            )
+            offset = high_watermark
+            if offset >= before:
+                return
         log.truncate_to(offset)
         partition.high_watermark = min(high_watermark, log.log_end_offset)
         self.stats.truncations += 1
@@ -354,11 +385,13 @@ class ReplicaFetcherManager:
         config: BrokerConfig,
         scheduler: Scheduler,
         leader_endpoint: Callable[[int], LeaderEndPoint],
+        broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         self.scheduler = scheduler
         self.broker_id = broker_id
         self.members = members
         self.config = config
+        self.broker_epoch = broker_epoch
         self.stats: dict[int, FetcherStats] = {}  # by source (leader) broker, kept after stops
         self.leader_endpoint = leader_endpoint  # broker id -> a way to fetch from it
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -381,6 +414,7 @@ class ReplicaFetcherManager:
                 self.config,
                 self.stats.setdefault(leader, FetcherStats()),
                 self.scheduler,
+                self.broker_epoch,
             )
             self.fetchers[leader] = fetcher
             fetcher.start()
@@ -429,6 +463,13 @@ class ReplicaFetcherManager:
             "suffix, KIP-101), by the leader followed.",
             labels=source,
         )
+        refused = CounterMetricFamily(
+            "purgatory_log_truncations_refused",
+            "Times this follower refused to cut a log below its high watermark (the leader "
+            "lacked acknowledged records; only an unclean election may lose them). Stays 0 "
+            "on a healthy cluster.",
+            labels=source,
+        )
         lag = GaugeMetricFamily(
             "purgatory_replica_fetcher_lag",
             "Leader high watermark minus this follower's log end offset, per partition.",
@@ -441,13 +482,14 @@ class ReplicaFetcherManager:
             fetched.add_metric(label, stats.bytes)
             errors.add_metric(label, stats.errors)
             truncations.add_metric(label, stats.truncations)
+            refused.add_metric(label, stats.truncations_refused)
             add_histogram(latency, [str(broker), "total"], stats.latency.total)
             add_histogram(latency, [str(broker), "true"], stats.latency.true)
             add_histogram(wait, label, stats.latency.wait)
             for (topic, partition), value in sorted(stats.lag.items()):
                 lag.add_metric([topic, str(partition)], value)
                 max_lag = max(max_lag, value)
-        yield from (requests, fetched, errors, truncations, latency, wait, lag)
+        yield from (requests, fetched, errors, truncations, refused, latency, wait, lag)
         yield gauge(
             "purgatory_replica_fetcher_max_lag",
             "The largest lag over every partition this broker follows (Kafka's MaxLag).",

@@ -68,6 +68,7 @@ class ReplicaManager:
         scheduler: Scheduler,
         alter_isr: AlterIsr,
         leader_endpoint: Callable[[int], LeaderEndPoint],
+        broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
@@ -89,7 +90,7 @@ class ReplicaManager:
         )
         self.remote_log_manager = RemoteLogManager(config, self.partitions.values, scheduler)
         self.fetchers = ReplicaFetcherManager(
-            self.broker_id, metadata.members, config, scheduler, leader_endpoint
+            self.broker_id, metadata.members, config, scheduler, leader_endpoint, broker_epoch
         )
         self.replication_metrics = ReplicationMetrics(self.partitions.values)
         self.memory_budget = LogMemoryBudget(
@@ -197,6 +198,7 @@ class ReplicaManager:
                     Log(LogConfig.from_topic_configs(configs), self.memory_budget.memory),
                     int(configs["max.message.bytes"]),
                     int(configs["min.insync.replicas"]),
+                    bool(configs["unclean.leader.election.enable"]),
                 )
                 self.partitions[key] = partition
             if state.leader_id == self.broker_id:
@@ -333,9 +335,12 @@ class ReplicaManager:
                 partition is None
                 or not partition.is_leader
                 or replica_id not in partition.followers
+                or 0 <= info.current_leader_epoch != partition.leader_epoch
             ):
-                continue
-            partition.record_follower_fetch(replica_id, info.fetch_offset, now)
+                continue  # not ours, or a fetch of another leadership: it proves nothing
+            partition.record_follower_fetch(
+                replica_id, info.fetch_offset, now, params.replica_epoch
+            )
             if partition.maybe_increment_high_watermark():
                 self._check_waiting(partition.key)
             if partition.may_join_isr(replica_id) and not partition.isr_change_pending:

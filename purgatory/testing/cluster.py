@@ -37,11 +37,14 @@ from purgatory.testing.loop_thread import LoopThread
 T = TypeVar("T")
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
-# A cluster for tests: quick to notice a dead broker, and no wait before a group's first
-# generation (Kafka's 3 s group.initial.rebalance.delay.ms would slow every group test).
+# A cluster for tests: quick to notice a dead broker or controller, and no wait before a
+# group's first generation (Kafka's 3 s group.initial.rebalance.delay.ms would slow every
+# group test).
 TEST_DEFAULTS = {
     "broker.heartbeat.interval.ms": "100",
     "broker.session.timeout.ms": "1500",
+    "controller.quorum.election.timeout.ms": "300",
+    "controller.quorum.fetch.timeout.ms": "800",
     "broker.registration.backoff.ms": "20",
     "replica.fetch.wait.max.ms": "200",
     "group.initial.rebalance.delay.ms": "0",
@@ -76,6 +79,8 @@ class Cluster:
         self._brokers: dict[int, Any] = {}  # thread mode: broker id -> Broker
         self._supervisor: Any = None  # process mode
         self._logs: tempfile.TemporaryDirectory[str] | None = None
+        # Thread mode: each broker's metadata.log.dir (its quorum state survives a restart).
+        self._disks: tempfile.TemporaryDirectory[str] | None = None
 
     # -- addresses ---------------------------------------------------------------------
 
@@ -146,9 +151,10 @@ class Cluster:
             if self._clients is not None:
                 self._clients.close()
                 self._clients = None
-            if self._logs is not None:
-                self._logs.cleanup()
-                self._logs = None
+            for scratch in (self._logs, self._disks):
+                if scratch is not None:
+                    scratch.cleanup()
+            self._logs = self._disks = None
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60) -> T:
         """Run a client-side helper on the clients' loop."""
@@ -165,7 +171,10 @@ class Cluster:
         from purgatory.broker.config.broker_config import load_config
         from purgatory.broker.server import start_broker
 
+        if self._disks is None:
+            self._disks = tempfile.TemporaryDirectory(prefix="purgatory-metadata-")
         values = {
+            "metadata.log.dir": f"{self._disks.name}/broker-{broker}",
             **self.config,
             "broker.id": broker,
             "listeners": f"127.0.0.1:{self.ports[broker]}",
@@ -426,11 +435,18 @@ class Cluster:
         target = self.controller() if broker is None else broker
         return msgspec.convert(self._admin(target, "GET", "/v1/state"), BrokerState)
 
-    def controller(self) -> int:
-        for i in self._answering():
-            with contextlib.suppress(ClusterError):
-                return self.state(i).controller_id
-        raise ClusterError("no live broker to ask for the controller")
+    def controller(self, timeout: float = 15.0) -> int:
+        """The active controller (the metadata quorum's leader): the broker that says it
+        is, waiting up to ``timeout`` seconds while an election is under way."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i in self._answering():
+                with contextlib.suppress(ClusterError):
+                    if self.state(i).is_controller:
+                        return i
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no active controller after {timeout:g} s (no quorum?)")
+            time.sleep(0.02)
 
     def partition(self, topic: str, partition: int = 0) -> ReplicaInfo:
         """The partition as its leader describes it (leader, ISR, offsets)."""

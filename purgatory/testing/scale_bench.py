@@ -246,7 +246,7 @@ async def _park(port: int, count: int, rss: Callable[[], float]) -> dict[str, An
             [m.FetchTopic("scale-parked", [m.FetchPartition(0, 0, 1 << 20)])],
         )
         sent = time.perf_counter()
-        response = await conn.send(ApiKey.FETCH, request, timeout_ms=max_wait + 30_000)
+        response = await conn.send(ApiKey.FETCH, request, version=1, timeout_ms=max_wait + 30_000)
         waited = (time.perf_counter() - sent) * 1000
         if waited < max_wait - WHEEL_TICK_MS:
             early += 1

@@ -245,7 +245,9 @@ class Soak:
                 )
                 sent = time.perf_counter()
                 try:
-                    response = await conn.send(ApiKey.FETCH, request, timeout_ms=max_wait + 30_000)
+                    response = await conn.send(
+                        ApiKey.FETCH, request, version=1, timeout_ms=max_wait + 30_000
+                    )
                     code = response.responses[0].partitions[0].error_code
                     if code:
                         raise KafkaError(code, f"long poll on {IDLE_TOPIC}")

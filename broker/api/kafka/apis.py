@@ -18,9 +18,11 @@ from purgatory.broker.api.kafka.configs import ConfigApis, describe_configs_resp
 from purgatory.broker.api.kafka.groups import GROUP_APIS, GroupApis
 from purgatory.broker.api.kafka.groups import error_response as group_error_response
 from purgatory.broker.api.kafka.offsets import OffsetApis
+from purgatory.broker.api.kafka.quorum import QuorumApis, describe_quorum_response
 from purgatory.broker.api.kafka.records import RecordApis
 from purgatory.broker.api.results import Result
 from purgatory.broker.network.request_channel import Request
+from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_fetch import (
@@ -48,6 +50,7 @@ class KafkaListenerApis:
             **OffsetApis(broker).handlers(),
             **GroupApis(broker).handlers(),
             **ConfigApis(broker).handlers(),
+            **QuorumApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
         assert not missing, f"advertised without a handler: {missing}"
@@ -243,6 +246,9 @@ class KafkaListenerApis:
                 cluster_id="",
                 brokers=[],
             )
+        if key == ApiKey.DESCRIBE_QUORUM:
+            refused = rm.DescribeQuorumResponse(code, message, -1, -1, -1, [], [])
+            return describe_quorum_response(version, refused, {})
         raise AssertionError(f"no error response for api key {key}")  # pragma: no cover
 
 
