@@ -11,6 +11,7 @@ from purgatory.clients.cluster import ClientCluster
 from purgatory.clients.coordinator_client import CoordinatorClient
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import messages as m
+from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
 
@@ -279,6 +280,17 @@ class AdminClient:
                 {"id": b.node_id, "host": b.host, "port": b.port} for b in response.brokers
             ],
         }
+
+    async def describe_quorum(self) -> rm.DescribeQuorumResponse:
+        """The metadata quorum as its leader sees it (Kafka's describeMetadataQuorum): any
+        broker asks the leader. Raises KafkaError when no leader answers."""
+        conn = await self.cluster.any_connection()
+        response: rm.DescribeQuorumResponse = await conn.send(
+            ApiKey.DESCRIBE_QUORUM, rm.DescribeQuorumRequest()
+        )
+        if response.error_code:
+            raise KafkaError(response.error_code, response.error_message)
+        return response
 
     async def close(self) -> None:
         await self.cluster.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -54,9 +55,15 @@ class _ClientProtocol(asyncio.Protocol):
         connection = self.connection
         if connection._receiver is None:
             connection._data_received(data)
+            return
+        assert connection.receive_delay is not None
+        delay = connection.receive_delay()
+        if delay == math.inf:  # a broker's drop fault: these bytes never arrived
+            connection._lossy = True
+        elif connection._lossy:  # what follows lost bytes cannot be read
+            connection._fail(ConnectionClosed(f"bytes from {connection.host} were lost"))
         else:
-            assert connection.receive_delay is not None
-            connection._receiver.receive(data, connection.receive_delay())
+            connection._receiver.receive(data, delay)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connection._lost(exc)
@@ -90,6 +97,7 @@ class Connection:
         # Seconds to hold each chunk of received bytes (a broker's latency faults).
         self.receive_delay = receive_delay
         self._receiver = None if receive_delay is None else DelayedReceiver(self._data_received)
+        self._lossy = False
 
     @classmethod
     async def open(

@@ -183,6 +183,7 @@ class Fetcher:
         response: m.FetchResponseV1 = await conn.send(
             ApiKey.FETCH,
             request,
+            version=1,
             timeout_ms=config.max_wait_ms + self.cluster.request_timeout_ms,
         )
         latency = self.fetch_latency.get(broker_id)

@@ -239,13 +239,20 @@ def add_admin_commands(sub: Any) -> None:
         "`fault add cut --kind disconnect --peers 1`.",
     )
     add.add_argument("name")
-    add.add_argument("--kind", required=True, choices=("latency", "error", "pause", "disconnect"))
+    add.add_argument(
+        "--kind",
+        required=True,
+        choices=("latency", "error", "pause", "disconnect", "partition", "drop"),
+        help="partition: cut this broker off from --peers (both ways); drop: lose what "
+        "--peers send it (one way)",
+    )
     add.add_argument("--delay-ms", type=float, help="latency: delay of received bytes")
     add.add_argument("--jitter-ms", type=float, help="latency: +/- uniform jitter")
     add.add_argument(
         "--peers",
         nargs="+",
-        help="latency/disconnect: only these brokers (ids) or client ids; default all",
+        help="latency/disconnect: only these brokers (ids) or client ids, default all; "
+        "partition/drop: the brokers (ids) cut off",
     )
     add.add_argument("--api", help="error: the API to fail (Produce, Fetch, Metadata, ...)")
     add.add_argument("--error-code", help="error: Kafka error name or number")
@@ -285,6 +292,20 @@ def add_admin_commands(sub: Any) -> None:
     elect.add_argument("--json", action="store_true")
     _bootstrap(elect)
     elect.set_defaults(func=lazy("purgatory.clients.cli.tools", "elect_leaders_command"))
+
+    quorum = asub.add_parser(
+        "quorum",
+        help="the metadata quorum: its leader (the active controller), epoch, voters' lag",
+        description="Kafka's kafka-metadata-quorum describe: the quorum's leader (the active "
+        "controller), its epoch and high watermark, and how far each voter and observer "
+        "lags (--replication). Any broker answers: it asks the leader.",
+    )
+    quorum.add_argument(
+        "--replication", action="store_true", help="one row per replica: log end, lag, last fetch"
+    )
+    quorum.add_argument("--json", action="store_true")
+    _bootstrap(quorum)
+    quorum.set_defaults(func=lazy("purgatory.clients.cli.quorum", "quorum_command"))
 
     broker = asub.add_parser(
         "broker",
