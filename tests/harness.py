@@ -9,8 +9,13 @@ import asyncio
 import uuid
 from typing import Any
 
-from purgatory.broker.controller.metadata_cache import LeaderAndIsr, MetadataCache
+from purgatory.broker.controller.metadata_cache import (
+    LeaderAndIsr,
+    MetadataCache,
+    partition_changes,
+)
 from purgatory.broker.log.leader_epoch_cache import EpochEndOffset
+from purgatory.broker.metadata.metadata_image import BrokerRegistration, MetadataImage
 from purgatory.broker.ops.metrics import BrokerMetrics
 from purgatory.broker.purgatory import ManualScheduler
 from purgatory.broker.replication.delayed_produce import PartitionResponse
@@ -52,7 +57,8 @@ class Harness:
     def __init__(self, **config: Any) -> None:
         self.clock = ManualScheduler(start_ms=1_000)
         self.config = broker_config(LEADER, members=MEMBERS, **config)
-        self.metadata = MetadataCache(self.config.members(), LEADER)
+        self.metadata = MetadataCache(self.config.members())
+        self.metadata.controller_id = LEADER
         self.alter_requests: list[LeaderAndIsr] = []
         self.replica_manager = ReplicaManager(
             self.config,
@@ -106,12 +112,17 @@ class Harness:
         self.publish()
 
     def publish(self) -> None:
+        """The topics as the next committed metadata image, with every broker registered
+        and unfenced."""
         self.epoch += 1
-        update = ib.UpdateMetadataRequest(
-            LEADER, "harness", self.epoch, list(self.topics.values()), [0, 1, 2]
+        image = MetadataImage(
+            self.epoch,
+            {b: BrokerRegistration(b, "harness", b, "127.0.0.1", b + 1, False) for b in (0, 1, 2)},
+            dict(self.topics),
+            {t.topic_id: name for name, t in self.topics.items()},
         )
-        changes = self.metadata.apply(update)
-        assert changes is not None
+        changes = partition_changes(self.metadata.image, image)
+        self.metadata.image = image
         self.replica_manager.apply(changes)
 
     # -- clients -------------------------------------------------------------------------

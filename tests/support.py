@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -64,6 +65,9 @@ def broker_config(broker_id: int = 0, *, members: str = "", port: int = 0, **ove
         "admin.listener": "127.0.0.1:0",
         "cluster.members": members,
         "broker.registration.backoff.ms": 20,
+        # Elections in a fraction of a second: tests wait for them.
+        "controller.quorum.election.timeout.ms": 300,
+        "controller.quorum.fetch.timeout.ms": 800,
         "log.level": "WARNING",
     }
     values.update({k.replace("_", "."): v for k, v in overrides.items()})
@@ -76,9 +80,16 @@ async def running_cluster(n: int, **overrides: Any) -> AsyncIterator[list[Broker
     ports = free_ports(n)
     members = ",".join(f"{i}@127.0.0.1:{p}" for i, p in enumerate(ports))
     brokers: list[Broker] = []
+    disks = tempfile.TemporaryDirectory(prefix="purgatory-test-")
     try:
         for i, port in enumerate(ports):
-            config = broker_config(i, members=members if n > 1 else "", port=port, **overrides)
+            config = broker_config(
+                i,
+                members=members if n > 1 else "",
+                port=port,
+                metadata_log_dir=f"{disks.name}/broker-{i}",
+                **overrides,
+            )
             brokers.append(await start_broker(config))
         await wait_until(
             lambda: all(b.health_problem() is None for b in brokers), message="every broker healthy"
@@ -87,6 +98,7 @@ async def running_cluster(n: int, **overrides: Any) -> AsyncIterator[list[Broker
     finally:
         for b in reversed(brokers):
             await b.stop()
+        disks.cleanup()
 
 
 def bootstrap(brokers: list[Broker]) -> str:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -97,6 +98,20 @@ class ProcessCluster:
         ) as r:
             return metric_samples(r.read().decode())
 
+    def controller(self, timeout: float = 20.0, among: list[int] | None = None) -> int:
+        """The active controller: the broker (of ``among``, else any) that says it is,
+        waiting while an election is under way; a broker that does not answer (frozen,
+        killed) is skipped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i in among if among is not None else list(self.supervisor.ids):
+                with contextlib.suppress(OSError, ValueError):
+                    if self.supervisor.running(i) and self.state(i)["is_controller"]:
+                        return i
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no active controller after {timeout} s")
+            time.sleep(0.05)
+
     def partition_state(self, broker_id: int, topic: str) -> dict[str, Any]:
         return next(p for p in self.state(broker_id)["partitions"] if p["topic"] == topic)
 
@@ -129,12 +144,14 @@ async def ready(cluster: ProcessCluster) -> None:
 
 
 async def create(cluster: ProcessCluster, topic: str, min_isr: int) -> tuple[int, int]:
-    """Create an RF=3 topic; return (leader, a follower that is not the controller)."""
+    """Create an RF=3 topic; return (leader, a follower that is not the active
+    controller)."""
     async with AdminClient(cluster.bootstrap) as admin:
         await admin.create_topic(topic, 1, 3, {"min.insync.replicas": str(min_isr)})
         meta = await admin.describe_topics([topic])
     leader = meta.topics[0].partitions[0].leader_id
-    victim = next(b for b in (1, 2) if b != leader)  # broker 0 is the controller
+    controller = cluster.controller()
+    victim = next(b for b in range(3) if b not in (leader, controller))
     return leader, victim
 
 

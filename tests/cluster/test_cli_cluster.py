@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from purgatory.broker.ops.supervisor import get_json
 from purgatory.experiments.processes import free_port_range
 from tests.support import PURGATORY, purgatory_cli
 
@@ -293,7 +294,10 @@ def test_two_console_consumers_of_one_group_split_the_partitions(cluster: dict) 
 
 
 def test_admin_config_get_and_set_change_a_running_broker(cluster: dict) -> None:
-    controller_admin = cluster["admin"][0]
+    # The active controller applies num.partitions to a new topic: change it there.
+    controller_admin = next(
+        a for a in cluster["admin"] if get_json(f"{a}/v1/state")["is_controller"]
+    )
     got = cli("admin", "config", "get", "num.partitions", "--json", "--admin", controller_admin)
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout)[0]["value"] == 3  # from the cluster's --set

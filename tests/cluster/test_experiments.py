@@ -193,9 +193,10 @@ def test_leader_failover_loses_nothing_acknowledged_cleanly_and_shows_what_uncle
     assert clean["acked"] > 300 and clean["failed"] == 0
     assert clean["lost"] == 0 and clean["out_of_order"] == 0 and clean["offsets_reused"] == 0
     assert clean["partitions_led"] and clean["elections"]["clean"] >= len(clean["partitions_led"])
-    # The dead leader's partitions wait for the session timeout, then carry on.
+    # The dead leader's partitions wait for its session to expire, counted from its last
+    # heartbeat (every quarter of the session), then carry on.
     for window in clean["window_ms"].values():
-        assert session_ms <= window <= session_ms + 5000
+        assert session_ms * 3 / 4 <= window <= session_ms + 5000
     # Unclean: what only the dead leader held is gone, and its offsets were given again.
     assert unclean["elections"]["unclean"] >= len(unclean["partitions_led"])
     assert unclean["acked_by_the_leader_alone"] > 0

@@ -47,10 +47,12 @@ async def leaders(bootstrap: str, topic: str) -> dict[int, int]:
 
 async def created(cluster: ProcessCluster, topic: str, min_isr: str) -> tuple[int, int]:
     """Create an RF 3 topic of 3 partitions; return one partition led by another broker than
-    the controller (broker 0), and its leader."""
+    the active controller, and its leader."""
     async with AdminClient(cluster.bootstrap) as admin:
         await admin.create_topic(topic, 3, 3, {"min.insync.replicas": min_isr})
-    return next((p, b) for p, b in (await leaders(cluster.bootstrap, topic)).items() if b != 0)
+    controller = cluster.controller()
+    led = (await leaders(cluster.bootstrap, topic)).items()
+    return next((p, b) for p, b in led if b != controller)
 
 
 @pytest.mark.parametrize("victim", [0, 1], ids=["the-controller", "another-broker"])
@@ -128,15 +130,16 @@ async def test_killing_a_leader_under_acks_all_load_loses_nothing() -> None:
         assert failed == 0, f"{failed} records not delivered (retriable errors are retried)"
         new_leader = (await leaders(cluster.bootstrap, "load"))[partition]
         assert new_leader not in (-1, leader)
-        # The controller (broker 0: the leader killed was another) counts what it did.
-        controller = cluster.metrics(0)
+        # The active controller (the leader killed was another) counts what it did.
+        active = cluster.controller()
+        controller = cluster.metrics(active)
         assert controller[("purgatory_active_controller", ())] == 1
         assert controller[("purgatory_leader_elections_total", (("kind", "clean"),))] >= 1
         assert controller[("purgatory_fenced_brokers", ())] == 1
         assert controller[("purgatory_active_brokers", ())] == 2
         assert controller[("purgatory_offline_partitions", ())] == 0
         assert controller[("purgatory_preferred_replica_imbalance", ())] >= 1
-        other = next(b for b in (1, 2) if b != leader)
+        other = next(b for b in range(3) if b not in (leader, active))
         assert cluster.metrics(other)[("purgatory_active_controller", ())] == 0
         seen = await read_all(cluster.bootstrap, "load", partition, max(acked) + 1)
         assert all(seen[offset] == value for offset, value in acked.items())
@@ -345,7 +348,10 @@ async def test_elect_leaders_moves_leadership_back_to_the_preferred_replica() ->
             timeout=30,
             message="the preferred replica back in the ISR",
         )
-        assert cluster.metrics(0)[("purgatory_preferred_replica_imbalance", ())] >= 1
+        assert (
+            cluster.metrics(cluster.controller())[("purgatory_preferred_replica_imbalance", ())]
+            >= 1
+        )
         done = await asyncio.to_thread(
             elect_leaders_cli, cluster.bootstrap, "--election-type", "preferred",
             "--all-topic-partitions",
@@ -353,7 +359,10 @@ async def test_elect_leaders_moves_leadership_back_to_the_preferred_replica() ->
         assert done.returncode == 0, done.stderr
         assert f"pref-{partition}" in done.stdout and "Successfully completed" in done.stdout
         assert (await leaders(cluster.bootstrap, "pref"))[partition] == preferred
-        assert cluster.metrics(0)[("purgatory_preferred_replica_imbalance", ())] == 0
+        assert (
+            cluster.metrics(cluster.controller())[("purgatory_preferred_replica_imbalance", ())]
+            == 0
+        )
         again = await asyncio.to_thread(
             elect_leaders_cli, cluster.bootstrap, "--election-type", "preferred",
             "--topic", "pref", "--partition", str(partition),
@@ -394,7 +403,7 @@ async def test_an_offline_partition_returns_with_its_last_isr_member_or_by_uncle
                 message="the partition offline",
             )
             assert (await leaders(live, "lonely"))[partition] == -1
-            assert cluster.metrics(0)[("purgatory_offline_partitions", ())] == 1
+            assert cluster.metrics(cluster.controller())[("purgatory_offline_partitions", ())] == 1
         finally:
             os.kill(cluster.procs[leader].pid, signal.SIGCONT)
         await wait_until(
@@ -416,7 +425,7 @@ async def test_an_offline_partition_returns_with_its_last_isr_member_or_by_uncle
             )  # fmt: skip
             assert done.returncode == 0, done.stdout + done.stderr
             assert (await leaders(live, "lonely"))[partition] in followers
-            elections = cluster.metrics(0)[
+            elections = cluster.metrics(cluster.controller())[
                 ("purgatory_leader_elections_total", (("kind", "unclean"),))
             ]
             assert elections == 1

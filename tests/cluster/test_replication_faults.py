@@ -115,24 +115,24 @@ async def test_a_killed_controller_is_replaced_and_topics_can_still_be_created(
 ) -> None:
     await ready(processes)
     await create(processes, "before", min_isr=1)
-    processes.kill(0)
-    await wait_until(
-        lambda: processes.state(1)["is_controller"], timeout=20, message="broker 1 in charge"
-    )
-    async with AdminClient(",".join(f"127.0.0.1:{p}" for p in processes.ports[1:])) as admin:
+    old = processes.controller()
+    processes.kill(old)
+    others = [b for b in range(3) if b != old]
+    heir = processes.controller(among=others)  # the two left are a majority: one is elected
+    async with AdminClient(",".join(f"127.0.0.1:{processes.ports[b]}" for b in others)) as admin:
         await admin.create_topic("after", 1, 2)
 
         async def both_listed() -> bool:
-            # Broker 2 may still follow the dead controller for a moment (its session with
-            # broker 0 has not run out), so it may not know "after" yet: ask until it does.
             return {"before", "after"} <= set(await admin.list_topics())
 
         await wait_until(both_listed, timeout=20, message="both topics listed")
-    # Broker 2 follows once its own session with broker 0 has run out.
     await wait_until(
-        lambda: processes.state(2)["controller_id"] == 1, timeout=20, message="2 follows 1"
+        lambda: all(processes.state(b)["controller_id"] == heir for b in others),
+        timeout=20,
+        message="both follow the new controller",
     )
-    conn = await Connection.open("127.0.0.1", processes.ports[2])
+    follower = next(b for b in others if b != heir)
+    conn = await Connection.open("127.0.0.1", processes.ports[follower])
     response = await conn.send(ApiKey.METADATA, m.MetadataRequest(["after"]))
     await conn.close()
-    assert response.topics[0].error_code == 0 and response.controller_id == 1
+    assert response.topics[0].error_code == 0 and response.controller_id == heir

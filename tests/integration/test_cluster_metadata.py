@@ -7,7 +7,7 @@ import pytest
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient, Connection, Producer
 from purgatory.protocol import messages as m
-from purgatory.protocol.api import ApiKey, latest_version
+from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
 from tests.support import bootstrap, running_cluster, wait_until
 
@@ -29,14 +29,17 @@ def leaders(response: m.MetadataResponse) -> list[int]:
 async def test_a_topic_created_through_a_follower_broker_has_the_same_leaders_everywhere(
     cluster3: list[Broker],
 ) -> None:
-    async with AdminClient(bootstrap(cluster3[2:])) as admin:
-        admin.cluster.controller_id = 2  # send it to a non-controller: it must forward
+    follower = next(b for b in cluster3 if b.controller is None)
+    async with AdminClient(bootstrap([follower])) as admin:
+        # Sent to a broker that is not the active controller: it must forward it.
+        admin.cluster.controller_id = follower.broker_id
         result = await admin.create_topic("orders", 6)
     assert result.num_partitions == 6
     answers = [leaders(await metadata(b, ["orders"])) for b in cluster3]
     assert answers[0] == answers[1] == answers[2]
     assert sorted(set(answers[0])) == [0, 1, 2]
-    assert all(b.metadata.controller_id == 0 for b in cluster3)
+    controllers = {b.metadata.controller_id for b in cluster3}
+    assert len(controllers) == 1 and cluster3[controllers.pop()].controller is not None
 
 
 async def test_metadata_with_auto_creation_answers_with_the_new_topic(
@@ -197,19 +200,21 @@ async def test_partitions_added_through_a_follower_broker_are_served_everywhere(
     assert sent.partition == 4 and sent.offset == 0
 
 
-async def test_a_broker_holding_the_current_picture_is_not_sent_it_again(
+async def test_idle_replicas_of_the_metadata_log_long_poll_in_the_leaders_fetch_purgatory(
     cluster3: list[Broker],
 ) -> None:
-    controller, follower = cluster3[0], cluster3[1]
+    """Nothing changes: the other two voters' metadata fetches wait on the quorum leader in
+    its Fetch purgatory; a change wakes them at once, and every broker applies it."""
+    controller = next(b for b in cluster3 if b.controller is not None)
+    purgatory = controller.replica_manager.fetch_purgatory
+    await wait_until(
+        lambda: purgatory.watched == 2, message="both followers' fetches parked on the leader"
+    )
+    fetches = controller.metrics.for_request(ApiKey.FETCH, 2, follower=True).count
     async with AdminClient(bootstrap(cluster3)) as admin:
         await admin.create_topic("held", 2)
-    channels = controller.controller.channels
-    await wait_until(lambda: follower.metadata.epoch == controller.controller.epoch)
-    version = latest_version(ApiKey.UPDATE_METADATA)
-    sent = follower.metrics.for_request(ApiKey.UPDATE_METADATA, version).count
-    assert await channels.push(1)
-    assert follower.metrics.for_request(ApiKey.UPDATE_METADATA, version).count == sent
-    controller.controller.epoch += 1  # a newer picture: that one goes out
-    assert await channels.push(1)
-    assert follower.metrics.for_request(ApiKey.UPDATE_METADATA, version).count == sent + 1
-    assert follower.metadata.epoch == controller.controller.epoch
+    offset = controller.metadata.epoch
+    await wait_until(lambda: all(b.metadata.epoch >= offset for b in cluster3))
+    # Woken by the change, not by their 500 ms timeouts: a handful of fetches, not a flood.
+    assert 2 <= controller.metrics.for_request(ApiKey.FETCH, 2, follower=True).count - fetches < 40
+    await wait_until(lambda: purgatory.watched == 2, message="parked again")

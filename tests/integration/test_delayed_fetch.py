@@ -9,7 +9,6 @@ import time
 
 from purgatory.broker.server import Broker
 from purgatory.clients import Connection
-from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -135,12 +134,12 @@ async def test_a_parked_fetch_completes_at_once_when_its_partition_goes_away(
     conn = await connect(broker)
     fetch = conn.request(ApiKey.FETCH, long_poll("t", 0, max_wait_ms=30_000))
     await parked(broker)
-    # A newer picture without the topic: the partition is gone here.
-    newer = ib.UpdateMetadataRequest(
-        broker.broker_id, "another", broker.metadata.epoch + 1, [], [0]
-    )
-    assert broker.apply_metadata(newer)
+    # The topic is deleted: once that is committed, the partition is gone here.
+    admin = await connect(broker)
+    deleted = await admin.send(ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest(["t"]))
+    assert deleted.responses[0].error_code == ErrorCode.NONE
     response = await asyncio.wait_for(fetch, 10)
+    await admin.close()
     assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert response.wait_time_ms < 30_000
     await conn.close()

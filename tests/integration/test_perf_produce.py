@@ -28,21 +28,21 @@ async def test_a_new_topic_is_written_at_the_broker_leading_its_first_partitions
 
 
 async def test_a_partition_without_a_leader_is_waited_for_then_named_in_the_error() -> None:
-    async with running_cluster(2, **FAST_FENCING) as brokers:
+    async with running_cluster(3, **FAST_FENCING) as brokers:
         async with AdminClient(bootstrap(brokers)) as admin:
-            await admin.create_topic("t", 2, replication_factor=1)
-        [lost] = [p.index for p in brokers[1].replica_manager.partitions.values()]
-        await brokers[1].stop()
+            await admin.create_topic("t", 3, replication_factor=1)
+        victim = next(b for b in brokers if b.controller is None)  # the quorum keeps a majority
+        [lost] = [p.index for p in victim.replica_manager.partitions.values()]
+        survivor = next(b for b in brokers if b is not victim)
+        await victim.stop()
         await wait_until(
-            lambda: (
-                (s := brokers[0].metadata.partition("t", lost)) is not None and s.leader_id == -1
-            ),
+            lambda: (s := survivor.metadata.partition("t", lost)) is not None and s.leader_id == -1,
             message="the stopped broker's partition has no leader",
         )
         with pytest.raises(
             KafkaError, match=rf"partitions \[{lost}\] still have no leader after 0.3 s"
         ):
-            await _prepare(bootstrap(brokers[:1]), "t", 2, leader_timeout_s=0.3)
+            await _prepare(bootstrap([survivor]), "t", 3, leader_timeout_s=0.3)
 
 
 def test_beside_echo_the_broker_and_the_echo_server_take_turns(

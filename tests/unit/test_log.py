@@ -107,26 +107,6 @@ def test_available_bytes_stays_right_after_retention_deletes_and_compacts() -> N
     assert log.available_bytes(start - 1, log.log_end_offset) == 0
 
 
-def test_a_repeated_picture_is_acknowledged_and_an_older_one_refused() -> None:
-    from purgatory.broker.controller.metadata_cache import MetadataCache
-    from purgatory.protocol.inter_broker_messages import (
-        PartitionState,
-        TopicState,
-        UpdateMetadataRequest,
-    )
-
-    cache = MetadataCache({0: ("h", 1)}, 0)
-    picture = UpdateMetadataRequest(
-        0, "c1", 5, [TopicState("t", "id", {}, [PartitionState(0, 0, 0, [0], [0])])], [0]
-    )
-    assert len(cache.apply(picture) or []) == 1
-    assert cache.apply(picture) == []  # the same push again: fine, nothing to do
-    assert cache.apply(UpdateMetadataRequest(0, "c1", 4, [], [0])) is None  # older: refused
-    newer = cache.apply(UpdateMetadataRequest(1, "c2", 6, [], [0, 1]))  # a new controller, newer
-    assert newer is not None and [c.state for c in newer] == [None]  # the topic is gone
-    assert cache.controller_id == 1
-
-
 def test_the_shared_memory_account_stays_exact_through_every_change() -> None:
     memory = LogMemory()
     logs = [Log(LogConfig(segment_bytes=300, retention_bytes=900), memory) for _ in range(3)]

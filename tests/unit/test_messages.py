@@ -111,7 +111,7 @@ def test_an_unknown_api_key_and_an_unknown_version_are_named_in_the_error() -> N
         decode_request_body(decode_request_header(msgspec.msgpack.encode([77, 0, 1, None, []])))
     assert unknown.value.code == ErrorCode.INVALID_REQUEST
     with pytest.raises(
-        RequestError, match=r"Fetch version 9 is not supported \(supported: 0..1\)"
+        RequestError, match=r"Fetch version 9 is not supported \(supported: 0..2\)"
     ) as version:
         decode_request_body(decode_request_header(msgspec.msgpack.encode([1, 9, 1, None, []])))
     assert version.value.code == ErrorCode.UNSUPPORTED_VERSION
