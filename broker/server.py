@@ -45,8 +45,9 @@ from purgatory.broker.ops.faults import FaultInjector
 from purgatory.broker.ops.metrics import BrokerMetrics, gc_pause_families
 from purgatory.broker.ops.structured_logging import configure_logging
 from purgatory.broker.purgatory import LoopScheduler, Scheduler
-from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient, LeaderAndEpoch, RaftChannel
+from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
 from purgatory.broker.raft.log_store import LogStore
+from purgatory.broker.raft.raft_client import LeaderAndEpoch, RaftChannel
 from purgatory.broker.raft.raft_config import open_store, quorum_config
 from purgatory.broker.raft.raft_metrics import raft_families
 from purgatory.broker.replication.replica_fetcher import FetcherStats
@@ -478,6 +479,23 @@ class Broker:
     def fetcher_stats(self) -> dict[int, FetcherStats]:
         """A follower's fetching, by the leader broker fetched from."""
         return self.replica_manager.fetchers.stats
+
+    def replica_batches(self, topic: str, index: int, from_offset: int) -> dict[str, Any] | None:
+        """This broker's replica of a partition, batch by batch from ``from_offset``: its
+        offsets and checksums (``GET /v1/partitions/<topic>/<partition>/batches``), or None
+        if it holds none."""
+        partition = self.replica_manager.partitions.get((topic, index))
+        if partition is None:
+            return None
+        return {
+            "broker_id": self.broker_id,
+            "topic": topic,
+            "partition": index,
+            "leader_epoch": partition.leader_epoch,
+            "high_watermark": partition.high_watermark,
+            "log_end_offset": partition.log.log_end_offset,
+            "batches": partition.log.batch_checksums(from_offset),
+        }
 
     def state(self) -> BrokerState:
         """The ``/v1/state`` document."""

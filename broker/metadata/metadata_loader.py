@@ -12,8 +12,8 @@ import structlog
 from purgatory.broker.controller.quorum_controller import QuorumController
 from purgatory.broker.metadata.metadata_image import MetadataDelta, MetadataImage
 from purgatory.broker.metadata.records import decode_record, encode_record
-from purgatory.broker.raft.kafka_raft_client import LeaderAndEpoch
 from purgatory.broker.raft.log_store import Snapshot
+from purgatory.broker.raft.raft_client import LeaderAndEpoch
 from purgatory.protocol.raft_messages import RaftEntry
 
 # A new image and the topics changed since the last (None: all of them, a snapshot).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from purgatory.broker.raft.kafka_raft_client import LEADER_CHANGE
+from purgatory.broker.raft.raft_client import LEADER_CHANGE
 
 
 class Record(msgspec.Struct, tag_field="type", array_like=False, gc=False, omit_defaults=True):

@@ -11,7 +11,7 @@ from purgatory.protocol.messages import FetchPartitionV2
 from purgatory.protocol.raft_messages import METADATA_TOPIC
 
 if TYPE_CHECKING:
-    from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
+    from purgatory.broker.raft.quorum_replication import QuorumReplication
 
 METADATA_PARTITION = (METADATA_TOPIC, 0)  # the watch key: the log is one partition
 
@@ -28,7 +28,7 @@ class DelayedRaftFetch(DelayedOperation):
     __slots__ = ("client", "created_ms", "epoch", "partition", "response")
 
     def __init__(
-        self, client: KafkaRaftClient, partition: FetchPartitionV2, epoch: int, max_wait_ms: int
+        self, client: QuorumReplication, partition: FetchPartitionV2, epoch: int, max_wait_ms: int
     ) -> None:
         super().__init__(max_wait_ms)
         self.client = client

@@ -3,11 +3,26 @@ a member keeps its log (``metadata.log.dir``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
-from purgatory.broker.raft.kafka_raft_client import QuorumConfig
 from purgatory.broker.raft.log_store import FileLogStore, LogStore, MemoryLogStore
+
+
+@dataclass(frozen=True)
+class QuorumConfig:
+    """Kafka's ``controller.quorum.*`` timings, in milliseconds."""
+
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+    fetch_max_wait_ms: int = 500
+    fetch_max_bytes: int = 8 << 20
+    snapshot_bytes: int = 20 << 20  # metadata.log.max.record.bytes.between.snapshots
 
 
 def quorum_config(config: BrokerConfig) -> QuorumConfig:

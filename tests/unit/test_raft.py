@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from purgatory.broker.purgatory import DelayedOperationPurgatory, SystemTimer
-from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient, LeaderAndEpoch, QuorumConfig
+from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
 from purgatory.broker.raft.leader_state import LeaderState
 from purgatory.broker.raft.log_store import (
     ElectionState,
@@ -22,6 +22,8 @@ from purgatory.broker.raft.log_store import (
     Snapshot,
     StoreError,
 )
+from purgatory.broker.raft.raft_client import LeaderAndEpoch
+from purgatory.broker.raft.raft_config import QuorumConfig
 from purgatory.broker.raft.raft_log import NO_EPOCH, Diverging, RaftLog, SnapshotNeeded
 from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
@@ -331,6 +333,35 @@ def test_a_replica_far_behind_catches_up_from_a_snapshot() -> None:
     assert quorum.listeners[late].snapshots  # loaded one, then fetched the rest
     assert quorum.clients[late].log.end_offset == leader.log.end_offset
     assert committed_data(quorum, late)[-1] == b"record-39"
+
+
+def test_a_replica_whose_lost_suffix_lies_under_the_leaders_snapshot_takes_the_snapshot() -> None:
+    """A leader cut off appends entries no one commits, past where the new leader later
+    snapshots. Back, its fetch (last epoch older than the snapshot's) is sent to the
+    snapshot, which ends before its own log does: it must take it in place of its log
+    (Kafka's truncateToLatestSnapshot), not decide it has moved past it and ask again
+    forever (found by the simulation, seed 4295)."""
+    config = QuorumConfig(**{**CONFIG.__dict__, "snapshot_bytes": 200})
+    quorum = Quorum(config=config)
+    quorum.run(1.0)
+    old = quorum.leader()
+    quorum.isolate(old.node_id)
+    for i in range(60):
+        quorum.sim.run_in(old.node_id, lambda i=i: old.append(old.epoch, [b"orphan-%d" % i]))
+    quorum.run(CONFIG.fetch_timeout_ms * 1.5 / 1000 + 1.0)
+    new = quorum.leader()
+    assert new is not old
+    for i in range(40):
+        quorum.append(b"kept-%d" % i)
+    quorum.run(0.2)
+    snapshot = new.log.snapshot
+    assert snapshot is not None and snapshot.epoch > old.log.last_epoch
+    assert snapshot.end_offset < old.log.end_offset  # the old leader's log reaches past it
+    quorum.net.heal(set(quorum.net.cut))
+    quorum.run(1.0)
+    assert old.log.end_offset == new.log.end_offset
+    assert committed_data(quorum, old.node_id)[-1] == b"kept-39"
+    assert not any(b"orphan" in d for d in committed_data(quorum, old.node_id))
 
 
 def test_a_restarted_voter_remembers_its_vote_and_its_log() -> None:
