@@ -22,6 +22,7 @@ from purgatory.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, Fr
 from purgatory.protocol.in_flight import CorrelationMismatch, InFlightRequests
 
 DEFAULT_REQUEST_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms
+LOSS_CHECK_S = 0.1  # how often a connection that lost bytes checks whether the loss ended
 
 
 class ConnectionClosed(ConnectionError):
@@ -59,7 +60,9 @@ class _ClientProtocol(asyncio.Protocol):
         assert connection.receive_delay is not None
         delay = connection.receive_delay()
         if delay == math.inf:  # a broker's drop fault: these bytes never arrived
-            connection._lossy = True
+            if not connection._lossy:
+                connection._lossy = True
+                connection._watch_loss()
         elif connection._lossy:  # what follows lost bytes cannot be read
             connection._fail(ConnectionClosed(f"bytes from {connection.host} were lost"))
         else:
@@ -114,6 +117,17 @@ class Connection:
                 f"cannot connect to {host}:{port}: {exc or 'timed out'}"
             ) from None
         return self
+
+    def _watch_loss(self) -> None:
+        """Bytes were lost to a broker's drop fault: when it ends, fail the connection
+        (what follows the lost bytes cannot be read, and the answers in them never come),
+        even if nothing more arrives to tell."""
+        if self._closed is not None or self.receive_delay is None:
+            return
+        if self.receive_delay() == math.inf:
+            self._loop.call_later(LOSS_CHECK_S, self._watch_loss)
+        else:
+            self._fail(ConnectionClosed(f"bytes from {self.host}:{self.port} were lost"))
 
     @property
     def closed(self) -> bool:

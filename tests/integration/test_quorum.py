@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 
+from purgatory.broker.ops.faults import parse_spec
 from purgatory.broker.server import Broker
 from purgatory.cli import main
-from purgatory.clients import AdminClient
+from purgatory.clients import AdminClient, Producer
 from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -131,8 +132,6 @@ async def test_a_one_way_loss_to_the_controller_moves_the_controller() -> None:
     it still hears them. Its own fetches of the new leader are answered, so it follows."""
     async with running_cluster(3, **FAST) as brokers:
         old = active(brokers)
-        from purgatory.broker.ops.faults import parse_spec
-
         for b in brokers:
             if b is not old:
                 b.faults.add(parse_spec({"name": "deaf", "kind": "drop", "peers": [old.broker_id]}))
@@ -145,3 +144,41 @@ async def test_a_one_way_loss_to_the_controller_moves_the_controller() -> None:
             b.faults.reset()
         heir = active(brokers)
         await wait_until(lambda: old.controller_id == heir.broker_id, timeout=10, message="follows")
+
+
+async def test_a_follower_that_lost_a_fetch_answer_fetches_again_once_the_loss_ends() -> None:
+    """A drop fault loses the leader's answers to a follower's fetch; when it ends, the
+    follower's connection is given up at once (its answer will never come) rather than
+    after replica.socket.timeout.ms (30 s), and the follower catches up."""
+    async with running_cluster(3) as brokers:
+        async with AdminClient(bootstrap(brokers)) as admin:
+            await admin.create_topic("lossy", 1, 3)
+        controller = active(brokers)
+        await wait_until(
+            lambda: (
+                (p := controller.metadata.partition("lossy", 0)) is not None and len(p.isr) == 3
+            ),
+            message="a full ISR",
+        )
+        state = controller.metadata.partition("lossy", 0)
+        assert state is not None
+        leader = next(b for b in brokers if b.broker_id == state.leader_id)
+        follower = next(b for b in brokers if b.broker_id != state.leader_id)
+        follower.faults.add(
+            parse_spec({"name": "deaf", "kind": "drop", "peers": [leader.broker_id]})
+        )
+        async with Producer(bootstrap([leader]), acks=1, linger_ms=0) as producer:
+            for i in range(3):
+                await producer.send_and_wait("lossy", b"r%d" % i, partition=0)
+        end = leader.replica_manager.partitions[("lossy", 0)].log.log_end_offset
+        replica = follower.replica_manager.partitions[("lossy", 0)]
+        await wait_until(
+            lambda: follower.faults.describe()[0]["applied"] > 0, message="an answer was lost"
+        )
+        assert replica.log.log_end_offset < end
+        follower.faults.remove("deaf")
+        await wait_until(
+            lambda: replica.log.log_end_offset == end,
+            timeout=5,
+            message="the follower caught up well within replica.socket.timeout.ms",
+        )
