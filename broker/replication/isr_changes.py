@@ -96,14 +96,15 @@ class IsrChanges:
                     error=str(exc),
                 )
                 await asyncio.sleep(RETRY_BACKOFF_S)
+        # Counted once accepted, whether the answer or the committed metadata came first.
+        self.metrics.isr_shrinks += len(set(old) - set(result.isr))
+        self.metrics.isr_expands += len(set(result.isr) - set(old))
         if partition.proposed_isr != new_isr or not self.still_leads(partition):
             return
         partition.proposed_isr = None
         if result.partition_epoch >= partition.partition_epoch:
             partition.isr = list(result.isr)
             partition.partition_epoch = result.partition_epoch
-        self.metrics.isr_shrinks += len(set(old) - set(result.isr))
-        self.metrics.isr_expands += len(set(result.isr) - set(old))
         self.isr_changed(partition)
 
 
