@@ -274,7 +274,8 @@ async def test_a_former_leader_truncates_its_divergent_suffix_and_then_equals_th
                     await producer.send_and_wait("fork", b"new-%d" % i, partition=partition)
         finally:
             os.kill(cluster.procs[leader].pid, signal.SIGCONT)
-        new_leader = partition_on(cluster, 0, "fork", partition)["leader"]
+        # (A follower knows the election; the former leader, just resumed, may not yet.)
+        new_leader = partition_on(cluster, followers[0], "fork", partition)["leader"]
         end = partition_on(cluster, new_leader, "fork", partition)["log_end_offset"]
 
         def former_leader() -> dict[str, Any]:
@@ -333,9 +334,10 @@ def elect_leaders_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess
 async def test_elect_leaders_moves_leadership_back_to_the_preferred_replica() -> None:
     async with running(**{"auto.leader.rebalance.enable": "false"}) as cluster:
         partition, preferred = await created(cluster, "pref", min_isr="2")
+        observer = cluster.controller()  # not the preferred leader, which is killed
         cluster.kill(preferred)
         await wait_until(
-            lambda: partition_on(cluster, 0, "pref", partition)["leader"] not in (-1, preferred),
+            lambda: partition_on(cluster, observer, "pref", partition)["leader"] not in (-1, preferred),
             timeout=20,
             message="a new leader",
         )
@@ -343,7 +345,7 @@ async def test_elect_leaders_moves_leadership_back_to_the_preferred_replica() ->
         await wait_until(
             lambda: (
                 cluster.healthy(preferred)
-                and preferred in partition_on(cluster, 0, "pref", partition)["isr"]
+                and preferred in partition_on(cluster, observer, "pref", partition)["isr"]
             ),
             timeout=30,
             message="the preferred replica back in the ISR",
@@ -379,6 +381,7 @@ async def test_an_offline_partition_returns_with_its_last_isr_member_or_by_uncle
     live replica as leader."""
     async with running(**{"auto.leader.rebalance.enable": "false"}) as cluster:
         partition, leader = await created(cluster, "lonely", min_isr="1")
+        observer = cluster.controller()  # not the leader, which is frozen
         followers = [b for b in range(3) if b != leader]
         async with Producer(cluster.bootstrap, acks=-1, linger_ms=0) as producer:
             for i in range(3):
@@ -398,7 +401,7 @@ async def test_an_offline_partition_returns_with_its_last_isr_member_or_by_uncle
         os.kill(cluster.procs[leader].pid, signal.SIGSTOP)
         try:
             await wait_until(
-                lambda: partition_on(cluster, 0, "lonely", partition)["leader"] == -1,
+                lambda: partition_on(cluster, observer, "lonely", partition)["leader"] == -1,
                 timeout=20,
                 message="the partition offline",
             )
@@ -407,7 +410,7 @@ async def test_an_offline_partition_returns_with_its_last_isr_member_or_by_uncle
         finally:
             os.kill(cluster.procs[leader].pid, signal.SIGCONT)
         await wait_until(
-            lambda: partition_on(cluster, 0, "lonely", partition)["leader"] == leader,
+            lambda: partition_on(cluster, observer, "lonely", partition)["leader"] == leader,
             timeout=20,
             message="the last ISR member leads again",
         )
@@ -416,7 +419,7 @@ async def test_an_offline_partition_returns_with_its_last_isr_member_or_by_uncle
         os.kill(cluster.procs[leader].pid, signal.SIGSTOP)
         try:
             await wait_until(
-                lambda: partition_on(cluster, 0, "lonely", partition)["leader"] == -1,
+                lambda: partition_on(cluster, observer, "lonely", partition)["leader"] == -1,
                 timeout=20,
                 message="the partition offline again",
             )

@@ -25,8 +25,15 @@ def seeds(spec: str) -> range:
     return range(int(first), int(last or first) + 1)
 
 
-def run_many(chunk: list[int], faults_s: float) -> list[RunResult]:
-    return [run_seed(s, faults_s) for s in chunk]
+def run_many(chunk: list[int], faults_s: float, parent: int | None = None) -> list[RunResult]:
+    """The seeds of ``chunk``; a worker whose ``parent`` is gone (killed, say by a test's
+    timeout) stops at the next seed instead of running on, orphaned."""
+    results = []
+    for seed in chunk:
+        if parent is not None and os.getppid() != parent:
+            os._exit(1)  # the pool's worker loop would catch SystemExit and wait on
+        results.append(run_seed(seed, faults_s))
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             with ProcessPoolExecutor(args.workers) as pool:
                 results = [
                     r
-                    for part in pool.map(run_many, chunks, [args.faults_s] * len(chunks))
+                    for part in pool.map(
+                        run_many,
+                        chunks,
+                        [args.faults_s] * len(chunks),
+                        [os.getpid()] * len(chunks),
+                    )
                     for r in part
                 ]
         elapsed = time.monotonic() - started
