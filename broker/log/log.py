@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import sys
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -415,6 +416,21 @@ class Log:
             if index < n:  # stopped at the limit
                 return out
             s += 1
+        return out
+
+    def batch_checksums(self, from_offset: int) -> list[tuple[int, int, int]]:
+        """(base offset, next offset, CRC-32 of its bytes) of each local batch ending after
+        ``from_offset``: what tells two replicas apart without shipping their records (a
+        follower stores the leader's batches byte for byte)."""
+        out: list[tuple[int, int, int]] = []
+        for segment in self.segments:
+            if segment.next_offset <= from_offset:
+                continue
+            bases = segment.bases
+            for i, batch in enumerate(segment.batches):
+                end = bases[i + 1] if i + 1 < len(bases) else segment.next_offset
+                if end > from_offset:
+                    out.append((bases[i], end, zlib.crc32(batch)))
         return out
 
     def available_bytes(self, offset: int, max_offset: int) -> int:

@@ -73,6 +73,8 @@ class AdminTarget(Protocol):
 
     def state(self) -> BrokerState: ...
 
+    def replica_batches(self, topic: str, partition: int, from_offset: int) -> Any: ...
+
     def change_config(self, name: str, value: Any) -> tuple[Any, Any]: ...
 
 
@@ -150,6 +152,22 @@ def make_router(broker: AdminTarget) -> Router:
             return json_response({"error": "limit must be a whole number"}, status=400)
         events = RECENT_LOGS.events(broker.broker_id, int(raw))
         return json_response({"broker_id": broker.broker_id, "events": events})
+
+    async def batches(request: HttpRequest) -> HttpResponse:
+        raw_partition, raw_from = request.params["partition"], request.query.get("from", "0")
+        if not raw_partition.isdigit() or not raw_from.isdigit():
+            return json_response(
+                {"error": "GET /v1/partitions/<topic>/<partition>/batches[?from=OFFSET]"},
+                status=400,
+            )
+        topic = request.params["topic"]
+        answer = broker.replica_batches(topic, int(raw_partition), int(raw_from))
+        if answer is None:
+            return json_response(
+                {"error": f"broker {broker.broker_id} holds no replica of {topic}-{raw_partition}"},
+                status=404,
+            )
+        return json_response(answer)
 
     async def list_faults(_: HttpRequest) -> HttpResponse:
         return json_response({"broker_id": broker.broker_id, "faults": broker.faults.describe()})
@@ -234,6 +252,7 @@ def make_router(broker: AdminTarget) -> Router:
     router.add("POST", "/v1/faults/reset", reset_faults)
     router.add("DELETE", "/v1/faults/{name}", remove_fault)
     router.add("POST", "/v1/partitions/{topic}/{partition}/leader", move_leader)
+    router.add("GET", "/v1/partitions/{topic}/{partition}/batches", batches)
     return router
 
 
