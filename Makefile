@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java
+.PHONY: run test lint format venv clean check-java chaos simulation
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -29,6 +29,21 @@ run: $(STAMP)
 ## make test: the whole suite (unit, integration, real processes, the Spark job)
 test: $(STAMP) check-java
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## make chaos: a long chaos run on broker processes (CHAOS_S seconds, 1800), analysed and
+## plotted; CI runs a bounded one (tests/cluster/test_experiments.py)
+CHAOS_S ?= 1800
+CHAOS_STAMP := $(shell date +%Y%m%d-%H%M%S)
+CHAOS_OUT ?= out/chaos-$(CHAOS_STAMP)
+chaos: $(STAMP)
+	$(BIN)/purgatory experiment run chaos --out $(CHAOS_OUT) --duration $(CHAOS_S) $(CHAOS_ARGS)
+	$(BIN)/purgatory experiment analyze $(CHAOS_OUT)
+	$(BIN)/purgatory experiment plot $(CHAOS_OUT)
+
+## make simulation: more seeds of the deterministic simulation than CI's 10,000
+SEEDS ?= 0-99999
+simulation: $(STAMP)
+	$(BIN)/python -m tests.simulation --seeds $(SEEDS) --workers $$(nproc)
 
 ## make check-java: PySpark needs Java 17+; CI must have it, elsewhere Spark tests skip
 check-java: $(STAMP)

@@ -8,7 +8,9 @@ Writes, under ``DIR/analysis/``:
 - ``pairs/`` (Parquet): the same per phase of the scenario;
 - ``metrics/``, and the scenario's own tables (``lag``, ``backfill``, ``purgatory``,
   ``history``, ``events``) as Parquet when the run wrote them;
-- for leader-failover, from the history of every record sent: ``outcomes/`` (per topic
+- for chaos, ``fault_kinds/``: per nemesis kind, p50/p99/max of the failovers and of the
+  time to settle after the heal;
+- for leader-failover and chaos, from the history of every record sent: ``outcomes/`` (per topic
   and phase: records acknowledged and failed, acknowledgement latency) and ``gaps/`` (per
   partition: the longest time without an acknowledgement, and when it began);
 - ``report.md``: the findings; for grey-failure the slow broker (the culprit): the one
@@ -33,7 +35,7 @@ QUANTILE_NAMES = ("p50", "p90", "p99", "p999")
 # first phase's.
 RISE_FACTOR = 2.0
 RISE_MS = 10.0
-TABLES = ("metrics", "lag", "backfill", "purgatory", "history", "events")
+TABLES = ("metrics", "lag", "backfill", "purgatory", "history", "events", "faults")
 # Scenarios that slow one broker down and ask the analysis to find it (KIP-736's question);
 # the others' reports have no "culprit".
 SLOW_BROKER_SCENARIOS = frozenset({"grey-failure"})
@@ -229,6 +231,9 @@ def analyze(directory: Path, master: str = "local[*]", window_s: float = 5.0) ->
         history = directory / "history.jsonl"
         if history.exists() and history.stat().st_size:
             summary |= history_tables(spark, history, out, manifest["started_at"])
+        faults = directory / "faults.jsonl"
+        if faults.exists() and faults.stat().st_size:
+            summary["fault_kinds"] = fault_kinds(spark, faults, out)
     finally:
         spark.stop()
     results_path = directory / "results.json"
@@ -280,6 +285,29 @@ def history_tables(spark: Any, path: Path, out: Path, started_at: float) -> dict
         "outcomes": [r.asDict() for r in outcomes.orderBy("first_ts").collect()],
         "gaps": [r.asDict() for r in gaps.orderBy("topic", "partition").collect()],
     }
+
+
+def fault_kinds(spark: Any, path: Path, out: Path) -> list[dict[str, Any]]:
+    """Per nemesis kind (chaos): how many faults, and the p50/p99/max of how long the
+    partitions a fault took went without a leader, the quorum without a controller, and
+    the cluster took to settle after the heal."""
+    from pyspark.sql import functions as F
+
+    faults = spark.read.json(str(path))
+    columns = [
+        c for c in ("failover_ms", "controller_failover_ms", "recovered_ms") if c in faults.columns
+    ]
+    aggregates = [F.count("*").alias("faults")]
+    for column in columns:
+        quantiles = F.percentile_approx(F.col(column), [0.5, 0.99], 10000)
+        aggregates += [
+            quantiles[0].alias(f"{column}_p50"),
+            quantiles[1].alias(f"{column}_p99"),
+            F.max(column).alias(f"{column}_max"),
+        ]
+    kinds = faults.groupBy("kind").agg(*aggregates).orderBy("kind")
+    kinds.write.mode("overwrite").parquet(str(out / "fault_kinds"))
+    return [r.asDict() for r in kinds.collect()]
 
 
 def report(
@@ -340,6 +368,21 @@ def report(
                 f"| {r['topic']} | {r['partition']} | {r['gap_ms']:.1f} | {r['gap_began_s']:.1f} |"
             )
         lines.append("")
+    if summary.get("fault_kinds"):
+        lines += [
+            "## Faults, per kind (ms)",
+            "",
+            "| kind | faults | leaders p50 | p99 | max | controller p50 | p99 | max | settled p50 | p99 | max |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in summary["fault_kinds"]:
+            cells = [
+                _ms(r.get(f"{measure}_{q}"))
+                for measure in ("failover_ms", "controller_failover_ms", "recovered_ms")
+                for q in ("p50", "p99", "max")
+            ]
+            lines.append(f"| {r['kind']} | {r['faults']} | " + " | ".join(cells) + " |")
+        lines.append("")
     if results:
         lines += [
             "## The scenario's figures",
@@ -373,6 +416,8 @@ def main(args: argparse.Namespace) -> int:
     }
     if "culprit" in summary:
         printed["culprit"] = summary["culprit"]["culprit"]
+    if "fault_kinds" in summary:
+        printed["fault_kinds"] = summary["fault_kinds"]
     printed["report"] = str(Path(summary["out"]) / "report.md")
     print(json.dumps(printed))
     return 0

@@ -8,7 +8,14 @@ from purgatory.common.lazy_command import lazy
 
 # The names of experiments.scenarios.SCENARIOS (a unit test holds them equal): importing
 # the scenarios would cost every command, `purgatory broker` too, a third of a second.
-SCENARIO_NAMES = ("consumer-lag", "grey-failure", "leader-failover", "purgatory", "remote-backfill")
+SCENARIO_NAMES = (
+    "chaos",
+    "consumer-lag",
+    "grey-failure",
+    "leader-failover",
+    "purgatory",
+    "remote-backfill",
+)
 
 
 def add_commands(sub: Any) -> None:
@@ -21,7 +28,8 @@ def add_commands(sub: Any) -> None:
         help="run a scenario, writing samples, scraped metrics and a manifest to --out",
         description="Scenarios: grey-failure (KIP-736), purgatory (the timing-wheel post), "
         "remote-backfill (KIP-1018), consumer-lag (the old consumer's MaxLag), "
-        "leader-failover (acks=all durability across a killed leader). "
+        "leader-failover (acks=all durability across a killed leader), chaos (every "
+        "promise checked under a seeded nemesis: kills, pauses, partitions). "
         "See docs/experiments.md.",
     )
     run.add_argument("scenario", choices=SCENARIO_NAMES)

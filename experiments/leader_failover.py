@@ -42,14 +42,22 @@ class Load:
     to history.jsonl; every acknowledgement is a ``produce`` latency sample."""
 
     def __init__(
-        self, brokers: Brokers, recorder: Recorder, topic: str, partitions: int, options: Options
+        self,
+        brokers: Brokers,
+        recorder: Recorder,
+        topic: str,
+        partitions: int,
+        options: Options,
+        count: int | None = None,
+        rate: float | None = None,
     ) -> None:
         self.brokers = brokers
         self.recorder = recorder
         self.topic = topic
         self.partitions = partitions
-        self.count = int(options.params.get("producers", 3))
-        self.rate = float(options.params.get("rate", 300)) / self.count
+        self.count = int(options.params.get("producers", 3)) if count is None else count
+        total = float(options.params.get("rate", 300)) if rate is None else rate
+        self.rate = total / max(1, self.count)
         self.delivery_timeout_ms = int(options.params.get("delivery_timeout_ms", 120000))
         self.outcomes: list[Outcome] = []
         self._producers: list[Producer] = []
@@ -98,6 +106,7 @@ class Load:
 
     def _done(self, producer: Producer, outcome: Outcome, future: asyncio.Future[Any]) -> None:
         outcome.ts = time.time()
+        leader = None
         if future.cancelled():
             outcome.error = "cancelled"
         elif (error := future.exception()) is not None:
@@ -105,28 +114,34 @@ class Load:
         else:
             outcome.offset = future.result().offset
             leader = producer.cluster.leader_for(outcome.topic, outcome.partition)
-            self.recorder.sample(
-                "produce",
-                f"producer-{outcome.producer}",
-                f"broker-{leader}",
-                (outcome.ts - outcome.sent_ts) * 1000,
-                ts=outcome.ts,
-            )
         self.outcomes.append(outcome)
-        self.recorder.write(
-            "history.jsonl",
-            {
-                "ts": outcome.ts,
-                "phase": self.recorder.phase_at(outcome.ts),
-                "topic": outcome.topic,
-                "partition": outcome.partition,
-                "producer": outcome.producer,
-                "seq": outcome.seq,
-                "sent_ts": outcome.sent_ts,
-                "offset": outcome.offset,
-                "error": outcome.error,
-            },
+        record_outcome(self.recorder, outcome, f"broker-{leader}")
+
+
+def record_outcome(recorder: Recorder, outcome: Outcome, destination: str) -> None:
+    """An outcome into history.jsonl; an acknowledgement is also a ``produce`` sample."""
+    if outcome.error is None:
+        recorder.sample(
+            "produce",
+            f"producer-{outcome.producer}",
+            destination,
+            (outcome.ts - outcome.sent_ts) * 1000,
+            ts=outcome.ts,
         )
+    recorder.write(
+        "history.jsonl",
+        {
+            "ts": outcome.ts,
+            "phase": recorder.phase_at(outcome.ts),
+            "topic": outcome.topic,
+            "partition": outcome.partition,
+            "producer": outcome.producer,
+            "seq": outcome.seq,
+            "sent_ts": outcome.sent_ts,
+            "offset": outcome.offset,
+            "error": outcome.error,
+        },
+    )
 
 
 @dataclass

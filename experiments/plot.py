@@ -8,7 +8,9 @@
 - consumer-lag: MaxLag against the offset checker's lag over time, per queue shape;
 - leader-failover: produce latency and acknowledged records/s around each kill, per
   topic (the clean and the unclean phase), with the kill, the elections and the restart
-  marked.
+  marked;
+- chaos: acknowledged records/s per client family, acknowledgement latency, and each
+  fault's failover against broker.session.timeout.ms + 1 s, every fault shaded.
 """
 
 from __future__ import annotations
@@ -246,6 +248,93 @@ def plot_failover(directory: Path) -> Path | None:
     return _save(figure, directory / "plots" / "leader-failover.png")
 
 
+# The chaos figure's colour per fault kind.
+FAULT_COLOURS = {
+    "kill": "tab:red",
+    "pause": "tab:orange",
+    "restart-two": "tab:brown",
+    "isolate": "tab:purple",
+    "split": "tab:pink",
+    "one-way": "tab:olive",
+    "move-leader": "tab:cyan",
+}
+
+
+def chaos_figure(
+    history: list[dict[str, Any]], faults: list[dict[str, Any]], ours: int, bound_ms: float
+) -> Any:
+    """Over the run: records acknowledged per second (ours and confluent-kafka's
+    producers), each record's acknowledgement latency, and each fault's failover against
+    its bound; every fault shaded from its start to its heal."""
+    start = min(r["sent_ts"] for r in history)
+    fig, (rate_ax, latency_ax, failover_ax) = plt.subplots(3, 1, figsize=(13, 10), sharex=True)
+    acked = [r for r in history if r["error"] is None]
+    for family, mine in (
+        ("ours", [r for r in acked if r["producer"] < ours]),
+        ("confluent-kafka", [r for r in acked if r["producer"] >= ours]),
+    ):
+        counts: dict[int, int] = defaultdict(int)
+        for r in mine:
+            counts[int(r["ts"] - start)] += 1
+        xs = range(max(counts) + 1) if counts else range(0)
+        rate_ax.plot(list(xs), [counts.get(x, 0) for x in xs], label=f"{family} producers")
+    rate_ax.set(title="records acknowledged per second (acks=all)", ylabel="records/s")
+    latency_ax.scatter(
+        [r["ts"] - start for r in acked],
+        [(r["ts"] - r["sent_ts"]) * 1000 for r in acked],
+        s=1,
+        alpha=0.2,
+    )
+    latency_ax.set(title="acknowledgement latency, each record", ylabel="ms", yscale="log")
+    for f in faults:
+        for measure, marker in (("failover_ms", "o"), ("controller_failover_ms", "^")):
+            if f.get(measure) is not None:
+                failover_ax.scatter(
+                    f["started"] - start,
+                    f[measure],
+                    marker=marker,
+                    color=FAULT_COLOURS.get(f["kind"], "grey"),
+                )
+    failover_ax.axhline(bound_ms, color="black", linestyle="--", linewidth=1)
+    failover_ax.annotate("broker.session.timeout.ms + 1 s", (0, bound_ms), fontsize=8, va="bottom")
+    failover_ax.set(
+        title="per fault: until every partition it took had a leader (o), and a controller (^)",
+        ylabel="ms",
+        xlabel="seconds since the load began",
+    )
+    for ax in (rate_ax, latency_ax, failover_ax):
+        seen: set[str] = set()
+        for f in faults:
+            end = f.get("healed") or f["started"]
+            ax.axvspan(
+                f["started"] - start,
+                max(end, f["started"] + 0.3) - start,
+                color=FAULT_COLOURS.get(f["kind"], "grey"),
+                alpha=0.15,
+                label=None if f["kind"] in seen else f["kind"],
+            )
+            seen.add(f["kind"])
+        ax.grid(True, alpha=0.3)
+    rate_ax.legend(fontsize=8, ncol=5, loc="lower left")
+    fig.suptitle("Chaos: acks=all producers under a seeded nemesis")
+    fig.tight_layout()
+    return fig
+
+
+def plot_chaos(directory: Path, manifest: dict[str, Any]) -> Path | None:
+    history = read_jsonl(directory / "history.jsonl")
+    if not history:
+        return None
+    settings = manifest.get("settings", {})
+    figure = chaos_figure(
+        history,
+        read_jsonl(directory / "faults.jsonl"),
+        int(settings.get("producers", 2)),
+        float(settings.get("broker.session.timeout.ms", 3000)) + 1000,
+    )
+    return _save(figure, directory / "plots" / "chaos.png")
+
+
 def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -261,7 +350,8 @@ def plot(directory: Path) -> list[Path]:
         plot_purgatory(directory),
         plot_backfill(directory),
         plot_lag(directory),
-        plot_failover(directory),
+        plot_failover(directory) if manifest["scenario"] == "leader-failover" else None,
+        plot_chaos(directory, manifest) if manifest["scenario"] == "chaos" else None,
     ]
     return [p for p in made if p is not None]
 

@@ -75,4 +75,7 @@ def main(args: argparse.Namespace) -> int:
         )
         return 1
     print(json.dumps({"scenario": args.scenario, "out": str(options.out), "results": results}))
-    return 0
+    violations = (results or {}).get("violations") or []
+    for violation in violations:
+        print(f"purgatory experiment run {args.scenario}: violated: {violation}", file=sys.stderr)
+    return 1 if violations else 0

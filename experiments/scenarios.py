@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from purgatory.clients import AdminClient, Consumer, Producer
+from purgatory.experiments.chaos import chaos
 from purgatory.experiments.harness import Options, Steps, brokers_for
 from purgatory.experiments.leader_failover import leader_failover
 from purgatory.experiments.processes import Brokers, admin_call, metric, set_config
@@ -353,4 +354,5 @@ SCENARIOS: dict[str, Callable[[Recorder, Options], Awaitable[dict[str, Any]]]] =
     "remote-backfill": remote_backfill,
     "consumer-lag": consumer_lag,
     "leader-failover": leader_failover,
+    "chaos": chaos,
 }

@@ -227,6 +227,50 @@ def test_leader_failover_loses_nothing_acknowledged_cleanly_and_shows_what_uncle
     assert "leader-failover.png" in plots(out)
 
 
+@pytest.mark.timeout(900)
+def test_chaos_breaks_no_promise_under_every_nemesis(tmp_path: Path, spark_ready: None) -> None:
+    """CI's bounded chaos run: each nemesis in turn (kill -9, SIGSTOP, two restarted
+    together, isolation, a split, one-way loss, a leader move) on three broker processes
+    under our and confluent-kafka's idempotent acks=all producers and consumers; the
+    checker's every promise holds (the command fails otherwise), then Spark and a figure."""
+    out = tmp_path / "chaos"
+    result = run(
+        "experiment",
+        "run",
+        "chaos",
+        "--out",
+        str(out),
+        "--duration",
+        "90",
+        "--param",
+        "schedule=cycle",
+        "--param",
+        "seed=41",
+        "--param",
+        "pause_s=1-8",
+        "--param",
+        "down_s=1-4",
+        "--param",
+        "hold_s=2-6",
+        "--no-progress",
+        timeout=600,
+    )["results"]
+    assert result["violations"] == []
+    kinds = {f["kind"] for f in result["fault_list"]}
+    assert kinds == {"kill", "pause", "restart-two", "isolate", "split", "one-way", "move-leader"}
+    assert result["acked"] > 5000 and result["lost"] == 0 and result["duplicates"] == 0
+    assert result["acked_by_client"]["ours"] > 0 and result["acked_by_client"]["confluent"] > 0
+    assert all(c["read"] == result["records_in_log"] for c in result["consumed"].values())
+    assert result["replicas"]["batches_compared"] > 1000
+    assert result["controllers"]["quorum_epochs_with_a_leader"] >= 3
+    failovers = [f["failover_ms"] for f in result["fault_list"] if f["kind"] in ("kill", "pause")]
+    assert failovers and all(ms is not None for ms in failovers)
+    analysis = run("experiment", "analyze", str(out), "--master", "local[2]", timeout=300)
+    assert {r["kind"] for r in analysis["fault_kinds"]} == kinds
+    assert "## Faults, per kind" in Path(analysis["report"]).read_text()
+    assert "chaos.png" in plots(out)
+
+
 @pytest.mark.parametrize("argv", [["experiment", "run", "nope", "--out", "x"]])
 def test_an_unknown_scenario_is_refused(argv: list[str]) -> None:
     done = subprocess.run([*PURGATORY, *argv], capture_output=True, text=True, check=False)
