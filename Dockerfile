@@ -19,7 +19,14 @@ COPY clients/ clients/
 # installs them as purgatory.broker, ... (purgatory/experiments dangles and is left out).
 COPY purgatory/ purgatory/
 RUN pip install ".${EXTRAS:+[$EXTRAS]}" \
-    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin purgatory
+    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin purgatory \
+    && mkdir -p /var/lib/purgatory/metadata && chown -R purgatory /var/lib/purgatory
+
+# The metadata log (the quorum's votes and entries) outlives the process: a container that
+# restarts (compose's restart policy) remembers the quorum, as Raft needs. Partition logs
+# stay in memory: a restarted broker is a new incarnation that catches up as a follower.
+ENV PURGATORY_METADATA_LOG_DIR=/var/lib/purgatory/metadata
+VOLUME /var/lib/purgatory
 
 USER purgatory
 
