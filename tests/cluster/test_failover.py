@@ -337,7 +337,9 @@ async def test_elect_leaders_moves_leadership_back_to_the_preferred_replica() ->
         observer = cluster.controller()  # not the preferred leader, which is killed
         cluster.kill(preferred)
         await wait_until(
-            lambda: partition_on(cluster, observer, "pref", partition)["leader"] not in (-1, preferred),
+            lambda: (
+                partition_on(cluster, observer, "pref", partition)["leader"] not in (-1, preferred)
+            ),
             timeout=20,
             message="a new leader",
         )
