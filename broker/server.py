@@ -270,15 +270,22 @@ class Broker:
         dead one for a session timeout; a quorum leader then hands its leadership over
         (EndQuorumEpoch). Attempts that fail (controller unreachable or answering an
         error) are retried ``controlled.shutdown.max.retries`` times; then the broker stops
-        anyway."""
+        anyway. With no other broker able to lead there is nobody to hand over to: the last
+        brokers of a cluster that stops together stop at once (the quorum, its other
+        voters gone, could not even commit the request)."""
         config = self.config
         if (
             config["controlled.shutdown.enable"]
-            and len(self.members) > 1
             and self.has_metadata.is_set()
+            and self._another_may_lead()
         ):
             await self._hand_leaderships_over()
         await self.raft.resign()
+
+    def _another_may_lead(self) -> bool:
+        """Whether another broker is registered, unfenced and not shutting down, as this
+        broker's latest metadata says."""
+        return any(b != self.broker_id for b in self.metadata.image.eligible_brokers())
 
     async def _hand_leaderships_over(self) -> None:
         config = self.config

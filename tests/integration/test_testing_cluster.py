@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from purgatory.broker.ops.recent_logs import RECENT_LOGS
 from purgatory.clients import AdminClient, Producer
 from purgatory.testing import Cluster, ClusterError
 
@@ -116,6 +117,22 @@ def test_stop_hands_leadership_over_before_the_broker_exits() -> None:
             cluster.stop(leaving)
         cluster.restart(leaving)
         cluster.wait_for(lambda: leaving in cluster.partition("handover").isr, timeout=15)
+
+
+def test_the_last_broker_standing_stops_without_asking_a_quorum_that_is_gone() -> None:
+    """A cluster stopped one broker at a time: the others hand their leaderships over;
+    the last has nobody to hand over to (and, its fellow voters gone, no quorum to ask),
+    so it stops at once instead of retrying controlled.shutdown.max.retries times."""
+    with Cluster(brokers=3) as cluster:
+        cluster.create_topic("last", partitions=1)
+        controller = cluster.controller()
+        for broker in range(3):
+            if broker != controller:
+                cluster.stop(broker)
+        cluster.stop(controller)
+        events = [e["event"] for e in RECENT_LOGS.events(controller)]
+        assert "controlled_shutdown_failed" not in events
+        assert "controlled_shutdown_gave_up" not in events
 
 
 async def produce_one(cluster: Cluster, topic: str, value: bytes) -> int:
