@@ -4,7 +4,10 @@ against librdkafka's own mock cluster and against Purgatory, side by side in one
 Two measures per target (3 brokers each, topic of 3 partitions, replication factor 3):
 
 - produce throughput: ``--num-records`` records of ``--record-size`` bytes, acks=1 and
-  acks=all, linger.ms 5, from the first ``produce()`` to ``flush()`` returning;
+  acks=all, linger.ms 5, from the first ``produce()`` to ``flush()`` returning, once
+  one acks=all record per partition has been acknowledged (steady state, not topic
+  creation: a follower that asked before its leader knew the new partition backs off
+  ``replica.fetch.backoff.ms``, as in Kafka, and acks=all waits for it);
 - end-to-end latency at a low rate: ``--rate`` records/s for ``--seconds`` seconds to one
   partition, read by a consumer with ``fetch.wait.max.ms`` 500 (librdkafka's default): a
   broker that parks fetches answers when the record arrives, one that answers an empty
@@ -38,7 +41,8 @@ def _producer(servers: str, **extra: Any) -> Any:
 
 def _create_topic(servers: str, create: bool) -> None:
     """Create the topic (the mock's CreateTopics never answers: it is auto-created by a
-    first record) and wait until every partition has a leader."""
+    first record), wait until every partition has a leader, and until each has
+    acknowledged an acks=all record."""
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
         NewTopic,
@@ -53,7 +57,23 @@ def _create_topic(servers: str, create: bool) -> None:
         producer = _producer(servers)
         producer.produce(TOPIC, b"create")
         producer.flush(10)
-    leaders(admin, TOPIC)
+    _replicated(servers, leaders(admin, TOPIC))
+
+
+def _replicated(servers: str, partitions: int, timeout: float = 20) -> None:
+    """One acks=all record to each partition, acknowledged (retried until ``timeout``)."""
+    producer = _producer(servers, acks="all", **{"message.timeout.ms": int(timeout * 1000)})
+    failed: list[Any] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    for partition in range(partitions):
+        producer.produce(TOPIC, b"warm-up", partition=partition, on_delivery=delivered)
+    left = producer.flush(timeout + 5)
+    if failed or left:
+        raise RuntimeError(f"{TOPIC} did not acknowledge acks=all records: {failed or left}")
 
 
 def leaders(admin: Any, topic: str, timeout: float = 20) -> int:
