@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import io
 import struct
 import sys
+import uuid
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+)
 
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.kafka_schemas import build, is_flexible, request_class, response_class
@@ -94,3 +102,33 @@ class KafkaWire:
 
 
 __all__ = ["KafkaWire", "build", "request", "request_frame", "schema"]
+
+
+def sample_request(api_key: int, version: int, width: int = 1) -> Any:
+    """A request of this API version with every field set and ``width`` elements in every
+    array (each nested entity filled the same way): valid bytes to mutate and fuzz."""
+    return _sample(request_class(api_key, version), width)
+
+
+_SAMPLE_VALUES: dict[str, Any] = {
+    "bool": True,
+    "string": "s",
+    "bytes": b"b",
+    "records": b"",
+    "uuid": uuid.UUID(int=7),
+    "timedelta_i32": datetime.timedelta(milliseconds=5),
+    "timedelta_i64": datetime.timedelta(milliseconds=5),
+}
+
+
+def _sample(cls: type, width: int) -> Any:
+    values = {}
+    for field in dataclasses.fields(cls):
+        kind = classify_field(field)
+        if isinstance(kind, (EntityField, EntityTupleField)):
+            one = _sample(kind.type_, width)
+            values[field.name] = (one,) * width if isinstance(kind, EntityTupleField) else one
+            continue
+        value = _SAMPLE_VALUES.get(field.metadata["kafka_type"], 1)
+        values[field.name] = (value,) * width if isinstance(kind, PrimitiveTupleField) else value
+    return cls(**values)

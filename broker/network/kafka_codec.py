@@ -4,7 +4,10 @@ A request frame is a request header (api key, version, correlation id, client id
 the API's first flexible version also tagged fields: header v2) and the body; a
 response frame is the correlation id (plus tagged fields when flexible: header v1, never
 for ApiVersions) and the body. Bodies are read and written with kio's schemas, except
-the Fetch response, written by hand (protocol/kafka_fetch.py).
+the Fetch response, written by hand (protocol/kafka_fetch.py). kio's native reader sizes
+arrays by the counts it reads, so a body is first walked within its bounds
+(protocol/kafka_bounds.py): a count larger than the bytes left is a malformed request,
+never an allocation that aborts the process.
 
 As Kafka's broker does: a request whose header cannot be read, with an unknown API key, a
 version outside the served range or a body that does not parse closes the connection;
@@ -32,6 +35,7 @@ from purgatory.broker.network.request_channel import (
 )
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.framing import LENGTH_PREFIX
+from purgatory.protocol.kafka_bounds import Walker, body_walker
 from purgatory.protocol.kafka_schemas import VERSIONS, request_class
 
 _HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
@@ -71,10 +75,11 @@ class KafkaCodec:
                 f"(served: {versions[0]}..{versions[1]})",
                 "unsupported_version",
             )
-        reader, flexible = _reader(api_key, version)
+        bounds, reader, flexible = _reader(api_key, version)
         try:
             if flexible:
                 pos = _skip_tagged_fields(frame, pos)
+            bounds(frame, pos, len(frame))  # before the native reader: it trusts counts
             body, _ = reader(frame, pos)
         except Exception as exc:
             raise UnreadableRequest(
@@ -122,10 +127,11 @@ class KafkaCodec:
 
 
 @functools.cache
-def _reader(api_key: int, version: int) -> tuple[Any, bool]:
-    """The body reader of an API version, and whether its header is v2 (flexible)."""
+def _reader(api_key: int, version: int) -> tuple[Walker, Any, bool]:
+    """The bounds check of an API version's body (protocol/kafka_bounds.py), its reader,
+    and whether its header is v2 (flexible)."""
     cls = request_class(api_key, version)
-    return entity_reader(cls), bool(cls.__flexible__)
+    return body_walker(cls), entity_reader(cls), bool(cls.__flexible__)
 
 
 _writers: dict[type[Any], Callable[[Any, Any], None]] = {}
