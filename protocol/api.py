@@ -255,6 +255,8 @@ def decode_request_header(frame: bytes) -> RequestHeader:
         return _header_decoder.decode(frame)
     except UnicodeDecodeError as exc:
         raise msgspec.DecodeError(f"request header has a string that is not UTF-8: {exc}") from None
+    except RecursionError:
+        raise msgspec.DecodeError("request nested deeper than a request can be") from None
 
 
 def decode_request_body(header: RequestHeader) -> Any:
