@@ -53,6 +53,9 @@ def request(api_key: ApiKey, version: int, **values: Any) -> Any:
     return cls(**values)
 
 
+_WAIT_TIME = b"\x01\xe0\x05\x04"  # one tagged field: KIP-736's wait time, 4 bytes
+
+
 class KafkaWire:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
@@ -78,6 +81,8 @@ class KafkaWire:
         self.correlation_id += 1
         await self.send_raw(request_frame(api_key, version, self.correlation_id, body))
         frame = await self.read_frame()
+        if api_key == ApiKey.FETCH and frame[-8:-4] == _WAIT_TIME:
+            frame = frame[:-8] + b"\x00"  # kio refuses tags it does not know: drop ours
         (correlation_id,) = struct.unpack_from(">i", frame)
         assert correlation_id == self.correlation_id
         answer_version = version if response_version is None else response_version

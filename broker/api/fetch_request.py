@@ -23,8 +23,8 @@ def fetch_params(
     replica_epoch: int = -1,
 ) -> FetchParams:
     """``topics`` is the request's topic list, each topic named by ``name_of`` and with
-    ``partitions`` that have ``partition``, ``fetch_offset``, ``partition_max_bytes`` and
-    ``current_leader_epoch``."""
+    ``partitions`` that have ``partition``, ``fetch_offset``, ``partition_max_bytes`` and,
+    from Kafka's Fetch v9 (KIP-320), ``current_leader_epoch`` (-1, not checked, before)."""
     if max_bytes < 0 or min_bytes < 0 or max_wait_ms < 0:
         raise RequestError(
             ErrorCode.INVALID_REQUEST, "max_wait_ms, min_bytes and max_bytes must not be negative"
@@ -39,7 +39,8 @@ def fetch_params(
                     ErrorCode.INVALID_REQUEST,
                     "fetch_offset and partition_max_bytes must not be negative",
                 )
-            info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
+            epoch = getattr(p, "current_leader_epoch", -1)
+            info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes, epoch)
             partitions.append(((name, p.partition), info))
     return FetchParams(
         replica_id, max_wait_ms, min_bytes, max_bytes, tuple(partitions), replica_epoch

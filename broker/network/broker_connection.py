@@ -287,7 +287,7 @@ class BrokerConnection(asyncio.Protocol):
             isinstance(result, Deferred) or inspect.isawaitable(result)
         ):  # answered now: straight to the output unless a request before it waits
             out = self.out if not self.in_flight else self._queued_answer(request)
-            self.codec.encode_response_into(out, request, result)
+            self._encode_into(out, request, result)
             times.observe_immediate(_perf() - start)
             return
         # Waiting (later answers queue behind it): in a purgatory, or on another task.
@@ -362,9 +362,14 @@ class BrokerConnection(asyncio.Protocol):
         codec = self.codec
         if exc is None:
             body = future.result()
-            if waiting.to_response is not None:
-                body = waiting.to_response(body)
-            codec.encode_response_into(answer, request, body)
+            try:
+                if waiting.to_response is not None:
+                    body = waiting.to_response(body)
+            except Exception:
+                self.server.log.exception("request_failed", peer=self.peer, api_key=request.api_key)
+                self._encode_error_into(answer, request)
+            else:
+                self._encode_into(answer, request, body)
         elif isinstance(exc, RequestError):
             codec.encode_error_into(answer, request, exc.code, exc.message)
         else:
@@ -392,6 +397,34 @@ class BrokerConnection(asyncio.Protocol):
     def _scheduled_flush(self) -> None:
         self.flush_scheduled = False
         self._flush()
+
+    def _encode_into(self, out: bytearray, request: RequestHeader, body: Any) -> None:
+        """Encode an answer; one that cannot be encoded (a handler's bug: a value its schema
+        refuses) leaves no partial bytes and becomes the API's UNKNOWN_SERVER_ERROR answer,
+        never a request left unanswered behind which the connection waits forever."""
+        start = len(out)
+        try:
+            self.codec.encode_response_into(out, request, body)
+        except Exception:
+            del out[start:]
+            self.server.log.exception(
+                "response_encoding_failed", peer=self.peer, api_key=request.api_key
+            )
+            self._encode_error_into(out, request)
+
+    def _encode_error_into(self, out: bytearray, request: RequestHeader) -> None:
+        """The API's error answer with UNKNOWN_SERVER_ERROR; if even that cannot be made,
+        the connection closes (its client then retries elsewhere or reports it)."""
+        start = len(out)
+        self.metrics.record_error("Unknown", ErrorCode.UNKNOWN_SERVER_ERROR)
+        try:
+            self.codec.encode_error_into(
+                out, request, ErrorCode.UNKNOWN_SERVER_ERROR, "unexpected server error"
+            )
+        except Exception:
+            del out[start:]
+            self.server.log.exception("error_encoding_failed", peer=self.peer)
+            self._close()
 
     def _respond_error(self, request: RequestHeader, code: int, message: str) -> None:
         out = self.out if not self.in_flight else self._queued_answer(request)

@@ -389,3 +389,49 @@ def test_kafka_code_loads_when_the_first_kafka_client_connects_not_before() -> N
         if line.split(" ")[0] in {"before", "answered", "after"}
     ]
     assert lines == ["before False", "answered [1, 2]", "after True"], run.stdout
+
+
+@pytest.mark.parametrize("version", [1, 5, 6])
+async def test_a_delete_topics_naming_the_empty_string_is_answered(
+    wire: KafkaWire, version: int
+) -> None:
+    if version >= 6:
+        s = schema(ApiKey.DELETE_TOPICS, version)
+        topics = {"topics": (s.DeleteTopicState(name="", topic_id=None),)}
+    else:
+        topics = {"topic_names": ("",)}
+    body = request(ApiKey.DELETE_TOPICS, version, timeout=1_000, **topics)
+    answer = await wire.call(ApiKey.DELETE_TOPICS, version, body)
+    (result,) = answer.responses
+    assert result.name == "" and result.error_code.value == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+async def test_an_answer_that_cannot_be_encoded_is_an_error_answer_not_a_hung_connection(
+    broker: Broker, wire: KafkaWire, deferred: bool
+) -> None:
+    """A handler bug (a value its schema refuses) must not leave the request unanswered:
+    every later answer on the connection would queue behind it forever."""
+    await create_topic(wire, "warm")  # the Kafka protocol is loaded
+    served = broker.kafka.served
+    assert served is not None
+    handlers = served[1]
+
+    def broken(_body: object, _version: int) -> object:
+        if not deferred:
+            return object()  # no schema writes this
+
+        async def later() -> object:
+            return object()
+
+        return later()
+
+    original = handlers[ApiKey.DESCRIBE_CLUSTER]
+    handlers[ApiKey.DESCRIBE_CLUSTER] = broken  # type: ignore[index]
+    try:
+        body = request(ApiKey.DESCRIBE_CLUSTER, 0, include_cluster_authorized_operations=False)
+        answer = await wire.call(ApiKey.DESCRIBE_CLUSTER, 0, body)
+        assert answer.error_code.value == ErrorCode.UNKNOWN_SERVER_ERROR
+    finally:
+        handlers[ApiKey.DESCRIBE_CLUSTER] = original  # type: ignore[index]
+    await create_topic(wire, "after")  # the connection still serves

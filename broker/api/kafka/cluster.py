@@ -171,21 +171,33 @@ class ClusterApis:
         return build(schema.CreateTopicsResponse, throttle_time=0, topics=out)
 
     def handle_delete_topics(self, request: Any, version: int) -> Result:
+        """Topics by name (before v6) or by name or id (v6). As Kafka's controller answers:
+        a name it does not know is UNKNOWN_TOPIC_OR_PARTITION, an id UNKNOWN_TOPIC_ID, an
+        entry with neither INVALID_REQUEST."""
         if version >= 6:
             names = self.broker.metadata.topic_names
-            topics = [
-                (t.name or names.get(t.topic_id.hex if t.topic_id else "", ""), t.topic_id)
-                for t in request.topics
-            ]
+            topics = []
+            for t in request.topics:
+                if t.name is not None:
+                    topics.append((t.name, t.topic_id, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                elif t.topic_id is not None and t.topic_id.int:
+                    name = names.get(t.topic_id.hex, "")
+                    topics.append((name, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+                else:
+                    topics.append(("", None, ErrorCode.INVALID_REQUEST))
         else:
-            topics = [(name, None) for name in request.topic_names]
+            topics = [
+                (name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name in request.topic_names
+            ]
         check_topic_count(len(topics))
         return self._delete(topics, _timeout_ms(request), version)
 
-    async def _delete(self, topics: list[tuple[str, Any]], timeout_ms: int, version: int) -> Any:
+    async def _delete(
+        self, topics: list[tuple[str, Any, ErrorCode]], timeout_ms: int, version: int
+    ) -> Any:
         schema = response_module(ApiKey.DELETE_TOPICS, version)
-        ids = {name: self.broker.metadata.topics.get(name) for name, _ in topics}
-        named = [name for name, _ in topics if name]
+        ids = {name: self.broker.metadata.topics.get(name) for name, _, _ in topics}
+        named = [name for name, _, _ in topics if name]
         deleted = (
             await self.broker.forwarding.delete_topics(m.DeleteTopicsRequest(named, timeout_ms))
             if named
@@ -193,15 +205,17 @@ class ClusterApis:
         )
         results = {r.name: r for r in deleted.responses} if deleted is not None else {}
         out = []
-        for name, topic_id in topics:
-            r = results.get(name)
+        for name, topic_id, unknown in topics:
+            r = results.get(name) if name else None
             state = ids.get(name)
             out.append(
                 build(
                     schema.DeletableTopicResult,
-                    name=name or None,
+                    # A name asked for is echoed ("" too); an unknown id has none.
+                    name=name
+                    or (name if unknown == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None),
                     topic_id=topic_id or (state.topic_id if state is not None else None),
-                    error_code=r.error_code if r is not None else ErrorCode.UNKNOWN_TOPIC_ID,
+                    error_code=r.error_code if r is not None else unknown,
                     error_message=r.error_message if r is not None else None,
                 )
             )

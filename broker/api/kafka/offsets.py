@@ -52,7 +52,8 @@ class OffsetApis:
     def handle_find_coordinator(self, request: Any, version: int) -> Result:
         schema = response_module(ApiKey.FIND_COORDINATOR, version)
         if version < 4:
-            code, message, node, host, port = self._coordinator(request.key_type, request.key)
+            key_type = getattr(request, "key_type", GROUP_KEY)  # v0 finds groups only
+            code, message, node, host, port = self._coordinator(key_type, request.key)
             return build(
                 schema.FindCoordinatorResponse,
                 throttle_time=0,
