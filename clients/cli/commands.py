@@ -416,6 +416,18 @@ def add_perf_commands(sub: Any) -> None:
     mock.add_argument("--json", action="store_true", help="one line of JSON")
     mock.set_defaults(func=lazy("purgatory.experiments.kafka_mock", "main"))
 
+    kprod = sub.add_parser(
+        "kafka-produce",
+        help="the Kafka listener's produce path: pipelined Produce v9 requests to one broker "
+        "process (requests/s, broker CPU per request) beside the framed echo ceiling",
+    )
+    kprod.add_argument("--num-requests", type=int, default=30000)
+    kprod.add_argument("--records-per-batch", type=int, default=1)
+    kprod.add_argument("--record-size", type=int, default=100)
+    kprod.add_argument("--max-in-flight", type=int, default=32)
+    kprod.add_argument("--json", action="store_true", help="one line of JSON")
+    kprod.set_defaults(func=lazy("purgatory.experiments.kafka_produce", "main"))
+
     rebalance = sub.add_parser(
         "rebalance",
         help="a consumer group of N members forming and rebalancing after a leave: our "
