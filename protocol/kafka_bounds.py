@@ -61,6 +61,11 @@ def check_body(cls: type, frame: bytes, pos: int) -> None:
     body_walker(cls)(frame, pos, len(frame))
 
 
+def skip_tagged_fields(frame: bytes, pos: int) -> int:
+    """The position after a tagged-field section (of a flexible request header)."""
+    return _NO_KNOWN_TAGS(frame, pos, len(frame))
+
+
 def body_walker(cls: type) -> Walker:
     """``check_body`` for one class, as a function (frame, position, end) -> position
     after the body; for callers that keep it."""
@@ -217,3 +222,6 @@ def _walker(cls: type) -> Walker:
         return pos
 
     return walk
+
+
+_NO_KNOWN_TAGS = _tagged({})

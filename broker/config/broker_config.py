@@ -32,6 +32,8 @@ IntConfig = Literal[
     "log.retention.ms",
     "log.memory.max.bytes",
     "log.segment.bytes",
+    "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms",
     "log.retention.check.interval.ms",
     "log.local.retention.bytes",
     "log.local.retention.ms",

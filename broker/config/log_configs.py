@@ -50,6 +50,26 @@ LOG_CONFIGS: tuple[ConfigDef, ...] = (
         topic_name="segment.bytes",
     ),
     ConfigDef(
+        "log.message.timestamp.before.max.ms",
+        int,
+        9223372036854775807,
+        "How far before the broker's clock a record's create time may be (INVALID_TIMESTAMP "
+        "beyond). Kafka's default: unlimited. Topic config: "
+        "`message.timestamp.before.max.ms`.",
+        at_least(0),
+        topic_name="message.timestamp.before.max.ms",
+    ),
+    ConfigDef(
+        "log.message.timestamp.after.max.ms",
+        int,
+        3600000,
+        "How far after the broker's clock a record's create time may be (INVALID_TIMESTAMP "
+        "beyond): one hour, Kafka 4's default. Topic config: "
+        "`message.timestamp.after.max.ms`.",
+        at_least(0),
+        topic_name="message.timestamp.after.max.ms",
+    ),
+    ConfigDef(
         "log.retention.check.interval.ms",
         int,
         300000,

@@ -35,7 +35,7 @@ from purgatory.broker.network.request_channel import (
 )
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.framing import LENGTH_PREFIX
-from purgatory.protocol.kafka_bounds import Walker, body_walker
+from purgatory.protocol.kafka_bounds import Walker, body_walker, skip_tagged_fields
 from purgatory.protocol.kafka_schemas import VERSIONS, request_class
 
 _HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
@@ -78,7 +78,7 @@ class KafkaCodec:
         bounds, reader, flexible = _reader(api_key, version)
         try:
             if flexible:
-                pos = _skip_tagged_fields(frame, pos)
+                pos = skip_tagged_fields(frame, pos)
             bounds(frame, pos, len(frame))  # before the native reader: it trusts counts
             body, _ = reader(frame, pos)
         except Exception as exc:
@@ -142,27 +142,3 @@ def _writer(cls: type[Any]) -> Callable[[Any, Any], None]:
     if writer is None:
         writer = _writers[cls] = entity_writer(cls)
     return writer
-
-
-def _read_uvarint(frame: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = frame[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint longer than 5 bytes")
-
-
-def _skip_tagged_fields(frame: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
-    for _ in range(count):
-        _, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
-        pos += size
-    if pos > len(frame):
-        raise ValueError("tagged fields run past the end of the request")
-    return pos

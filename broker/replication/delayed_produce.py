@@ -27,6 +27,8 @@ class PartitionResponse(msgspec.Struct, gc=False):
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    # (index in the batch, message) of each record the LogValidator refused
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 class ProducePartitionStatus(NamedTuple):

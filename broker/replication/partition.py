@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import msgspec
 
 from purgatory.broker.log.log import Log
+from purgatory.broker.log.log_validator import LogValidator, RecordValidationError
 from purgatory.common.broker_state import ReplicaInfo
 from purgatory.protocol.errors import ErrorCode, KafkaError
-from purgatory.protocol.records import CorruptRecordError, is_kafka_batch, validate_batch
+from purgatory.protocol.records import is_kafka_batch
 
 UNKNOWN_OFFSET = -1  # a follower's log end before its first fetch from this leadership
 
@@ -25,10 +26,13 @@ class AppendRefused(Exception):
     """A batch the leader will not append: the error code and the message for the
     producer."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(
+        self, code: int, message: str, record_errors: tuple[tuple[int, str], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.record_errors = record_errors  # (index in the batch, message) per bad record
 
 
 class LeaderAppend(msgspec.Struct, gc=False):
@@ -62,6 +66,7 @@ class Partition:
     log: Log
     max_message_bytes: int
     min_insync_replicas: int
+    validator: LogValidator
     # unclean.leader.election.enable of its topic: only then may it lose records it saw
     # acknowledged (a follower truncating to an uncleanly elected leader).
     unclean_allowed: bool = False
@@ -105,13 +110,14 @@ class Partition:
     # -- appends ---------------------------------------------------------------------------
 
     def append_records_to_leader(
-        self, records: bytes, acks: int, kafka_batches_only: bool = False
+        self, records: bytes, acks: int, now_ms: int, kafka_batches_only: bool = False
     ) -> LeaderAppend:
         """Validate a producer's batch and append it to the log (Kafka's
-        appendRecordsToLeader with its LogValidator). Raises ``AppendRefused``: the batch is
-        too large, acks=-1 finds the ISR below min.insync.replicas, the Kafka listener sent
-        a batch that is not Kafka's v2 (``kafka_batches_only``), the batch is corrupt, or
-        the producer's state refuses its sequence."""
+        appendRecordsToLeader with its LogValidator, broker/log/log_validator.py; ``now_ms``
+        is wall-clock time, for the timestamp bounds). Raises ``AppendRefused``: the batch
+        is too large, acks=-1 finds the ISR below min.insync.replicas, the Kafka listener
+        sent a batch that is not Kafka's v2 (``kafka_batches_only``), the validator refuses
+        it, or the producer's state refuses its sequence."""
         size = len(records)
         if size > self.max_message_bytes:
             raise AppendRefused(
@@ -129,9 +135,9 @@ class Partition:
                 ErrorCode.INVALID_RECORD, "Produce v3+ carries record batches of magic 2 only"
             )
         try:
-            info = validate_batch(records)
-        except CorruptRecordError as exc:
-            raise AppendRefused(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+            info = self.validator.validate(records, now_ms)
+        except RecordValidationError as exc:
+            raise AppendRefused(exc.code, exc.message, exc.record_errors) from exc
         log = self.log
         if info.producer_id >= 0:  # an idempotent producer: its sequence is checked
             try:

@@ -17,6 +17,7 @@ from purgatory.broker.controller.metadata_cache import (
 )
 from purgatory.broker.log.leader_epoch_cache import UNDEFINED_EPOCH_END, EpochEndOffset
 from purgatory.broker.log.log import Log, LogConfig
+from purgatory.broker.log.log_validator import LogValidator
 from purgatory.broker.log.tiered.remote_log_manager import RemoteLogManager
 from purgatory.broker.log.tiered.remote_log_reader import ReaderQueueFull
 from purgatory.broker.log.tiered.remote_storage import RemoteFetchInfo
@@ -198,6 +199,11 @@ class ReplicaManager:
                     Log(LogConfig.from_topic_configs(configs), self.memory_budget.memory),
                     int(configs["max.message.bytes"]),
                     int(configs["min.insync.replicas"]),
+                    LogValidator(
+                        int(configs["message.timestamp.before.max.ms"]),
+                        int(configs["message.timestamp.after.max.ms"]),
+                        self.config["socket.request.max.bytes"],
+                    ),
                     bool(configs["unclean.leader.election.enable"]),
                 )
                 self.partitions[key] = partition
@@ -303,9 +309,13 @@ class ReplicaManager:
         if isinstance(partition, ErrorCode):
             return PartitionResponse(partition)
         try:
-            appended = partition.append_records_to_leader(records, acks, kafka_batches_only)
+            appended = partition.append_records_to_leader(
+                records, acks, self.scheduler.wall_ms(), kafka_batches_only
+            )
         except AppendRefused as exc:
-            return PartitionResponse(exc.code, error_message=exc.message)
+            return PartitionResponse(
+                exc.code, error_message=exc.message, record_errors=exc.record_errors
+            )
         response = PartitionResponse(
             ErrorCode.NONE, appended.base_offset, -1, partition.log.log_start_offset
         )

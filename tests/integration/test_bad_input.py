@@ -75,11 +75,12 @@ async def seeded(broker: Broker) -> Broker:
             struct.pack(">I", 7) + b"\x95\x00\x00\x01\xa1\x80\x90",
             "unreadable_header",
         ),
-        # A Produce header whose body is 1,000 nested one-element arrays: msgspec gives up
-        # with RecursionError, which must not escape the codec.
+        # A Produce header whose body is 100,000 nested one-element arrays: msgspec gives
+        # up with RecursionError (from about 1,000 deep, by the stack left), which must not
+        # escape the codec.
         (
-            "a body nested 1,000 deep",
-            struct.pack(">I", 1007) + b"\x95\x00\x00\x01\xa1c" + b"\x91" * 1000 + b"\x01",
+            "a body nested 100,000 deep",
+            struct.pack(">I", 100_007) + b"\x95\x00\x00\x01\xa1c" + b"\x91" * 100_000 + b"\x01",
             "unreadable_header",
         ),
     ],

@@ -435,3 +435,48 @@ async def test_an_answer_that_cannot_be_encoded_is_an_error_answer_not_a_hung_co
     finally:
         handlers[ApiKey.DESCRIBE_CLUSTER] = original  # type: ignore[index]
     await create_topic(wire, "after")  # the connection still serves
+
+
+def _bad_batches() -> dict[str, tuple[bytes, int, bool]]:
+    """Batches a consumer could not read, each with the error Kafka gives it and whether
+    it names the bad records (record-level errors do; batch-level ones do not)."""
+    from tests.unit.test_log_validator import NOW, batch, compressed, recrc, with_count
+
+    control = bytearray(batch(1, NOW))
+    control[22] |= 0x20
+    return {
+        "count over the records": (
+            with_count(batch(1), 2**31 - 1),
+            ErrorCode.INVALID_RECORD,
+            True,
+        ),
+        "garbage gzip": (
+            compressed(batch(1), 1, b"\x1f\x8bjunk"),
+            ErrorCode.CORRUPT_MESSAGE,
+            False,
+        ),
+        "a control batch": (recrc(bytes(control)), ErrorCode.INVALID_RECORD, False),
+        "year 9999": (batch(1, 253402300799000), ErrorCode.INVALID_TIMESTAMP, True),
+    }
+
+
+@pytest.mark.parametrize("name", list(_bad_batches()))
+async def test_a_batch_no_consumer_could_read_is_refused_and_nothing_is_stored(
+    broker: Broker, wire: KafkaWire, name: str
+) -> None:
+    import time
+
+    from tests.unit.test_log_validator import batch
+
+    data, code, per_record = _bad_batches()[name]
+    await create_topic(wire, "checked")
+    answer = await wire.call(ApiKey.PRODUCE, 9, produce_body("checked", data))
+    partition = answer.responses[0].partition_responses[0]
+    assert partition.error_code.value == code, partition.error_message
+    assert partition.error_message
+    assert bool(partition.record_errors) == per_record
+    assert broker.replica_manager.partitions[("checked", 0)].log.log_end_offset == 0
+    good = await wire.call(
+        ApiKey.PRODUCE, 9, produce_body("checked", batch(1, int(time.time() * 1000)))
+    )
+    assert good.responses[0].partition_responses[0].base_offset == 0  # no offset was taken

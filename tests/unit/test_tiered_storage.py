@@ -10,6 +10,7 @@ import pytest
 
 from purgatory.broker.config.broker_config import load_config
 from purgatory.broker.log.log import Log, LogConfig, OffsetOutOfRange
+from purgatory.broker.log.log_validator import LogValidator
 from purgatory.broker.log.tiered.remote_log_manager import RemoteLogManager
 from purgatory.broker.log.tiered.remote_log_reader import ReaderQueueFull, RemoteLogReaderPool
 from purgatory.broker.log.tiered.remote_storage import (
@@ -159,7 +160,8 @@ def test_a_follower_that_starts_over_drops_both_tiers() -> None:
 
 
 def partition_with(log: Log, high_watermark: int) -> Partition:
-    partition = Partition("t", 0, "tid", 0, log, 10**6, 1, leader_id=0)
+    validator = LogValidator(2**63 - 1, 3_600_000, 10**8)
+    partition = Partition("t", 0, "tid", 0, log, 10**6, 1, validator, leader_id=0)
     partition.high_watermark = high_watermark
     return partition
 

@@ -164,7 +164,7 @@ class _ProduceAnswer:
                     base_offset=r.base_offset,
                     log_append_time=r.log_append_time_ms,
                     log_start_offset=r.log_start_offset,
-                    record_errors=(),
+                    record_errors=self._record_errors(r.record_errors),
                     error_message=r.error_message,
                 )
             )
@@ -173,6 +173,16 @@ class _ProduceAnswer:
                 build(schema.TopicProduceResponse, name=current, partition_responses=parts)
             )
         return build(schema.ProduceResponse, responses=topics, throttle_time=0)
+
+    def _record_errors(self, errors: tuple[tuple[int, str], ...]) -> list[Any]:
+        """The LogValidator's per-record errors, from Produce v8 (KIP-467)."""
+        entity = getattr(self.schema, "BatchIndexAndErrorMessage", None)
+        if not errors or entity is None:
+            return []
+        return [
+            build(entity, batch_index=index, batch_index_error_message=message)
+            for index, message in errors
+        ]
 
 
 class _FetchAnswer:

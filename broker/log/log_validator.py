@@ -1,0 +1,277 @@
+"""Kafka's LogValidator: what a batch from a client must be before a leader appends it.
+
+A batch is stored only if every consumer can read it. Kafka's checks, for a v2 batch
+(``validate``):
+
+1. framing: length, magic, CRC-32C, a known codec (CORRUPT_MESSAGE);
+2. the batch (Kafka's validateBatch, INVALID_RECORD): a record count of at least one that
+   matches ``last_offset_delta``; no control batch (transaction markers are the
+   coordinator's to write); a producer id with a sequence of at least 0;
+3. the records (INVALID_RECORD, with the index of each bad record in ``record_errors``):
+   the payload decompresses, within ``max_uncompressed_bytes``; exactly ``record_count``
+   records fill it, each within its length, with offset deltas 0, 1, 2, ...;
+4. timestamps (Kafka's validateTimestamp, INVALID_TIMESTAMP): a record's create time
+   within [now - ``message.timestamp.before.max.ms``, now +
+   ``message.timestamp.after.max.ms``]. Beyond Kafka: a timestamp below -1 (Kafka's "no
+   timestamp") is refused too; no Kafka client can produce one, and ListOffsets by
+   timestamp cannot answer for it.
+
+Records are walked by aiokafka's compiled record reader (about 0.25 us per record, a
+quarter of a Python loop), after this module decompressed the payload within the bound:
+aiokafka would decompress without one. A batch of our own protocol (magic 1) decodes its
+records whole (``validate_batch``) and has its header timestamps checked.
+
+The batch header's ``max_timestamp`` is not trusted: the time index takes the records'.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+from aiokafka.record.default_records import DefaultRecordBatch  # compiled where built
+
+from purgatory.protocol import kafka_records
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_records import (
+    CODEC_MASK,
+    CODECS,
+    CONTROL_FLAG,
+    HEADER_SIZE,
+    NO_PRODUCER_ID,
+)
+from purgatory.protocol.records import (
+    KAFKA_MAGIC,
+    BatchInfo,
+    CorruptRecordError,
+    validate_batch,
+)
+
+NO_TIMESTAMP = -1
+LOG_APPEND_TIME_FLAG = 0x08
+_ATTRIBUTES_AT = 21
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_FIRST_TRY = 1 << 16  # bytes a decompression is first given (grown by doubling)
+
+
+class RecordValidationError(Exception):
+    """A batch refused: Kafka's error code, a message, and (for record-level errors) the
+    index and message of each bad record."""
+
+    def __init__(
+        self, code: ErrorCode, message: str, record_errors: tuple[tuple[int, str], ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.record_errors = record_errors
+
+
+class LogValidator:
+    """The checks of one partition's appends from clients (its topic's configs)."""
+
+    __slots__ = ("max_uncompressed_bytes", "timestamp_after_max_ms", "timestamp_before_max_ms")
+
+    def __init__(
+        self,
+        timestamp_before_max_ms: int,
+        timestamp_after_max_ms: int,
+        max_uncompressed_bytes: int,
+    ) -> None:
+        self.timestamp_before_max_ms = timestamp_before_max_ms
+        self.timestamp_after_max_ms = timestamp_after_max_ms
+        self.max_uncompressed_bytes = max_uncompressed_bytes
+
+    def validate(self, batch: bytes, now_ms: int) -> BatchInfo:
+        """The batch's figures if it may be appended; raises RecordValidationError."""
+        is_kafka = len(batch) > 16 and batch[16] == KAFKA_MAGIC
+        try:
+            info = kafka_records.validate(batch) if is_kafka else validate_batch(batch)
+        except CorruptRecordError as exc:
+            raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        if not is_kafka:
+            self._check_timestamp(info.base_timestamp, 0, now_ms)
+            self._check_timestamp(info.max_timestamp, info.record_count - 1, now_ms)
+            return info
+        attributes = batch[_ATTRIBUTES_AT + 1]  # the low byte of the int16
+        if attributes & CONTROL_FLAG:
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD, "clients are not allowed to write control records"
+            )
+        if info.producer_id != NO_PRODUCER_ID and info.base_sequence < 0:
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"invalid sequence number {info.base_sequence} in a batch of producer "
+                f"{info.producer_id}",
+            )
+        max_timestamp = self._records(batch, info, attributes, now_ms)
+        if max_timestamp != info.max_timestamp:
+            info = BatchInfo(
+                info.base_offset,
+                info.partition_leader_epoch,
+                info.record_count,
+                info.base_timestamp,
+                max_timestamp,
+                info.size,
+                info.producer_id,
+                info.producer_epoch,
+                info.base_sequence,
+            )
+        return info
+
+    def _records(self, batch: bytes, info: BatchInfo, attributes: int, now_ms: int) -> int:
+        """Walk the records (decompressed within the bound); their largest timestamp."""
+        codec = attributes & CODEC_MASK
+        if codec:
+            payload = self._decompress(codec, memoryview(batch)[HEADER_SIZE:])
+            # The same header, uncompressed, over the decompressed records: what the reader
+            # walks (it does not check the CRC, already checked).
+            header = bytearray(batch[:HEADER_SIZE])
+            header[_ATTRIBUTES_AT + 1] &= ~CODEC_MASK & 0xFF
+            whole = header + payload
+        else:
+            whole = bytearray(batch)
+        count = info.record_count
+        seen = 0
+        max_timestamp = NO_TIMESTAMP
+        errors: list[tuple[int, str]] = []
+        try:
+            for index, record in enumerate(DefaultRecordBatch(whole)):
+                seen += 1
+                if record.offset != info.base_offset + index:
+                    errors.append((index, f"offset delta {record.offset - info.base_offset}"))
+                    continue
+                timestamp = record.timestamp
+                problem = self._timestamp_problem(timestamp, attributes, now_ms)
+                if problem is not None:
+                    raise RecordValidationError(
+                        ErrorCode.INVALID_TIMESTAMP, problem, ((index, problem),)
+                    )
+                if timestamp > max_timestamp:
+                    max_timestamp = timestamp
+        except RecordValidationError:
+            raise
+        except Exception as exc:  # the reader's CorruptRecordException, and any other
+            message = f"record {seen} of {count} does not decode: {exc}"
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD, message, ((seen, message),)
+            ) from None
+        if errors:
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"{len(errors)} records have offset deltas out of order",
+                tuple(errors),
+            )
+        if seen != count:  # the reader stops at the count; fewer is a short batch
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD, f"record_count is {count} but {seen} records follow"
+            )
+        return max_timestamp
+
+    def _timestamp_problem(self, timestamp: int, attributes: int, now_ms: int) -> str | None:
+        if timestamp == NO_TIMESTAMP:
+            if attributes & LOG_APPEND_TIME_FLAG:
+                return "producers may not set the timestamp type to LogAppendTime"
+            return None
+        if timestamp < NO_TIMESTAMP:
+            return f"timestamp {timestamp} is negative"
+        if (
+            now_ms - timestamp > self.timestamp_before_max_ms
+            or timestamp - now_ms > self.timestamp_after_max_ms
+        ):
+            return (
+                f"timestamp {timestamp} is out of range: it must be within "
+                f"[{now_ms - self.timestamp_before_max_ms}, "
+                f"{now_ms + self.timestamp_after_max_ms}]"
+            )
+        return None
+
+    def _check_timestamp(self, timestamp: int, index: int, now_ms: int) -> None:
+        problem = self._timestamp_problem(timestamp, 0, now_ms)
+        if problem is not None:
+            raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, problem, ((index, problem),))
+
+    # -- decompression within a bound ------------------------------------------------------
+
+    def _decompress(self, codec: int, data: memoryview) -> bytes | bytearray:
+        limit = self.max_uncompressed_bytes
+        try:
+            if codec == 1:
+                return _gunzip(data, limit)
+            if codec == 2:
+                return _unsnappy(bytes(data), limit)
+            if codec in (3, 4):
+                return _into(cramjam.lz4 if codec == 3 else cramjam.zstd, data, limit)
+        except RecordValidationError:
+            raise
+        except Exception as exc:
+            raise RecordValidationError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"the records do not decompress ({CODECS.get(codec, codec)}): {exc}",
+            ) from None
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, f"unknown codec {codec}")
+
+
+def _too_large(limit: int) -> RecordValidationError:
+    return RecordValidationError(
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        f"the records decompress to more than {limit} bytes (socket.request.max.bytes)",
+    )
+
+
+def _gunzip(data: memoryview, limit: int) -> bytes:
+    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = decompressor.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise _too_large(limit)
+    if not decompressor.eof:
+        raise ValueError("the gzip stream is truncated")
+    return out
+
+
+def _into(module: object, data: memoryview, limit: int) -> bytearray:
+    """lz4 (frame) or zstd into a buffer grown by doubling up to ``limit``: a payload's
+    own size claims are never what memory is sized by."""
+    size = min(limit, max(_FIRST_TRY, 8 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            written = module.decompress_into(data, out)  # type: ignore[attr-defined]
+        except cramjam.DecompressionError as exc:
+            if "whole buffer" not in str(exc):
+                raise
+            if size >= limit:
+                raise _too_large(limit) from None
+            size = min(limit, size * 2)
+            continue
+        del out[written:]
+        return out
+
+
+def _unsnappy(data: bytes, limit: int) -> bytearray:
+    """Raw snappy, or Java's xerial framing; each raw block declares its length first."""
+    if not data.startswith(_XERIAL_MAGIC):
+        return _snappy_block(data, limit)
+    out = bytearray()
+    pos = len(_XERIAL_MAGIC) + 8  # magic, version, compatible version
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise ValueError("a snappy block runs past the records")
+        out += _snappy_block(data[pos : pos + size], limit - len(out))
+        pos += size
+    return out
+
+
+def _snappy_block(block: bytes, limit: int) -> bytearray:
+    declared = shift = 0
+    for pos in range(min(len(block), 5)):
+        declared |= (block[pos] & 0x7F) << shift
+        if block[pos] < 0x80:
+            break
+        shift += 7
+    if declared > limit:
+        raise _too_large(limit)
+    return bytearray(cramjam.snappy.decompress_raw(block))
