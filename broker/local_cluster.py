@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from purgatory.clients.cluster_auth import SECRET_ENV
 
 
 def replication_defaults(args: argparse.Namespace, environ: dict[str, str]) -> list[str]:
@@ -32,6 +36,13 @@ def replication_defaults(args: argparse.Namespace, environ: dict[str, str]) -> l
     if args.brokers >= 3:
         defaults["min.insync.replicas"] = "2"
     return [f"{k}={v}" for k, v in defaults.items() if k not in chosen]
+
+
+def cluster_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the brokers of one cluster share through their environment: the cluster
+    secret (PURGATORY_CLUSTER_SECRET if ``environ`` has it, else a new one)."""
+    given = (os.environ if environ is None else environ).get(SECRET_ENV, "")
+    return {SECRET_ENV: given or secrets.token_hex(16)}
 
 
 def broker_commands(
@@ -107,7 +118,11 @@ def run_cluster(args: argparse.Namespace) -> int:
             f"need it; export {TOKEN_ENV} for purgatory admin): {token}"
         )
     supervisor = Supervisor(
-        commands, admins, Path(args.log_dir) if args.log_dir else None, args.startup_timeout
+        commands,
+        admins,
+        Path(args.log_dir) if args.log_dir else None,
+        args.startup_timeout,
+        cluster_environment(),
     )
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -96,6 +96,13 @@ class Broker:
                 f"({', '.join(map(str, sorted(self.members)))})"
             )
         check_consistency(config.values)
+        if len(self.members) > 1 and not config["cluster.secret"] and channels is None:
+            raise ValueError(
+                f"cluster.secret is required in a cluster of {len(self.members)} members: "
+                "brokers prove it to each other before inter-broker APIs are served (set "
+                "the same value on every member, e.g. PURGATORY_CLUSTER_SECRET=$(openssl "
+                "rand -hex 16))"
+            )
         self.voters = config.voters()
         self.roles = config.process_roles()
         self.metadata = MetadataCache(self.members)
@@ -117,6 +124,7 @@ class Broker:
             lambda: self.members,
             self.faults.delay_from_broker,
             self.faults.cuts_off,
+            config["cluster.secret"],
         )
         channel: RaftChannel = channels or self.node_channels
         self.replica_manager = ReplicaManager(
@@ -207,6 +215,8 @@ class Broker:
             brokers=self.members,
             max_idle_ms=config["connections.max.idle.ms"],
             listen_backlog=config["socket.listen.backlog.size"],
+            cluster_secret=config["cluster.secret"],
+            abandon=self.replica_manager.abandon,
         )
         self.admin = AdminServer(self)
         self.log = structlog.get_logger("broker").bind(broker_id=self.broker_id)
@@ -460,6 +470,8 @@ class Broker:
             self.config["controller.quorum.request.timeout.ms"] / 1000,
             functools.partial(self.faults.delay_from_broker, broker_id),
             functools.partial(self.faults.cuts_off, broker_id),
+            self.config["cluster.secret"],
+            self.broker_id,
         )
 
     # -- dynamic configuration ----------------------------------------------------------

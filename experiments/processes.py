@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from purgatory.broker.local_cluster import broker_commands
+from purgatory.broker.local_cluster import broker_commands, cluster_environment
 from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
 from purgatory.common.admin_request import auth_headers
 
@@ -102,7 +102,9 @@ async def local_brokers(
         )
     )
     admins = {i: f"http://127.0.0.1:{admin_base + i}" for i in range(n)}
-    supervisor = Supervisor(commands, [admins[i] for i in range(n)], log_dir, startup_timeout)
+    supervisor = Supervisor(
+        commands, [admins[i] for i in range(n)], log_dir, startup_timeout, cluster_environment({})
+    )
     try:
         supervisor.start_all()
         try:

@@ -43,6 +43,7 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -98,8 +99,26 @@ _NAMES = {
     ApiKey.INIT_PRODUCER_ID: "InitProducerId",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
+    ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
 }
+
+# Kafka's inter-broker and controller APIs: served (as Fetch from a follower, replica id
+# >= 0) only on connections that proved they are a broker of this cluster
+# (clients/cluster_auth.py); anyone else gets CLUSTER_AUTHORIZATION_FAILED.
+INTER_BROKER_APIS = frozenset(
+    {
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.VOTE,
+        ApiKey.BEGIN_QUORUM_EPOCH,
+        ApiKey.END_QUORUM_EPOCH,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.ENVELOPE,
+        ApiKey.FETCH_SNAPSHOT,
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+    }
+)
 
 # (api_key, version) -> (request type, response type)
 SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
@@ -142,6 +161,7 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.DESCRIBE_QUORUM, 0): (rm.DescribeQuorumRequest, rm.DescribeQuorumResponse),
     (ApiKey.CONTROLLED_SHUTDOWN, 0): (ib.ControlledShutdownRequest, ib.ControlledShutdownResponse),
     (ApiKey.ELECT_LEADERS, 0): (m.ElectLeadersRequest, m.ElectLeadersResponse),
+    (ApiKey.SASL_AUTHENTICATE, 0): (ib.SaslAuthenticateRequest, ib.SaslAuthenticateResponse),
 }
 
 

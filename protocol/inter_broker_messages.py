@@ -142,3 +142,20 @@ class EnvelopeRequest(Message):
 class EnvelopeResponse(Message):
     error_code: int
     response_data: bytes | None = None
+
+
+# -- SaslAuthenticate (36): a broker proving it holds the cluster secret ------------------
+
+
+class SaslAuthenticateRequest(Message):
+    """One message of an authentication exchange (clients/cluster_auth.py);
+    Kafka's SaslHandshake mechanism travels with it."""
+
+    mechanism: str
+    auth_bytes: bytes
+
+
+class SaslAuthenticateResponse(Message):
+    error_code: int
+    error_message: str | None = None
+    auth_bytes: bytes = b""

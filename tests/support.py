@@ -64,6 +64,7 @@ def broker_config(broker_id: int = 0, *, members: str = "", port: int = 0, **ove
         "listeners": f"127.0.0.1:{port}",
         "admin.listener": "127.0.0.1:0",
         "cluster.members": members,
+        "cluster.secret": "tests-cluster-secret",
         "broker.registration.backoff.ms": 20,
         # Elections in a fraction of a second: tests wait for them.
         "controller.quorum.election.timeout.ms": 300,

@@ -91,6 +91,7 @@ StrConfig = Literal[
     "advertised.listeners",
     "admin.listener",
     "admin.token",
+    "cluster.secret",
     "max.connections.per.ip.overrides",
     "cluster.members",
     "cluster.id",

@@ -73,6 +73,18 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
     ),
     ConfigDef("cluster.id", str, "purgatory", "Cluster id reported in Metadata."),
     ConfigDef(
+        "cluster.secret",
+        str,
+        "",
+        "The secret every broker of the cluster holds: a broker proves it (HMAC challenge "
+        "and response, never sending it) before another serves it the inter-broker and "
+        "controller APIs (Vote, BrokerHeartbeat, AlterPartition, ..., follower fetches); "
+        "anyone else gets CLUSTER_AUTHORIZATION_FAILED. Required when `cluster.members` "
+        "has more than one node; `purgatory cluster` and `purgatory.testing.Cluster` "
+        "generate one. Also read from PURGATORY_CLUSTER_SECRET.",
+        sensitive=True,
+    ),
+    ConfigDef(
         "socket.request.max.bytes",
         int,
         104857600,

@@ -35,8 +35,10 @@ from purgatory.broker.network.request_channel import (
 )
 from purgatory.broker.network.served_protocol import Handler, ServedProtocol
 from purgatory.broker.ops.faults import LOST, peer_broker
+from purgatory.clients.cluster_auth import MECHANISM, AuthenticationFailed, ServerExchange
 from purgatory.common.delayed_receiver import DelayedReceiver
-from purgatory.protocol.api import ApiKey, RequestError
+from purgatory.protocol import inter_broker_messages as ib
+from purgatory.protocol.api import INTER_BROKER_APIS, ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 from purgatory.protocol.in_flight import InFlight, InFlightRequests
@@ -53,6 +55,8 @@ _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are 
 # the two take turns, each idle while the other worked (a broker serving single-record
 # produces was busy 75% of the time). One system call per 32 answers costs little.
 _FLUSH_EVERY = 32
+_SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
+_FETCH = int(ApiKey.FETCH)
 
 
 class _Waiting(msgspec.Struct, gc=False):
@@ -103,6 +107,10 @@ class BrokerConnection(asyncio.Protocol):
         self.idle_since = time.monotonic()
         self.client_id: str | None = None  # from the first request
         self.peer_broker_id: int | None = None  # the broker behind an inter-broker client id
+        # Set once the peer proved it holds cluster.secret (SaslAuthenticate): only then are
+        # inter-broker and controller APIs served to it.
+        self.authenticated_broker: int | None = None
+        self.authentication: ServerExchange | None = None
         self.exempt_broker: int | None = None  # the broker id it left max.connections' count as
         self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
         self.lossy = False  # a drop fault lost bytes of it: closed when the fault ends
@@ -131,8 +139,10 @@ class BrokerConnection(asyncio.Protocol):
             self.server.clients[self.client_software] -= 1
         self.metrics.connections -= 1
         self.metrics.connections_closed += 1
+        abandon = self.server.abandon
         for task in list(self.pending):
             task.cancel()  # its callback, on_done, runs and lets go of it
+            abandon(task)  # and the purgatory lets go of the operation behind it
         # Let go of the two methods of its own it keeps (the receiver's, its waiting
         # requests' callback): with them, it and its buffers would wait to be freed for the
         # cycle collector, which hardly runs under steady load (see gc_policy).
@@ -245,14 +255,27 @@ class BrokerConnection(asyncio.Protocol):
         if self.client_id is None:
             self.client_id = request.client_id
             self.peer_broker_id = peer_broker(request.client_id)
-            if self.peer_broker_id is not None and self.server.quotas.exempt(
-                self.ip, self.peer_broker_id
-            ):
-                self.exempt_broker = self.peer_broker_id
         if request.client_software is not None:
             self._client_software(request.client_software)
         api_key = request.api_key
         if self.server.faults.active and self._inject(request):
+            return
+        if api_key == _SASL_AUTHENTICATE:
+            self._authenticate(request, start)
+            return
+        if self.authenticated_broker is None and (
+            api_key in INTER_BROKER_APIS or request.from_follower
+        ):
+            name = "a follower Fetch" if api_key == _FETCH else ApiKey(api_key).api_name
+            self._refuse(
+                request,
+                RequestError(
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    f"{name} is served to brokers only: authenticate with the cluster secret "
+                    "first (cluster.secret)",
+                ),
+                start,
+            )
             return
         stats = self.metrics.for_request(
             api_key, request.api_version, request.from_follower, request.listener
@@ -300,6 +323,42 @@ class BrokerConnection(asyncio.Protocol):
             waiting = _Waiting(request, times, start, _perf())
         self.pending[future] = self.in_flight.add(request.correlation_id, waiting)
         future.add_done_callback(self.on_done, context=self.context)
+
+    def _authenticate(self, request: Request, start: float) -> None:
+        """One step of a broker's SaslAuthenticate exchange (clients/cluster_auth.py). A
+        failure is answered SASL_AUTHENTICATION_FAILED and closes the connection."""
+        body = request.body
+        exchange = self.authentication
+        if exchange is None:
+            exchange = self.authentication = ServerExchange(self.server.cluster_secret)
+        try:
+            if body.mechanism != MECHANISM:
+                raise AuthenticationFailed(f"unsupported mechanism {body.mechanism!r}")
+            answer = exchange.step(body.auth_bytes)
+        except AuthenticationFailed as exc:
+            self.metrics.record_bad_request("authentication_failed")
+            self.server.log_bad_input(self.peer, "authentication_failed", str(exc))
+            self._respond(
+                request,
+                ib.SaslAuthenticateResponse(
+                    ErrorCode.SASL_AUTHENTICATION_FAILED, "authentication failed"
+                ),
+            )
+            self._close()
+            return
+        if exchange.broker_id is not None and self.authenticated_broker is None:
+            self.authenticated_broker = exchange.broker_id
+            # Kafka exempts its inter-broker listener from max.connections; one port
+            # serves both here, so a proven broker's connections leave the count.
+            if self.server.quotas.exempt(self.ip, exchange.broker_id):
+                self.exempt_broker = exchange.broker_id
+        self._respond(request, ib.SaslAuthenticateResponse(ErrorCode.NONE, None, answer))
+        stats = self.metrics.for_request(request.api_key, request.api_version)
+        stats.times.observe_immediate(_perf() - start)
+
+    def _respond(self, request: RequestHeader, body: Any) -> None:
+        out = self.out if not self.in_flight else self._queued_answer(request)
+        self._encode_into(out, request, body)
 
     def _inject(self, request: Request) -> bool:
         """Apply error and disconnect faults to a request; True if it was answered (or its

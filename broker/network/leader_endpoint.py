@@ -19,6 +19,7 @@ from purgatory.broker.replication.fetch_params import (
     TopicPartition,
 )
 from purgatory.broker.replication.replica_fetcher import EpochAsk
+from purgatory.clients.cluster_auth import authenticate
 from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
@@ -45,9 +46,13 @@ class LeaderConnection:
         connect_timeout_s: float,
         receive_delay: Callable[[], float] | None = None,
         refused: Callable[[], bool] = lambda: False,
+        cluster_secret: str = "",
+        broker_id: int = -1,
     ) -> None:
         self.address = address
         self.client_id = client_id
+        self.cluster_secret = cluster_secret  # proven on each new connection
+        self.broker_id = broker_id
         self.connect_timeout_s = connect_timeout_s
         self.receive_delay = receive_delay
         self.refused = refused  # a partition fault cuts this broker off from the leader
@@ -62,13 +67,19 @@ class LeaderConnection:
             raise ConnectionClosed(f"leader at {self.address} is cut off by a partition fault")
         if self._conn is None or self._conn.closed:
             host, port = self.address
-            self._conn = await Connection.open(
+            conn = await Connection.open(
                 host,
                 port,
                 client_id=self.client_id,
                 receive_delay=self.receive_delay,
                 connect_timeout_s=self.connect_timeout_s,
             )
+            try:
+                await authenticate(conn, self.cluster_secret, self.broker_id)
+            except BaseException:
+                await conn.close()
+                raise
+            self._conn = conn
         return self._conn
 
     async def close(self) -> None:

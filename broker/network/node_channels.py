@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from purgatory.clients.cluster_auth import authenticate
 from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
@@ -26,8 +27,10 @@ class NodeChannels:
         addresses: Callable[[], dict[int, tuple[str, int]]],
         receive_delay: Callable[[int], float],
         refused: Callable[[int], bool],
+        cluster_secret: str = "",
     ) -> None:
         self.broker_id = broker_id
+        self.cluster_secret = cluster_secret  # proven on each new connection
         self.addresses = addresses  # node id -> (host, port)
         self.receive_delay = receive_delay  # a latency fault's delay on bytes from a node
         self.refused = refused  # a partition fault cuts this node off from that one
@@ -61,6 +64,11 @@ class NodeChannels:
                 receive_delay=functools.partial(self.receive_delay, destination),
                 connect_timeout_s=timeout_ms / 1000,
             )
+            try:
+                await authenticate(conn, self.cluster_secret, self.broker_id)
+            except BaseException:
+                await conn.close()
+                raise
             self._connections[(destination, purpose)] = conn
         return conn
 

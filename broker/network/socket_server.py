@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -46,8 +46,15 @@ class SocketServer:
         brokers: Collection[int] = (),
         max_idle_ms: int = 600000,
         listen_backlog: int = 1024,
+        cluster_secret: str = "",
+        abandon: Callable[[asyncio.Future[Any]], None] = lambda _answer: None,
     ) -> None:
         self.msgpack = msgpack
+        # Told of each answer a closing connection no longer awaits: the operation parked
+        # for it completes (ReplicaManager.abandon).
+        self.abandon = abandon
+        # What a broker proves it holds before inter-broker APIs are served to it.
+        self.cluster_secret = cluster_secret
         self.kafka = kafka
         # Open Kafka connections by client software (name, version), from ApiVersions.
         self.clients: dict[tuple[str, str], int] = {}

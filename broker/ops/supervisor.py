@@ -22,6 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -58,8 +59,11 @@ class Supervisor:
         admin_urls: list[str],
         log_dir: Path | None = None,
         startup_timeout: float = 30.0,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.commands = commands
+        # Added to this process's environment for every broker (the cluster secret).
+        self.environ = dict(environ or {})
         self.admin_urls = admin_urls
         self.log_dir = log_dir
         self.startup_timeout = startup_timeout
@@ -120,6 +124,7 @@ class Supervisor:
                 stderr=out,
                 start_new_session=True,
                 pass_fds=(self._lifeline,),
+                env={**os.environ, **self.environ} if self.environ else None,
             )
             self.paused.discard(broker_id)
             self._expected_exit.discard(broker_id)

@@ -73,9 +73,10 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
+        rm = self.replica_manager
+        rm.parked.pop(self.response, None)
         if self.response.done():  # the client went away meanwhile
             return
-        rm = self.replica_manager
         # Floor of the real wait: never more than the fetch waited (a client subtracting it
         # from its own round trip must not go negative), at most 1 ms less.
         wait_ms = rm.waited_ms(self.created_at)

@@ -83,6 +83,9 @@ class DelayedProduce(DelayedOperation):
         return not self.pending and self.force_complete()
 
     def on_complete(self) -> None:
+        self.replica_manager.parked.pop(self.done, None)
+        if self.done.done():  # abandoned: its connection closed (the records stay)
+            return
         # try_complete completes only when nothing is pending: anything left timed out.
         for _, response in self.pending.values():  # case C
             response.error = ErrorCode.REQUEST_TIMED_OUT
@@ -93,5 +96,4 @@ class DelayedProduce(DelayedOperation):
             self.replica_manager.metrics.record_error(
                 "Produce", ErrorCode.REQUEST_TIMED_OUT, len(self.pending)
             )
-        if not self.done.done():
-            self.done.set_result(self.responses)
+        self.done.set_result(self.responses)

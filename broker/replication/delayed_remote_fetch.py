@@ -68,6 +68,7 @@ class DelayedRemoteFetch(DelayedOperation):
 
     def on_complete(self) -> None:
         rm = self.replica_manager
+        rm.parked.pop(self.response, None)
         filled: dict[TopicPartition, FetchPartitionData] = {}
         sent = 0
         for (topic, index), read in self.reads.items():

@@ -23,6 +23,7 @@ from purgatory.broker.log.tiered.remote_log_reader import ReaderQueueFull
 from purgatory.broker.log.tiered.remote_storage import RemoteFetchInfo
 from purgatory.broker.ops.metrics import BrokerMetrics, purgatory_families
 from purgatory.broker.purgatory import (
+    DelayedOperation,
     DelayedOperationPurgatory,
     Periodic,
     Scheduler,
@@ -89,6 +90,10 @@ class ReplicaManager:
         self.remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] = (
             self._purgatory("RemoteFetch", "fetch.purgatory.purge.interval.requests")
         )
+        # The operations parked in those three, by the answer a connection awaits: one
+        # whose connection closes completes at once (``abandon``). A dict entry, not a
+        # callback on the future: no object more per operation for the cycle collector.
+        self.parked: dict[asyncio.Future[Any], DelayedOperation] = {}
         self.remote_log_manager = RemoteLogManager(config, self.partitions.values, scheduler)
         self.fetchers = ReplicaFetcherManager(
             self.broker_id, metadata.members, config, scheduler, leader_endpoint, broker_epoch
@@ -294,6 +299,7 @@ class ReplicaManager:
         if waiting:
             operation = DelayedProduce(timeout_ms, waiting, responses, self)
             if not self.produce_purgatory.try_complete_else_watch(operation, tuple(waiting)):
+                self.parked[operation.done] = operation
                 return responses, operation.done
         return responses, None
 
@@ -414,6 +420,7 @@ class ReplicaManager:
         keys = tuple([key for key, _ in params.partitions])
         if self.fetch_purgatory.try_complete_else_watch(operation, keys):
             return operation.response.result()
+        self.parked[operation.response] = operation
         return operation.response
 
     def _fetch_remote(
@@ -453,12 +460,22 @@ class ReplicaManager:
         )
         if self.remote_fetch_purgatory.try_complete_else_watch(operation, tuple(reads)):
             return operation.response.result()
+        self.parked[operation.response] = operation
         for key, read in reads.items():
             read.add_done_callback(functools.partial(self._remote_read_done, key))
         return operation.response
 
     def _remote_read_done(self, key: TopicPartition, _: asyncio.Future[bytes]) -> None:
         self.remote_fetch_purgatory.check_and_complete(key)
+
+    def abandon(self, answer: asyncio.Future[Any]) -> None:
+        """The connection awaiting ``answer`` closed: the operation that would resolve it
+        (a produce, fetch or remote fetch parked here) completes now, leaving its timer
+        and watchers, instead of waiting out its delay. Its answer was cancelled first, so
+        it resolves nothing (and a remote fetch cancels its reads)."""
+        operation = self.parked.pop(answer, None)
+        if operation is not None:
+            operation.force_complete()
 
     def fetch_response(self, params: FetchParams, wait_ms: int) -> FetchResult:
         """Read again for a fetch that waited ``wait_ms`` in the Fetch purgatory (a

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import secrets
 import tempfile
 import time
 import urllib.error
@@ -31,6 +32,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
+from purgatory.clients.cluster_auth import SECRET_ENV
 from purgatory.common.broker_state import BrokerState, ReplicaInfo
 from purgatory.testing.loop_thread import LoopThread
 
@@ -71,6 +73,8 @@ class Cluster:
         self.size = brokers
         self.mode = mode
         self.config = {**TEST_DEFAULTS, **{k: str(v) for k, v in (config or {}).items()}}
+        # The brokers prove it to each other (cluster.secret); one per cluster.
+        self.config.setdefault("cluster.secret", secrets.token_hex(16))
         self.startup_timeout = startup_timeout
         self.ports: list[int] = []
         self.admin_ports: list[int] = []
@@ -217,7 +221,11 @@ class Cluster:
                 host="127.0.0.1",
                 base_port=self.ports[0],
                 admin_base_port=self.admin_ports[0],
-                set=[f"{k}={v}" for k, v in self.config.items() if k != "log.level"],
+                set=[
+                    f"{k}={v}"
+                    for k, v in self.config.items()
+                    if k not in ("log.level", "cluster.secret")  # the secret: not in argv
+                ],
                 config=None,
                 log_format=None,
                 log_level=self.config.get("log.level", "WARNING"),
@@ -230,6 +238,7 @@ class Cluster:
             [self.admin_url(i) for i in range(self.size)],
             Path(self._logs.name),
             self.startup_timeout,
+            {SECRET_ENV: self.config["cluster.secret"]},
         )
         self._supervisor.start_all()
         try:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from purgatory.broker.local_cluster import broker_commands
+from purgatory.broker.local_cluster import broker_commands, cluster_environment
 from purgatory.broker.ops.supervisor import Supervisor
 from purgatory.clients import AdminClient, Producer
 from purgatory.experiments.processes import free_port_range
@@ -66,7 +66,10 @@ class ProcessCluster:
             self._scratch = tempfile.TemporaryDirectory(prefix="broker-logs-")
             log_dir = Path(self._scratch.name)
         self.supervisor = Supervisor(
-            commands, [f"http://127.0.0.1:{p}" for p in self.admin_ports], log_dir
+            commands,
+            [f"http://127.0.0.1:{p}" for p in self.admin_ports],
+            log_dir,
+            environ=cluster_environment({}),
         )
 
     @property

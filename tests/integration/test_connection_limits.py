@@ -105,10 +105,12 @@ async def test_at_max_connections_the_acceptor_waits_until_one_closes() -> None:
 
 
 async def test_a_client_calling_itself_a_broker_is_still_counted() -> None:
-    """Brokers' own connections leave max.connections' count once their first request
-    names them, but only as a cluster member's, and at most MAX_EXEMPT_PER_BROKER each:
-    a flood of clients using a broker's client id is held at the limit all the same."""
+    """Brokers' own connections leave max.connections' count once they proved the cluster
+    secret, but only as a cluster member's, and at most MAX_EXEMPT_PER_BROKER each: a
+    flood of clients using a broker's client id, without the secret, is held at the limit
+    all the same."""
     from purgatory.broker.network.connection_quotas import MAX_EXEMPT_PER_BROKER
+    from purgatory.clients.cluster_auth import authenticate
     from purgatory.clients.connection import Connection
     from purgatory.protocol import messages as m
     from purgatory.protocol.api import ApiKey
@@ -118,11 +120,16 @@ async def test_a_client_calling_itself_a_broker_is_still_counted() -> None:
         await wait_until(lambda: quotas.total == 0)
         exempt_before = sum(quotas.exempted.values())
         opened = []
-        for client_id in ["broker-7"] + ["broker-0"] * (MAX_EXEMPT_PER_BROKER + 2):
-            conn = await Connection.open("127.0.0.1", broker.port, client_id=client_id)
+        for _ in range(3):  # a broker's client id, no secret: counted
+            conn = await Connection.open("127.0.0.1", broker.port, client_id="broker-0")
             await conn.send(ApiKey.METADATA, m.MetadataRequest([], False))
             opened.append(conn)
-        # broker-7 is no member; broker-0 is this broker, exempt up to the cap.
+        assert quotas.exempted.get(0, 0) == 0
+        for claimed in [7] + [0] * (MAX_EXEMPT_PER_BROKER + 2):
+            conn = await Connection.open("127.0.0.1", broker.port, client_id=f"broker-{claimed}")
+            await authenticate(conn, "tests-cluster-secret", claimed)
+            opened.append(conn)
+        # 7 is no member; 0 is this broker, exempt up to the cap.
         exempt_now = quotas.exempted.get(0, 0)
         assert exempt_now == MAX_EXEMPT_PER_BROKER
         assert quotas.total == len(opened) - (exempt_now - exempt_before)
@@ -131,7 +138,7 @@ async def test_a_client_calling_itself_a_broker_is_still_counted() -> None:
             for e in RECENT_LOGS.events(broker.broker_id)
             if e["event"] == "broker_connection_counted"
         ]
-        # Logged once per address: for the first, broker-7.
+        # Logged once per address: for the first, broker 7.
         assert [(e["ip"], e["claimed_broker_id"]) for e in events] == [("127.0.0.1", 7)]
         for conn in opened:
             await conn.close()

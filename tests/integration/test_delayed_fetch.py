@@ -279,3 +279,26 @@ async def test_a_parked_fetch_leaves_about_four_objects_for_the_collector(
     finally:
         client.stdin.write(b"done\n")
         await asyncio.wait_for(client.wait(), 30)
+
+
+async def test_fetches_parked_by_connections_that_close_leave_the_purgatory_at_once(
+    broker: Broker,
+) -> None:
+    """Issue 42: fetches sent on connections closed at once stayed parked for their whole
+    max wait (an append then paid for every one). Now a closed connection's parked
+    operations complete when it goes."""
+    await create(broker, "t")
+    conns = [await connect(broker) for _ in range(50)]
+    for conn in conns:
+        for _ in range(4):
+            conn.request(ApiKey.FETCH, long_poll("t", 0, max_wait_ms=600_000))
+    await parked(broker, 200)
+    for conn in conns:
+        await conn.close()
+    purgatory = broker.replica_manager.fetch_purgatory
+    await wait_until(lambda: purgatory.delayed == 0, message="abandoned fetches gone")
+    assert purgatory.expirations == 0  # completed, not expired
+    producer = await connect(broker)
+    await producer.send(ApiKey.PRODUCE, produce_request("t", 0, [b"after"]))
+    assert purgatory.watched == 0  # the append found no abandoned fetch to check
+    await producer.close()

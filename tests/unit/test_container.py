@@ -35,6 +35,11 @@ def test_compose_runs_three_brokers_whose_environment_is_a_valid_config() -> Non
     assert all(
         c["default.replication.factor"] == 3 and c["min.insync.replicas"] == 2 for c in configs
     )
+    # One cluster secret for all three, which the user must choose (no default to guess).
+    for service in services.values():
+        assert service["environment"]["PURGATORY_CLUSTER_SECRET"].startswith(
+            "${PURGATORY_CLUSTER_SECRET:?"
+        )
 
 
 def test_a_dead_broker_is_restarted_and_a_stopping_one_has_time_to_hand_over() -> None:
