@@ -139,7 +139,13 @@ async def existing_brokers(bootstrap: str, admins: list[str]) -> AsyncIterator[B
 async def admin_call(base: str, method: str, path: str, body: Any = None) -> Any:
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
-        session.request(method, f"{base}{path}", json=body, headers=auth_headers()) as response,
+        session.request(
+            method,
+            f"{base}{path}",
+            json=body,
+            # JSON even without a body: the admin API takes changes only as JSON.
+            headers={"Content-Type": "application/json", **auth_headers()},
+        ) as response,
     ):
         payload = await response.json()
         if response.status >= 400:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import sys
-from collections.abc import Awaitable, Callable
+import urllib.parse
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 import msgspec
@@ -27,6 +28,7 @@ from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.common.admin_request import bearer_matches
 from purgatory.common.broker_state import BrokerState
 from purgatory.common.http_server import (
+    Guard,
     HttpRequest,
     HttpResponse,
     HttpServer,
@@ -93,20 +95,62 @@ def resolve_token(configured: str, host: str) -> tuple[str | None, bool]:
     return (None, False) if loopback else (secrets.token_urlsafe(24), True)
 
 
-def _bearer_check(token: str) -> Callable[[HttpRequest], HttpResponse | None]:
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _hostname(authority: str) -> str:
+    """The host of a Host header or an Origin's authority, without port or brackets."""
+    authority = authority.strip().lower()
+    if authority.startswith("["):  # [::1]:9644
+        return authority[1 : authority.find("]")] if "]" in authority else authority
+    return authority.rsplit(":", 1)[0] if authority.count(":") == 1 else authority
+
+
+def _mutation_guard(token: str | None, host_names: frozenset[str]) -> Guard:
+    """Who may change the broker: reads are open; a POST must be JSON (a web page's
+    form or text/plain request is not); then the bearer token when there is one, else a
+    Host among ``host_names`` (a rebound DNS name is not) and an Origin, if any, of one
+    of them (another site's page is not)."""
+
     def check(request: HttpRequest) -> HttpResponse | None:
-        authorization = request.headers.get("authorization", "")
-        if request.method in READS or bearer_matches(authorization, token):
+        if request.method in READS:
             return None
-        return json_response(
-            {
-                "error": "changes need the admin token: Authorization: Bearer "
-                "<admin.token> (PURGATORY_ADMIN_TOKEN for purgatory admin, or "
-                "--token); reads need none"
-            },
-            status=401,
-            headers={"WWW-Authenticate": 'Bearer realm="purgatory-admin"'},
-        )
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.method == "POST" and content_type != "application/json":
+            return json_response(
+                {"error": "changes are JSON: send Content-Type: application/json"}, status=415
+            )
+        if token:
+            if bearer_matches(request.headers.get("authorization", ""), token):
+                return None
+            return json_response(
+                {
+                    "error": "changes need the admin token: Authorization: Bearer "
+                    "<admin.token> (PURGATORY_ADMIN_TOKEN for purgatory admin, or "
+                    "--token); reads need none"
+                },
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="purgatory-admin"'},
+            )
+        host = _hostname(request.headers.get("host", ""))
+        if host not in host_names:
+            return json_response(
+                {
+                    "error": f"changes need a Host of this machine ({', '.join(sorted(host_names))}), "
+                    f"not {host!r}: a request through another name may be a web page's "
+                    "(DNS rebinding); set admin.token to allow any"
+                },
+                status=403,
+            )
+        origin = request.headers.get("origin")
+        if origin is not None:
+            parsed = urllib.parse.urlsplit(origin)
+            if parsed.scheme not in ("http", "https") or _hostname(parsed.netloc) not in host_names:
+                return json_response(
+                    {"error": f"changes from a page of another site ({origin}) are refused"},
+                    status=403,
+                )
+        return None
 
     return check
 
@@ -278,7 +322,7 @@ class AdminServer:
             self.broker.log.warning("admin_token_generated", admin_host=host)
         self.server = HttpServer(
             make_router(self.broker),
-            guard=_bearer_check(self.token) if self.token else None,
+            guard=_mutation_guard(self.token, LOOPBACK_NAMES | {host.lower().strip("[]")}),
             on_error=self._failed,
         )
         self.port = await self.server.start(host, port)

@@ -52,6 +52,14 @@ class FaultError(ValueError):
     """A fault spec that cannot be applied; the message says why."""
 
 
+# Bounds of a fault spec: beyond them a value is a mistake (or an attack: a delay of 1e300
+# ms hung every request of the broker), answered 400 with the range.
+MAX_DURATION_MS = 7 * 24 * 3_600_000
+MAX_DELAY_MS = 600_000
+MAX_TIMES = 2**31 - 1
+MAX_PEERS = 1024
+
+
 class FaultSpec(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     name: str
     kind: str
@@ -75,18 +83,25 @@ def parse_spec(raw: Any) -> FaultSpec:
         raise FaultError(f"fault name {spec.name!r}: use 1-64 letters, digits, '.', '_', '-'")
     if spec.kind not in KINDS:
         raise FaultError(f"fault kind {spec.kind!r} is not one of {', '.join(KINDS)}")
-    if spec.duration_ms is not None and spec.duration_ms <= 0:
-        raise FaultError("duration_ms must be > 0")
+    if spec.duration_ms is not None and not 0 < spec.duration_ms <= MAX_DURATION_MS:
+        raise FaultError(f"duration_ms must be in 1..{MAX_DURATION_MS} (7 days)")
+    if len(spec.peers) > MAX_PEERS or any(len(str(p)) > 255 for p in spec.peers):
+        raise FaultError(f"peers: at most {MAX_PEERS}, each at most 255 characters")
     if spec.kind == "latency":
-        if spec.delay_ms <= 0 or spec.jitter_ms < 0 or spec.jitter_ms > spec.delay_ms:
-            raise FaultError("a latency fault needs delay_ms > 0 and 0 <= jitter_ms <= delay_ms")
+        if not (
+            0 < spec.delay_ms <= MAX_DELAY_MS and 0 <= spec.jitter_ms <= spec.delay_ms
+        ):  # (NaN fails every comparison)
+            raise FaultError(
+                f"a latency fault needs 0 < delay_ms <= {MAX_DELAY_MS} (10 minutes) and "
+                "0 <= jitter_ms <= delay_ms"
+            )
     elif spec.kind == "error":
         if spec.api not in API_NAMES:
             raise FaultError(f"api {spec.api!r} is not one of {', '.join(sorted(API_NAMES))}")
         code = _error_code(spec.error_code)
         spec.error_code = int(code)
-        if spec.times is not None and spec.times <= 0:
-            raise FaultError("times must be > 0")
+        if spec.times is not None and not 0 < spec.times <= MAX_TIMES:
+            raise FaultError(f"times must be in 1..{MAX_TIMES}")
         if not 0 < spec.probability <= 1:
             raise FaultError("probability must be in (0, 1]")
     elif spec.kind == "pause" and spec.duration_ms is None:

@@ -24,6 +24,7 @@ import msgspec
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 1024 * 1024
+REQUEST_TIMEOUT_S = 30.0  # for a whole request to arrive (then 408 and close)
 JSON = "application/json; charset=utf-8"
 
 
@@ -111,8 +112,13 @@ class HttpServer:
         router: Router,
         guard: Guard | None = None,
         on_error: Callable[[HttpRequest, BaseException], None] | None = None,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.router = router
+        # A request must arrive whole within this of the connection opening or of the
+        # previous answer (a half-sent request, or an idle kept-alive connection, is
+        # closed: 408), so that nobody holds a connection open by sending slowly.
+        self.request_timeout_s = request_timeout_s
         self.guard = guard
         self.on_error = on_error
         self.port = 0
@@ -165,16 +171,29 @@ class _Connection(asyncio.Protocol):
         self.request: h11.Request | None = None
         self.body = bytearray()
         self.task: asyncio.Task[None] | None = None  # the request being answered
+        self.deadline: asyncio.TimerHandle | None = None  # for the next request to be in
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.server.connections.add(self)
+        self._await_request()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         if self.task is not None:
             self.task.cancel()
+        if self.deadline is not None:
+            self.deadline.cancel()
         self.transport = None
+
+    def _await_request(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.deadline = loop.call_later(self.server.request_timeout_s, self._timed_out)
+
+    def _timed_out(self) -> None:
+        self.deadline = None
+        if self.task is None and self.transport is not None:
+            self._refuse(408, f"no whole request within {self.server.request_timeout_s:g} s")
 
     def data_received(self, data: bytes) -> None:
         self.h11.receive_data(data)
@@ -212,6 +231,9 @@ class _Connection(asyncio.Protocol):
                 assert self.request is not None
                 # Pipelined requests wait unread (back-pressure) until this one is answered.
                 self.transport.pause_reading()
+                if self.deadline is not None:
+                    self.deadline.cancel()
+                    self.deadline = None
                 self.task = asyncio.ensure_future(self._answer(_request(self.request, self.body)))
             elif isinstance(event, h11.ConnectionClosed):
                 self.abort()
@@ -232,6 +254,7 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
             return
         self.transport.resume_reading()
+        self._await_request()
         self._next()
 
     def _send(self, response: HttpResponse, head_only: bool = False) -> None:

@@ -158,7 +158,7 @@ async def test_with_a_token_changes_need_it_and_reads_stay_open() -> None:
             async with session.put(f"{url}/v1/config/replica.lag.time.max.ms", json=change) as r:
                 assert r.status == 401 and r.headers["WWW-Authenticate"].startswith("Bearer")
                 assert "admin token" in (await r.json())["error"]
-            wrong = {"Authorization": "Bearer nope"}
+            wrong = {"Authorization": "Bearer nope", "Content-Type": "application/json"}
             async with session.post(f"{url}/v1/faults/reset", headers=wrong) as r:
                 assert r.status == 401
             right = {"Authorization": "Bearer s3cret"}
@@ -269,3 +269,47 @@ async def test_every_replica_lists_the_same_batches_with_their_checksums() -> No
         assert status == 404 and "holds no replica of nope-0" in body
         status, _, body = await get(brokers[0], "/v1/partitions/t/0/batches?from=x")
         assert status == 400
+
+
+async def test_without_a_token_a_web_page_cannot_change_a_loopback_broker() -> None:
+    """Issue 42: a text/plain POST with a foreign Origin and Host: evil.example applied a
+    pause fault. Changes now need JSON, a Host of this machine and no foreign Origin;
+    the CLI's requests (JSON, Host 127.0.0.1, no Origin) still pass."""
+    async with running_cluster(1) as (broker,):
+        url = f"http://127.0.0.1:{broker.admin_port}/v1/faults"
+        spec = json.dumps({"name": "csrf", "kind": "pause", "duration_ms": 60000})
+        json_type = {"Content-Type": "application/json"}
+        attacks = [
+            ({"Content-Type": "text/plain", "Origin": "http://evil.example"}, 415),
+            ({"Content-Type": "application/x-www-form-urlencoded"}, 415),
+            ({**json_type, "Host": "evil.example"}, 403),  # DNS rebinding: the page's name
+            ({**json_type, "Host": "evil.example:9644", "Origin": "http://evil.example"}, 403),
+            ({**json_type, "Origin": "http://evil.example"}, 403),
+            ({**json_type, "Origin": "null"}, 403),
+        ]
+        async with aiohttp.ClientSession() as session:
+            for headers, status in attacks:
+                async with session.post(url, data=spec, headers=headers) as r:
+                    assert r.status == status, headers
+            assert broker.faults.faults == {}
+            same = {**json_type, "Origin": f"http://localhost:{broker.admin_port}"}
+            async with session.post(url, data=spec, headers=same) as r:
+                assert r.status == 201
+        assert "csrf" in broker.faults.faults
+
+
+async def test_a_half_sent_request_is_closed_after_the_read_timeout() -> None:
+    from purgatory.common.http_server import HttpServer, Router
+
+    server = HttpServer(Router(), request_timeout_s=0.3)
+    port = await server.start("127.0.0.1", 0)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /v1/faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
+        await writer.drain()
+        async with asyncio.timeout(5):
+            answer = await reader.read()  # until the server closes
+        assert answer.startswith(b"HTTP/1.1 408")
+        writer.close()
+    finally:
+        await server.stop()

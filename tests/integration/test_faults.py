@@ -49,7 +49,7 @@ def injections(broker: Broker, name: str) -> float:
     ("spec", "reason"),
     [
         ({"name": "x", "kind": "slow"}, "not one of latency"),
-        ({"name": "x", "kind": "latency"}, "delay_ms > 0"),
+        ({"name": "x", "kind": "latency"}, "0 < delay_ms"),
         ({"name": "x", "kind": "latency", "delay_ms": 5, "jitter_ms": 9}, "jitter_ms <= delay_ms"),
         ({"name": "x", "kind": "error", "api": "Frobnicate", "error_code": 7}, "not one of"),
         ({"name": "x", "kind": "error", "api": "Fetch", "error_code": "NOPE"}, "not a Kafka error"),
@@ -59,6 +59,11 @@ def injections(broker: Broker, name: str) -> float:
         ({"name": "x y", "kind": "pause", "duration_ms": 5}, "fault name"),
         ({"name": "x", "kind": "pause", "duration_ms": 5, "colour": "red"}, "colour"),
         ([1, 2], "bad fault spec"),
+        # Issue 42: values that were accepted (the last hung every request).
+        ({"name": "x", "kind": "pause", "duration_ms": 2**70}, "duration_ms must be in"),
+        ({"name": "x", "kind": "error", "api": "Fetch", "error_code": 7, "times": 2**63}, "times"),
+        ({"name": "x", "kind": "latency", "delay_ms": 1e300}, "0 < delay_ms"),
+        ({"name": "x", "kind": "partition", "peers": list(range(2000))}, "peers: at most"),
     ],
 )
 async def test_bad_fault_specs_are_refused_with_the_reason(
@@ -223,3 +228,10 @@ async def test_the_cli_adds_lists_and_removes_faults(broker: Broker) -> None:
         run_cli, "admin", "fault", "add", "bad", "--kind", "latency", "--admin", admin
     )
     assert code == 1
+
+
+def test_a_latency_that_is_not_a_number_is_refused() -> None:
+    from purgatory.broker.ops.faults import FaultError, parse_spec
+
+    with pytest.raises(FaultError, match="0 < delay_ms"):
+        parse_spec({"name": "x", "kind": "latency", "delay_ms": float("nan")})
