@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java chaos simulation
+.PHONY: run test lint format venv clean check-java chaos simulation fuzz
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -39,6 +39,14 @@ chaos: $(STAMP)
 	$(BIN)/purgatory experiment run chaos --out $(CHAOS_OUT) --duration $(CHAOS_S) $(CHAOS_ARGS)
 	$(BIN)/purgatory experiment analyze $(CHAOS_OUT)
 	$(BIN)/purgatory experiment plot $(CHAOS_OUT)
+
+## make fuzz: hostile frames against three broker processes (CI sends 20,000); broker logs
+## stay in $(FUZZ_LOGS). FUZZ_FRAMES=1000000 FUZZ_SEED=7 for longer or other runs.
+FUZZ_FRAMES ?= 100000
+FUZZ_SEED ?= 42
+FUZZ_LOGS ?= out/fuzz-logs
+fuzz: $(STAMP)
+	BROKER_TEST_LOGS=$(FUZZ_LOGS) $(BIN)/python -m tests.fuzz --frames $(FUZZ_FRAMES) --seed $(FUZZ_SEED)
 
 ## make simulation: more seeds of the deterministic simulation than CI's 10,000
 SEEDS ?= 0-99999

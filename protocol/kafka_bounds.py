@@ -5,8 +5,10 @@ element: a count in the billions in a 34-byte frame makes it ask for hundreds of
 the process aborts (SIGABRT, which no ``except`` catches). ``check_body`` walks the body
 by the same schema, without building anything: every array count, string and bytes
 length must fit in the bytes that remain (an element takes at least one byte), every
-tagged field in its declared size. A body that passes cannot make the reader allocate
-more than a few times the frame; one that fails raises ``BodyOutOfBounds``.
+tagged field in its declared size, and no array null where the schema has none (Kafka
+refuses that; kio would read None into a field its handler takes for a list). A body
+that passes cannot make the reader allocate more than a few times the frame; one that
+fails raises ``BodyOutOfBounds``.
 
 One walker per entity class, built once from kio's field metadata (``kafka_type``,
 ``tag``, the tuple and entity types), so the schemas stay kio's and a new API version
@@ -126,9 +128,11 @@ def _sized(compact: bool, wide: bool) -> Walker:
     return walk
 
 
-def _array(element: Walker, compact: bool) -> Walker:
+def _array(element: Walker, compact: bool, nullable: bool) -> Walker:
     def walk(frame: bytes, pos: int, end: int) -> int:
         count, pos = _length(frame, pos, end, compact, wide=True)
+        if count < 0 and not nullable:  # Kafka refuses it; kio would read None
+            raise BodyOutOfBounds("a null array where the schema has none")
         if count > end - pos:  # every element takes at least one byte
             raise BodyOutOfBounds(f"an array of {count} in {end - pos} bytes")
         for _ in range(count):
@@ -179,7 +183,7 @@ def _field_walker(field: dataclasses.Field[object], flexible: bool) -> Walker:
     if isinstance(kind, (EntityField, EntityTupleField)):
         element = _walker(kind.type_)
         if isinstance(kind, EntityTupleField):
-            return _array(element, flexible)
+            return _array(element, flexible, is_optional(field))
         return _nullable(element) if is_optional(field) else element
     kafka_type = field.metadata["kafka_type"]
     if kafka_type in _FIXED:
@@ -188,7 +192,9 @@ def _field_walker(field: dataclasses.Field[object], flexible: bool) -> Walker:
         element = _sized(flexible, wide=kafka_type != "string")
     else:  # pragma: no cover - a kio type this module does not know yet
         raise TypeError(f"no bound for kafka_type {kafka_type!r} ({field.name})")
-    return _array(element, flexible) if isinstance(kind, PrimitiveTupleField) else element
+    if isinstance(kind, PrimitiveTupleField):
+        return _array(element, flexible, is_optional(field))
+    return element
 
 
 @functools.cache

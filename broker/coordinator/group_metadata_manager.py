@@ -241,7 +241,9 @@ class GroupMetadataManager:
                 group.offsets.update(offsets)
 
         future.add_done_callback(stored)
-        return future
+        # The caller's copy: a member whose connection closes cancels it, never the
+        # outcome the group's state follows.
+        return asyncio.shield(future)
 
     def store_group(
         self, group: GroupMetadata, assignment: dict[str, bytes]
@@ -297,7 +299,9 @@ class GroupMetadataManager:
                     group.offsets.pop(tp, None)
 
         future.add_done_callback(stored)
-        return future
+        # The caller's copy: a member whose connection closes cancels it, never the
+        # outcome the group's state follows.
+        return asyncio.shield(future)
 
 
 def _key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:

@@ -135,3 +135,10 @@ def test_a_legacy_array_count_below_minus_one_is_out_of_bounds() -> None:
     body = struct.pack(">i", -5) + b"\x00"
     with pytest.raises(BodyOutOfBounds, match="negative"):
         check_body(request_class(ApiKey.METADATA, 1), body, 0)
+
+
+def test_a_null_array_is_refused_only_where_the_schema_has_no_null() -> None:
+    null = struct.pack(">i", -1)
+    with pytest.raises(BodyOutOfBounds, match="null array"):  # DeleteGroups' names
+        check_body(request_class(ApiKey.DELETE_GROUPS, 0), null, 0)
+    check_body(request_class(ApiKey.METADATA, 1), null, 0)  # topics: null is "all"

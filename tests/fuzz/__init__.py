@@ -1,0 +1,1 @@
+"""A wire fuzzer for both protocols against real broker processes (issue 42)."""
