@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java chaos simulation fuzz
+.PHONY: run test lint format venv clean check-java chaos simulation fuzz fuzz-coverage
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -47,6 +47,14 @@ FUZZ_SEED ?= 42
 FUZZ_LOGS ?= out/fuzz-logs
 fuzz: $(STAMP)
 	BROKER_TEST_LOGS=$(FUZZ_LOGS) $(BIN)/python -m tests.fuzz --frames $(FUZZ_FRAMES) --seed $(FUZZ_SEED)
+
+## make fuzz-coverage: coverage-guided (atheris) runs of the Kafka codec, our codec and the
+## LogValidator, COVERAGE_RUNS each (CI: 50,000); a crash is written as crash-<sha1>.
+COVERAGE_RUNS ?= 1000000
+fuzz-coverage: $(STAMP)
+	for target in kafka msgpack validator; do \
+		$(BIN)/python -m tests.fuzz.coverage $$target --runs $(COVERAGE_RUNS) || exit 1; \
+	done
 
 ## make simulation: more seeds of the deterministic simulation than CI's 10,000
 SEEDS ?= 0-99999
