@@ -50,10 +50,11 @@ from purgatory.broker.raft.log_store import LogStore
 from purgatory.broker.raft.raft_client import LeaderAndEpoch, RaftChannel
 from purgatory.broker.raft.raft_config import open_store, quorum_config
 from purgatory.broker.raft.raft_metrics import raft_families
+from purgatory.broker.replication.partition import Partition
 from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.common import gc_policy
-from purgatory.common.broker_state import BrokerState
+from purgatory.common.broker_state import BrokerState, ReplicaInfo
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
@@ -65,6 +66,10 @@ KAFKA_LISTENER_MODULES = (
     "purgatory.broker.network.kafka_codec",
     "purgatory.protocol.consumer_protocol",
 )
+
+
+# /v1/state describes this many partitions between two turns of the event loop.
+STATE_SLICE = 1000
 
 
 class Broker:
@@ -516,11 +521,10 @@ class Broker:
             "batches": partition.log.batch_checksums(from_offset),
         }
 
-    def state(self) -> BrokerState:
-        """The ``/v1/state`` document."""
-        replicas = sorted(
-            self.replica_manager.partitions.values(), key=lambda p: (p.topic, p.index)
-        )
+    def state(self, partitions: list[ReplicaInfo] | None = None) -> BrokerState:
+        """The ``/v1/state`` document (with ``partitions`` described already, if given)."""
+        if partitions is None:
+            partitions = [p.describe() for p in self._replicas()]
         return BrokerState(
             broker_id=self.broker_id,
             controller_id=self.controller_id,
@@ -529,12 +533,28 @@ class Broker:
             members={str(i): f"{h}:{p}" for i, (h, p) in sorted(self.members.items())},
             live_brokers=sorted(self.metadata.live_brokers),
             groups=self.group_coordinator.describe(),
-            partitions=[p.describe() for p in replicas],
+            partitions=partitions,
             connections=len(self.socket_server.connections),
             clients=self.socket_server.describe_clients(),
             config_changes=list(self.config.changes),
             faults=self.faults.describe(),
         )
+
+    def _replicas(self) -> list[Partition]:
+        return sorted(self.replica_manager.partitions.values(), key=lambda p: (p.topic, p.index))
+
+    async def state_in_slices(self) -> BrokerState:
+        """``state()`` for the admin API: the partitions are described
+        ``STATE_SLICE`` at a time, the event loop serving requests in between, so that
+        100,000 partitions never stop the broker for the whole document (each is as it
+        was when its slice was described)."""
+        replicas = self._replicas()
+        described: list[ReplicaInfo] = []
+        for start in range(0, len(replicas), STATE_SLICE):
+            described += [p.describe() for p in replicas[start : start + STATE_SLICE]]
+            if start + STATE_SLICE < len(replicas):
+                await asyncio.sleep(0)
+        return self.state(described)
 
 
 async def start_broker(config: BrokerConfig) -> Broker:

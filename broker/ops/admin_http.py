@@ -75,6 +75,8 @@ class AdminTarget(Protocol):
 
     def state(self) -> BrokerState: ...
 
+    async def state_in_slices(self) -> BrokerState: ...
+
     def replica_batches(self, topic: str, partition: int, from_offset: int) -> Any: ...
 
     def change_config(self, name: str, value: Any) -> tuple[Any, Any]: ...
@@ -169,7 +171,7 @@ def make_router(broker: AdminTarget) -> Router:
         return json_response({"status": "ok", "broker_id": broker.broker_id})
 
     async def state(_: HttpRequest) -> HttpResponse:
-        return HttpResponse(body=msgspec.json.encode(broker.state()))
+        return HttpResponse(body=msgspec.json.encode(await broker.state_in_slices()))
 
     async def get_config(_: HttpRequest) -> HttpResponse:
         return json_response({"broker_id": broker.broker_id, "configs": broker.config.describe()})

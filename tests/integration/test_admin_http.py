@@ -313,3 +313,31 @@ async def test_a_half_sent_request_is_closed_after_the_read_timeout() -> None:
         writer.close()
     finally:
         await server.stop()
+
+
+async def test_the_state_document_lets_the_broker_serve_between_slices() -> None:
+    """Issue 42: at 100,000 partitions GET /v1/state held the event loop for 2.4 s. It is
+    built STATE_SLICE partitions at a time: a task counting turns of the loop meanwhile
+    counts at least one per slice, and the document still lists every partition."""
+    from purgatory.broker.server import STATE_SLICE
+
+    partitions = 3 * STATE_SLICE + 10
+    async with running_cluster(1, num_partitions=partitions) as (broker,):
+        async with AdminClient(bootstrap([broker])) as admin:
+            await admin.create_topic("wide")
+        await wait_until(lambda: len(broker.replica_manager.partitions) >= partitions)
+        turns = 0
+        done = asyncio.Event()
+
+        async def count_turns() -> None:
+            nonlocal turns
+            while not done.is_set():
+                turns += 1
+                await asyncio.sleep(0)
+
+        counter = asyncio.ensure_future(count_turns())
+        state = await broker.state_in_slices()
+        done.set()
+        await counter
+        assert len([p for p in state.partitions if p.topic == "wide"]) == partitions
+        assert turns >= partitions // STATE_SLICE
