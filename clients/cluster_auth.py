@@ -108,10 +108,13 @@ class ClientExchange:
             raise AuthenticationFailed("the other broker did not prove the secret")
 
 
-async def authenticate(connection: Any, secret: str, broker_id: int) -> None:
+async def authenticate(
+    connection: Any, secret: str, broker_id: int, timeout_ms: int = 30_000
+) -> None:
     """Run the exchange on a fresh ``Connection`` (purgatory.clients.connection); raises
     AuthenticationFailed or the connection's errors. Nothing to prove without a secret
-    (a cluster of one)."""
+    (a cluster of one). Each step waits at most ``timeout_ms``: the caller's bound on
+    reaching that node holds for the exchange too."""
     if not secret:
         return
     from purgatory.protocol import inter_broker_messages as ib
@@ -121,7 +124,9 @@ async def authenticate(connection: Any, secret: str, broker_id: int) -> None:
     message = exchange.first()
     for step in range(2):
         response = await connection.send(
-            ApiKey.SASL_AUTHENTICATE, ib.SaslAuthenticateRequest(MECHANISM, message)
+            ApiKey.SASL_AUTHENTICATE,
+            ib.SaslAuthenticateRequest(MECHANISM, message),
+            timeout_ms=timeout_ms,
         )
         if response.error_code:
             raise AuthenticationFailed(f"refused: {response.error_message or response.error_code}")

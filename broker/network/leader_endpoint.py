@@ -75,7 +75,12 @@ class LeaderConnection:
                 connect_timeout_s=self.connect_timeout_s,
             )
             try:
-                await authenticate(conn, self.cluster_secret, self.broker_id)
+                await authenticate(
+                    conn,
+                    self.cluster_secret,
+                    self.broker_id,
+                    int(self.connect_timeout_s * 1000),
+                )
             except BaseException:
                 await conn.close()
                 raise

@@ -65,7 +65,7 @@ class NodeChannels:
                 connect_timeout_s=timeout_ms / 1000,
             )
             try:
-                await authenticate(conn, self.cluster_secret, self.broker_id)
+                await authenticate(conn, self.cluster_secret, self.broker_id, timeout_ms)
             except BaseException:
                 await conn.close()
                 raise
