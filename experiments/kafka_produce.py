@@ -76,24 +76,6 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _broker_pid(before: set[int]) -> int:
-    """The broker process: the one child of this process started since ``before``."""
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) not in before:
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me:
-                return int(entry)
-    raise RuntimeError("the broker process was not found")
-
-
-def _children() -> set[int]:
-    return {int(e) for e in os.listdir("/proc") if e.isdigit()}
-
-
 async def _measure_broker(args: argparse.Namespace, frame: bytes) -> tuple[dict[str, Any], bytes]:
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
@@ -102,10 +84,10 @@ async def _measure_broker(args: argparse.Namespace, frame: bytes) -> tuple[dict[
 
     from purgatory.experiments.processes import local_brokers
 
-    before = _children()
     with tempfile.TemporaryDirectory(prefix="kafka-produce-bench-") as logs:
         async with local_brokers(1, {"log.level": "WARNING"}, Path(logs)) as brokers:
-            pid = _broker_pid(before)
+            assert brokers.supervisor is not None  # local_brokers started them
+            pid = brokers.supervisor.procs[0].pid
             admin = AdminClient({"bootstrap.servers": brokers.bootstrap, "log_level": 3})
             for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
                 await asyncio.to_thread(future.result, 20)

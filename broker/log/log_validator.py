@@ -123,6 +123,7 @@ class LogValidator:
     def _records(self, batch: bytes, info: BatchInfo, attributes: int, now_ms: int) -> int:
         """Walk the records (decompressed within the bound); their largest timestamp."""
         codec = attributes & CODEC_MASK
+        whole: bytes | bytearray = batch  # the reader takes it as it is: no copy
         if codec:
             payload = self._decompress(codec, memoryview(batch)[HEADER_SIZE:])
             # The same header, uncompressed, over the decompressed records: what the reader
@@ -130,8 +131,6 @@ class LogValidator:
             header = bytearray(batch[:HEADER_SIZE])
             header[_ATTRIBUTES_AT + 1] &= ~CODEC_MASK & 0xFF
             whole = header + payload
-        else:
-            whole = bytearray(batch)
         count = info.record_count
         seen = 0
         max_timestamp = NO_TIMESTAMP

@@ -309,8 +309,7 @@ class BrokerConnection(asyncio.Protocol):
         if isinstance(result, msgspec.Struct) or not (
             isinstance(result, Deferred) or inspect.isawaitable(result)
         ):  # answered now: straight to the output unless a request before it waits
-            out = self.out if not self.in_flight else self._queued_answer(request)
-            self._encode_into(out, request, result)
+            self._respond(request, result)
             times.observe_immediate(_perf() - start)
             return
         # Waiting (later answers queue behind it): in a purgatory, or on another task.
@@ -357,8 +356,8 @@ class BrokerConnection(asyncio.Protocol):
         stats.times.observe_immediate(_perf() - start)
 
     def _respond(self, request: RequestHeader, body: Any) -> None:
-        out = self.out if not self.in_flight else self._queued_answer(request)
-        self._encode_into(out, request, body)
+        """Answer now: straight to the output unless a request before it waits."""
+        self._encode_into(self._answer_buffer(request), request, body)
 
     def _inject(self, request: Request) -> bool:
         """Apply error and disconnect faults to a request; True if it was answered (or its
@@ -486,8 +485,10 @@ class BrokerConnection(asyncio.Protocol):
             self._close()
 
     def _respond_error(self, request: RequestHeader, code: int, message: str) -> None:
-        out = self.out if not self.in_flight else self._queued_answer(request)
-        self.codec.encode_error_into(out, request, code, message)
+        self.codec.encode_error_into(self._answer_buffer(request), request, code, message)
+
+    def _answer_buffer(self, request: RequestHeader) -> bytearray:
+        return self.out if not self.in_flight else self._queued_answer(request)
 
     def _queued_answer(self, request: RequestHeader) -> bytearray:
         """Where an answer made now goes while a request before it waits: its own place

@@ -5,18 +5,15 @@ that mutations reach the record validator with a good CRC."""
 
 from __future__ import annotations
 
-import io
-import struct
 import time
 from typing import Any
 
 import msgspec.inspect as mi
-from kio.serial import entity_writer
 
 from purgatory.protocol import kafka_records
 from purgatory.protocol.api import SCHEMAS, encode_request_into
 from purgatory.protocol.kafka_schemas import VERSIONS
-from tests.kafka_wire import request_frame, sample_request, schema
+from tests.kafka_wire import request_frame, sample_request
 
 
 def kafka_frames() -> list[bytes]:
@@ -90,32 +87,6 @@ def kafka_batch(records: int = 2) -> bytes:
 def produce_frame(batch: bytes, topic: str = "fuzz", acks: int = 1) -> bytes:
     """A Kafka Produce v9 frame carrying ``batch`` as it is."""
     from purgatory.protocol.api import ApiKey
-    from tests.kafka_wire import request
+    from tests.integration.test_kafka_wire import produce_body
 
-    s = schema(ApiKey.PRODUCE, 9)
-    body = request(
-        ApiKey.PRODUCE,
-        9,
-        transactional_id=None,
-        acks=acks,
-        timeout=5_000,
-        topic_data=(
-            s.TopicProduceData(
-                name=topic, partition_data=(s.PartitionProduceData(index=0, records=batch),)
-            ),
-        ),
-    )
-    return request_frame(ApiKey.PRODUCE, 9, 1, body, client_id="fuzz")
-
-
-def recrc(batch: bytes) -> bytes:
-    """A v2 batch whose CRC-32C is made right again (after a mutation of its records)."""
-    from crc32c import crc32c
-
-    return batch[:17] + struct.pack(">I", crc32c(batch[21:])) + batch[21:]
-
-
-def write(entity: Any) -> bytes:
-    out = io.BytesIO()
-    entity_writer(type(entity))(out, entity)
-    return out.getvalue()
+    return request_frame(ApiKey.PRODUCE, 9, 1, produce_body(topic, batch, acks), client_id="fuzz")

@@ -8,7 +8,8 @@ import random
 import struct
 from collections.abc import Callable
 
-from tests.fuzz.corpus import kafka_batch, produce_frame, recrc
+from tests.fuzz.corpus import kafka_batch, produce_frame
+from tests.unit.test_kafka_records import recrc
 
 # Values that make counts and lengths large or negative, in every encoding the two
 # protocols use: Kafka's compact uvarint and int16/int32, MessagePack's 32-bit headers.

@@ -262,7 +262,9 @@ async def fuzz(
     await asyncio.gather(
         *(_worker(ports, corpora, random.Random(-seed - w - 1), warm) for w in range(workers))
     )
-    await asyncio.sleep(1.0)
+    # Every warm-up burst ended with an answered ping (or a closed connection): the
+    # brokers have read it all. They must be healthy before anything is measured.
+    await wait_until(lambda: all(cluster.healthy(i) for i in range(3)), timeout=30)
     before = {i: batches(cluster, i) for i in range(3)}
     result.rss_before_mb = {i: rss_mb(cluster.procs[i].pid) for i in range(3)}
     rngs = [random.Random(seed * 1000 + w) for w in range(workers)]
