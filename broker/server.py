@@ -318,6 +318,8 @@ class Broker:
                 self.log.warning("controlled_shutdown_failed", attempt=attempt, error=str(exc))
                 if attempt < attempts:
                     await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
+                if not self._another_may_lead():
+                    break  # the others are stopping too (the metadata came meanwhile)
                 continue
             remaining = [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
             if remaining:

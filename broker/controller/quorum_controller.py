@@ -11,8 +11,10 @@ append, but never commit, and loses its leadership by check-quorum.
 
 It becomes active when the quorum makes its member leader and everything before its epoch
 is committed (``activate``, with the committed image), and stops at once when the member
-leads no more (``deactivate``): whatever still waits is answered NOT_CONTROLLER, and the
-image is dropped (a later activation starts again from the committed one).
+leads no more (``deactivate``): whatever still waits for a commit is answered
+NOT_CONTROLLER (its outcome is unknown), what is committed and only waited for the
+brokers to apply it is answered as done, and the image is dropped (a later activation
+starts again from the committed one).
 """
 
 from __future__ import annotations
@@ -116,13 +118,16 @@ class QuorumController:
         if self._session_check is not None:
             self._session_check.cancel()
             self._session_check = None
-        waiters = self._commit_waiters + self._applied_waiters
+        uncommitted, applying = self._commit_waiters, self._applied_waiters
         self._commit_waiters, self._applied_waiters = [], []
-        for _, future in waiters:
+        for _, future in uncommitted:
             if not future.done():
                 future.set_exception(
                     NotController(f"node {self.node_id} is no longer the controller")
                 )
+        for _, future in applying:
+            if not future.done():
+                future.set_result(None)  # committed: the brokers apply it without us
 
     def committed(self, offset: int) -> None:
         """The quorum committed everything up to ``offset``: answer what waited for it."""
@@ -312,11 +317,12 @@ class QuorumController:
             return ib.ControlledShutdownResponse(code, [])
         self.log.info("controlled_shutdown", shutting_down_broker=request.broker_id)
         offset = await self._write_and_commit(self._with_elections(records))
+        image = self.image  # as committed (a deactivation while waiting below drops it)
         await self._applied_everywhere(offset, self.config["controller.quorum.request.timeout.ms"])
         broker = request.broker_id
         remaining = [
             ib.RemainingPartition(name, p.partition_index)
-            for name, topic in self.image.topics.items()
+            for name, topic in image.topics.items()
             for p in topic.partitions
             if p.leader_id == broker or (p.leader_id < 0 and broker in p.isr)
         ]

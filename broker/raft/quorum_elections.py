@@ -24,9 +24,16 @@ from purgatory.protocol.errors import ErrorCode
 class QuorumElections(QuorumMember):
     async def resign(self) -> None:
         """A leader stopping on purpose: tell the voters, so one of them takes over at once
-        instead of after a fetch timeout (Kafka's EndQuorumEpoch)."""
+        instead of after a fetch timeout (Kafka's EndQuorumEpoch). What it appended is
+        first given a request timeout to commit: a broker's controlled shutdown that came
+        in as this one stopped is answered, not failed with NOT_CONTROLLER (with two
+        brokers stopping together, the other would otherwise retry against a quorum that
+        can no longer elect anyone)."""
+        if not isinstance(self.quorum.state, LeaderState) or len(self.voters) == 1:
+            return
+        await self.committed_to_end(self.config.request_timeout_ms)
         state = self.quorum.state
-        if not isinstance(state, LeaderState) or len(self.voters) == 1:
+        if not isinstance(state, LeaderState):
             return
         successors = sorted(
             (v for v in self.voters if v != self.node_id),

@@ -5,6 +5,7 @@ handed to the listener in order, snapshots, and its requests to the other member
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -97,6 +98,7 @@ class QuorumMember:
         self._first_timeout = True
         self._election_retries = 0  # elections lost in a row: the next backoff grows
         self._retries: set[Cancellable] = set()  # pending retries of this role's requests
+        self._commit_waiters: list[asyncio.Future[None]] = []  # see committed_to_end
         self.metrics = RaftMetrics()
         # The leader this member stopped hearing from (a fetch timeout), and when it was
         # last known up: a new active controller counts that broker's session from then.
@@ -172,6 +174,7 @@ class QuorumMember:
 
     def _leave_role(self) -> None:
         self._generation += 1
+        self._wake_commit_waiters()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -327,12 +330,37 @@ class QuorumMember:
 
     # -- commits ---------------------------------------------------------------------------------
 
+    async def committed_to_end(self, timeout_ms: int) -> bool:
+        """Wait, at most ``timeout_ms``, until every entry of the log is committed (entries
+        appended meanwhile included) while this member keeps its role; whether they are."""
+        deadline = self.scheduler.now_ms() + timeout_ms
+        generation = self._generation
+        while self.high_watermark < self.log.end_offset and generation == self._generation:
+            now = self.scheduler.now_ms()
+            if now >= deadline:
+                break
+            woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._commit_waiters.append(woken)
+            timer = self.scheduler.call_at(deadline, functools.partial(_wake, woken))
+            try:
+                await woken
+            finally:
+                timer.cancel()
+        return self.high_watermark >= self.log.end_offset and generation == self._generation
+
+    def _wake_commit_waiters(self) -> None:
+        waiters, self._commit_waiters = self._commit_waiters, []
+        for woken in waiters:
+            _wake(woken)
+
     def _set_high_watermark(self, high_watermark: int) -> None:
         if high_watermark <= self.high_watermark:
             return
         self.high_watermark = high_watermark
         self.metrics.committed(high_watermark, self.scheduler.precise_s())
         self._fire_commits()
+        if self.high_watermark >= self.log.end_offset:
+            self._wake_commit_waiters()
         self.purgatory.check_and_complete(METADATA_PARTITION)
 
     def _fire_commits(self) -> None:
@@ -426,3 +454,8 @@ class QuorumMember:
             self.scheduler.call_at(self.scheduler.now_ms() + self.config.retry_backoff_ms, run)
         )
         self._retries.add(handle[0])
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

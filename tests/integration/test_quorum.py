@@ -4,7 +4,10 @@ broker that restarts with its metadata log."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+
+import structlog
 
 from purgatory.broker.ops.faults import parse_spec
 from purgatory.broker.server import Broker
@@ -124,6 +127,23 @@ async def test_a_controller_cut_off_by_a_partition_resigns_and_the_majority_carr
             message="the healed broker follows the new controller",
         )
         await wait_until(lambda: old.broker_id in heir.metadata.live_brokers, message="unfenced")
+
+
+async def test_two_brokers_stopping_together_both_hand_over_without_retrying() -> None:
+    """Both brokers of a two-voter cluster get SIGTERM at once (as a user stopping a
+    hand-started cluster does): the controller answers the other's controlled shutdown
+    before it resigns (the change is committed; only its spreading was still awaited),
+    so neither retries controlled.shutdown.max.retries times against a quorum that can
+    no longer elect anyone."""
+    async with running_cluster(2, **FAST) as brokers:
+        async with AdminClient(bootstrap(brokers)) as admin:
+            await admin.create_topic("both", 1, 2)
+        with structlog.testing.capture_logs() as logs:
+            await asyncio.gather(*(b.controlled_shutdown() for b in brokers))
+    events = [e["event"] for e in logs]
+    assert events.count("controlled_shutdown_done") == 2, events
+    assert "controlled_shutdown_failed" not in events
+    assert "controlled_shutdown_gave_up" not in events
 
 
 async def test_a_one_way_loss_to_the_controller_moves_the_controller() -> None:

@@ -5,6 +5,7 @@ only when a test says so, and nothing sleeps."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,43 @@ def test_a_leader_cut_off_from_the_majority_resigns_and_its_entries_never_commit
         for o in range(old.log.start_offset, orphan + 1)
         if o < old.log.end_offset
     )
+
+
+def test_a_resigning_leader_first_lets_what_it_appended_commit_within_a_request_timeout() -> None:
+    """Resign (a controller stopping on purpose) waits for its uncommitted entries, so a
+    change it accepted a moment before is answered rather than lost with the leadership;
+    a majority it cannot reach holds it up no longer than request_timeout_ms."""
+    quorum = Quorum()
+    quorum.run(1.0)
+    leader = quorum.leader()
+    cut = {(leader.node_id, n) for n in quorum.voters - {leader.node_id}}
+    quorum.net.cut |= cut
+    late = quorum.append(b"late")
+    resigned: list[float] = []
+
+    def resign() -> None:
+        task = asyncio.ensure_future(leader.resign())
+        task.add_done_callback(lambda _: resigned.append(quorum.sim.now))
+
+    quorum.sim.run_in(leader.node_id, resign)
+    quorum.run(0.05)
+    assert not resigned and isinstance(leader.quorum.state, LeaderState)
+    quorum.net.heal(cut)
+    quorum.run(0.1)
+    assert resigned and leader.high_watermark > late
+    assert not isinstance(leader.quorum.state, LeaderState)
+    quorum.run(1.0)
+    for node in quorum.voters:
+        assert committed_data(quorum, node)[-1] == b"late"
+    heir = quorum.leader()
+    quorum.isolate(heir.node_id)
+    lost = quorum.append(b"unreachable")
+    leader = heir
+    quorum.sim.run_in(heir.node_id, resign)
+    quorum.run(CONFIG.request_timeout_ms / 1000 - 0.002)
+    assert isinstance(heir.quorum.state, LeaderState)
+    quorum.run(0.004)  # less than check-quorum's 1.5 fetch timeouts: it resigned itself
+    assert heir.quorum.state.name == "resigned" and heir.high_watermark <= lost
 
 
 def test_a_new_leader_commits_earlier_entries_only_by_committing_one_of_its_own_epoch() -> None:
