@@ -11,9 +11,9 @@ import sys
 
 import uvloop
 
-from purgatory.broker.config.addresses import parse_host_port
 from purgatory.broker.config.broker_config import BrokerConfig, load_config, parse_assignments
 from purgatory.broker.config.config_def import ConfigError
+from purgatory.broker.config.listeners import parse_listeners
 from purgatory.broker.ops.lifeline import watch_lifeline
 from purgatory.common import gc_policy
 
@@ -62,12 +62,7 @@ def run_broker(args: argparse.Namespace) -> int:
         overrides = config_from_args(args)
         config = load_config(file=args.config, overrides=overrides)
         if args.host is not None or args.port is not None:
-            host, port = config.listener()
-            if args.port is None and args.host is not None and config.broker_id in config.members():
-                port = config.members()[config.broker_id][1]
-            overrides["listeners"] = (
-                f"PLAINTEXT://{args.host or host}:{port if args.port is None else args.port}"
-            )
+            overrides["listeners"] = _one_listener(config, args.host, args.port)
         if args.admin_port is not None or args.host is not None:
             host, port = config.admin_listener()
             overrides["admin.listener"] = (
@@ -87,7 +82,6 @@ def run_broker(args: argparse.Namespace) -> int:
             )
             return 2
     try:
-        parse_host_port(config["listeners"])
         return uvloop.run(_serve(config, args.lifeline_fd))
     except ValueError as exc:
         print(f"purgatory broker: {exc}", file=sys.stderr)
@@ -95,6 +89,20 @@ def run_broker(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"purgatory broker: cannot listen: {exc}", file=sys.stderr)
         return 1
+
+
+def _one_listener(config: BrokerConfig, host: str | None, port: int | None) -> str:
+    """``listeners`` with --host and --port applied: they stand for its one listener."""
+    bound = parse_listeners(config["listeners"])
+    if len(bound) != 1:
+        raise ConfigError(
+            f"--host and --port set the one listener, and listeners names {len(bound)}: "
+            "give each its address in listeners (--set listeners=NAME://host:port,...)"
+        )
+    [(name, bound_host, bound_port)] = bound
+    if port is None and config.broker_id in config.members():
+        bound_port = config.members()[config.broker_id][1]
+    return f"{name}://{host or bound_host}:{bound_port if port is None else port}"
 
 
 async def _serve(config: BrokerConfig, lifeline_fd: int | None) -> int:

@@ -5,22 +5,21 @@ registration with the active controller."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import functools
 import random
-import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import structlog
 
 from purgatory.broker.api.kafka_apis import KafkaApis
-from purgatory.broker.config.addresses import parse_host_port
 from purgatory.broker.config.broker_config import BrokerConfig, check_consistency
 from purgatory.broker.config.definitions import BY_NAME
 from purgatory.broker.config.server_configs import parse_per_ip_overrides
 from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
-from purgatory.broker.controller.broker_lifecycle import BrokerLifecycleManager
+from purgatory.broker.controller.broker_lifecycle import Advertised, BrokerLifecycleManager
 from purgatory.broker.controller.controller_apis import ControllerApis
 from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.controller_metrics import controller_families
@@ -110,7 +109,9 @@ class Broker:
             )
         self.voters = config.voters()
         self.roles = config.process_roles()
-        self.metadata = MetadataCache(self.members)
+        self.listeners = config.listener_config()
+        self.ports: dict[str, int] = {}  # each listener's bound port, by name
+        self.metadata = MetadataCache(self.members, self.listeners.broker_facing.name)
         self.scheduler = scheduler or LoopScheduler()
         self._leader_transport = leader_transport or self._leader_connection
         self.port = 0
@@ -229,17 +230,27 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        host, port = self.config.listener()
+        listeners = list(self.listeners.listeners)
         if self.config.sources.get("listeners") is None and self.broker_id in self.members:
-            host, port = self.members[self.broker_id]  # no listener given: the member address
-        self.port = await self.socket_server.start(host, port)
-        if not self.members:
-            advertised = self.config["advertised.listeners"]
-            if advertised:
-                self.members = {self.broker_id: parse_host_port(advertised)}
-            else:
-                shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
-                self.members = {self.broker_id: (shown, self.port)}
+            # No listener given: the one of the default, at the member address.
+            host, port = self.members[self.broker_id]
+            listeners = [dataclasses.replace(listeners[0], host=host, port=port)]
+        self.ports = await self.socket_server.start(listeners)
+        self.port = self.ports[self.listeners.inter_broker]
+        facing = self.listeners.broker_facing.name
+        if self.broker_id in self.members:
+            member_port = self.members[self.broker_id][1]
+            if member_port != self.ports[facing]:
+                await self.socket_server.stop()
+                raise ValueError(
+                    f"cluster.members gives node {self.broker_id} port {member_port}, but the "
+                    f"other nodes reach it on its {facing} listener, on port "
+                    f"{self.ports[facing]}: a member's address is its controller listener's "
+                    "(controller.listener.names), else its inter-broker listener's"
+                )
+        else:
+            advertised = dict((n, (h, p)) for n, h, p in self._advertised().listeners)
+            self.members = {self.broker_id: advertised[facing]}
             self.metadata.members = self.members
         self.start_node()
         admin_host, admin_port = self.config.admin_listener()
@@ -248,7 +259,11 @@ class Broker:
         self.log.info(
             "broker_started",
             port=self.port,
-            protocols="purgatory and kafka on this port",
+            listeners={
+                listener.name: f"{listener.role.value} :{self.ports[listener.name]}"
+                for listener in self.listeners.listeners
+            },
+            protocols="purgatory and kafka on each listener",
             admin_port=self.admin_port,
             roles=",".join(self.roles),
             voters=sorted(self.voters),
@@ -265,10 +280,28 @@ class Broker:
         self.replica_manager.start()
         self.group_coordinator.start()
 
-    def _advertised(self) -> tuple[str, int]:
-        """The address this broker registers with: its member address, else where it
-        listens."""
-        return self.members.get(self.broker_id, ("127.0.0.1", self.port))
+    def _advertised(self) -> Advertised:
+        """What this broker registers: each listener's advertised address (the member
+        address for the listener members' addresses are of, unless advertised.listeners
+        names it), and the inter-broker listener's as its own."""
+        listeners = self.listeners
+        facing = listeners.broker_facing.name
+        endpoints = tuple(
+            (name, *self.members[self.broker_id])
+            if name == facing
+            and name not in listeners.advertised
+            and self.broker_id in self.members
+            else (name, host, port)
+            for name, host, port in listeners.advertised_endpoints(self.ports)
+        )
+        host, port = next((h, p) for n, h, p in endpoints if n == listeners.inter_broker)
+        return Advertised(host, port, endpoints)
+
+    def endpoints(self) -> dict[int, tuple[str, int]]:
+        """Each broker's address on the listener of the request being handled (clients
+        are sent back through the listener they came in on)."""
+        listener = self.socket_server.current_listener or self.listeners.inter_broker
+        return self.metadata.endpoints(listener)
 
     def _kafka_protocol(self) -> ServedProtocol:
         """Kafka's codec and API handlers (made once, when its modules are loaded)."""
@@ -471,8 +504,9 @@ class Broker:
         )
 
     def _leader_connection(self, broker_id: int) -> LeaderConnection:
+        address = self.metadata.endpoints(self.listeners.inter_broker).get(broker_id)
         return LeaderConnection(
-            self.members[broker_id],
+            address or self.members[broker_id],
             f"replica-fetcher-{self.broker_id}",
             self.config["controller.quorum.request.timeout.ms"] / 1000,
             functools.partial(self.faults.delay_from_broker, broker_id),

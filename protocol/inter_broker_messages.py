@@ -38,9 +38,12 @@ class BrokerRegistrationRequest(Message):
 
     broker_id: int
     incarnation_id: str
-    host: str
+    host: str  # the inter-broker listener's advertised address
     port: int
     cluster_id: str = ""
+    # Every advertised listener but the controller's: (name, host, port). Metadata gives a
+    # client the addresses of the listener it came in on.
+    listeners: tuple[tuple[str, str, int], ...] = ()
 
 
 class BrokerRegistrationResponse(Message):

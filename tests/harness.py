@@ -57,7 +57,7 @@ class Harness:
     def __init__(self, **config: Any) -> None:
         self.clock = ManualScheduler(start_ms=1_000)
         self.config = broker_config(LEADER, members=MEMBERS, **config)
-        self.metadata = MetadataCache(self.config.members())
+        self.metadata = MetadataCache(self.config.members(), "PLAINTEXT")
         self.metadata.controller_id = LEADER
         self.alter_requests: list[LeaderAndIsr] = []
         self.replica_manager = ReplicaManager(

@@ -76,19 +76,31 @@ def broker_config(broker_id: int = 0, *, members: str = "", port: int = 0, **ove
 
 
 @contextlib.asynccontextmanager
-async def running_cluster(n: int, **overrides: Any) -> AsyncIterator[list[Broker]]:
-    """``n`` in-process brokers on ephemeral ports, all holding the controller's metadata."""
-    ports = free_ports(n)
-    members = ",".join(f"{i}@127.0.0.1:{p}" for i, p in enumerate(ports))
+async def running_cluster(
+    n: int,
+    listeners: Callable[[int], tuple[int, dict[str, Any]]] | None = None,
+    **overrides: Any,
+) -> AsyncIterator[list[Broker]]:
+    """``n`` in-process brokers on ephemeral ports, all holding the controller's metadata.
+    ``listeners``: broker index -> (its member port, its listener settings); default: one
+    listener on a free port."""
+    if listeners is None:
+        ports = free_ports(n)
+
+        def listeners(i: int) -> tuple[int, dict[str, Any]]:
+            return ports[i], {"listeners": f"127.0.0.1:{ports[i]}"}
+
+    layout = [listeners(i) for i in range(n)]
+    members = ",".join(f"{i}@127.0.0.1:{port}" for i, (port, _) in enumerate(layout))
     brokers: list[Broker] = []
     disks = tempfile.TemporaryDirectory(prefix="purgatory-test-")
     try:
-        for i, port in enumerate(ports):
+        for i, (_, settings) in enumerate(layout):
             config = broker_config(
                 i,
                 members=members if n > 1 else "",
-                port=port,
                 metadata_log_dir=f"{disks.name}/broker-{i}",
+                **settings,
                 **overrides,
             )
             brokers.append(await start_broker(config))

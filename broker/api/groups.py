@@ -56,7 +56,10 @@ class GroupApis:
         code, node = self.coordinator.find_coordinator(request.key)
         if code:
             return g.FindCoordinatorResponse(code, -1, "", -1)
-        host, port = self.broker.members[node]
+        address = self.broker.endpoints().get(node)
+        if address is None:  # its broker has no listener of this name
+            return g.FindCoordinatorResponse(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+        host, port = address
         return g.FindCoordinatorResponse(ErrorCode.NONE, node, host, port)
 
     # -- offsets ---------------------------------------------------------------------------

@@ -173,31 +173,38 @@ class KafkaApis:
             and request.allow_auto_topic_creation
             and self.broker.config["auto.create.topics.enable"]
         ):
-            return self._metadata_after_create(request, missing)
-        return self.metadata_response(request.topics)
+            # The brokers' addresses on this request's listener, read before waiting.
+            endpoints = self.broker.endpoints()
+            return self._metadata_after_create(request, missing, endpoints)
+        return self.metadata_response(request.topics, self.broker.endpoints())
 
     async def _metadata_after_create(
-        self, request: m.MetadataRequest, missing: list[str]
+        self,
+        request: m.MetadataRequest,
+        missing: list[str],
+        endpoints: Mapping[int, tuple[str, int]],
     ) -> m.MetadataResponse:
         created = await self.broker.forwarding.create_topics(
             m.CreateTopicsRequest([m.CreatableTopic(name) for name in dict.fromkeys(missing)])
         )
         return self.metadata_response(
-            request.topics, creating={r.name: r.error_code for r in created.topics}
+            request.topics, endpoints, creating={r.name: r.error_code for r in created.topics}
         )
 
     def metadata_response(
-        self, topics: list[str] | None, creating: Mapping[str, int] | None = None
+        self,
+        topics: list[str] | None,
+        endpoints: Mapping[int, tuple[str, int]],
+        creating: Mapping[str, int] | None = None,
     ) -> m.MetadataResponse:
         """The Metadata answer for ``topics`` (None: all). ``creating``: the outcome of
-        auto-creating missing topics. As in Kafka, a topic whose creation is under way, or
+        auto-creating missing topics; ``endpoints``: the brokers' addresses on the
+        listener asked. As in Kafka, a topic whose creation is under way, or
         failed for now (a controller handover), answers LEADER_NOT_AVAILABLE so the client
         asks again; one that cannot be created answers that error; and
         UNKNOWN_TOPIC_OR_PARTITION means nobody is creating it."""
         creating = creating or {}
-        brokers = [
-            m.MetadataBroker(i, h, p) for i, (h, p) in sorted(self.broker.metadata.members.items())
-        ]
+        brokers = [m.MetadataBroker(i, h, p) for i, (h, p) in endpoints.items()]
         cache = self.broker.metadata.topics
         names = sorted(cache) if topics is None else topics
         out = []

@@ -14,6 +14,7 @@ from typing import Any, Literal, overload
 from purgatory.broker.config.addresses import parse_host_port, parse_members
 from purgatory.broker.config.config_def import ConfigDef, ConfigError
 from purgatory.broker.config.definitions import BY_NAME, DEFINITIONS, ENV_PREFIX, TOPIC_CONFIGS
+from purgatory.broker.config.listeners import ListenerConfig, listener_config
 from purgatory.broker.config.quorum_configs import parse_roles
 
 # The names of every config by the type of its value, so that ``config[name]`` is typed
@@ -88,7 +89,10 @@ BoolConfig = Literal[
 ]
 StrConfig = Literal[
     "listeners",
+    "listener.security.protocol.map",
     "advertised.listeners",
+    "inter.broker.listener.name",
+    "controller.listener.names",
     "admin.listener",
     "admin.token",
     "cluster.secret",
@@ -189,6 +193,10 @@ def check_consistency(values: Mapping[str, Any]) -> None:
             f"({'controller.quorum.voters' if voters else 'cluster.members'}), and a node is "
             "a controller exactly when it is a voter"
         )
+    try:
+        BrokerConfig(dict(values)).listener_config()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if values["controller.quorum.election.timeout.ms"] >= values["broker.session.timeout.ms"]:
         raise ConfigError(
             "controller.quorum.election.timeout.ms must be below broker.session.timeout.ms, "
@@ -261,8 +269,9 @@ class BrokerConfig:
             return roles
         return ("broker", "controller") if self.broker_id in self.voters() else ("broker",)
 
-    def listener(self) -> tuple[str, int]:
-        return parse_host_port(self.values["listeners"])
+    def listener_config(self) -> ListenerConfig:
+        """The named listeners, checked against each other (ValueError says what to fix)."""
+        return listener_config(self.values, self.process_roles())
 
     def admin_listener(self) -> tuple[str, int]:
         return parse_host_port(self.values["admin.listener"])

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from purgatory.broker.config.addresses import parse_members
 from purgatory.broker.config.config_def import ConfigDef, at_least, host_port, parses
+from purgatory.broker.config.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    parse_listeners,
+    parse_protocol_map,
+)
 
 
 def parse_per_ip_overrides(value: str) -> dict[str, int]:
@@ -31,18 +36,49 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
         "listeners",
         str,
         "PLAINTEXT://127.0.0.1:9092",
-        "Address the broker binds for clients and other brokers (`host:port`, optionally "
-        "prefixed with `PLAINTEXT://`). The one port speaks both our protocol and Kafka's (a "
-        "connection's first request tells them apart). Port 0 picks a free port.",
-        host_port,
+        "Listeners the broker binds, `NAME://host:port,...` (a bare `host:port` is "
+        "`PLAINTEXT`). Each speaks both our protocol and Kafka's (a connection's first request "
+        "tells them apart) and plays one role: the one named by `inter.broker.listener.name` "
+        "serves clients and, to brokers proving `cluster.secret`, the inter-broker APIs; "
+        "those in `controller.listener.names` serve brokers only (the metadata quorum); any "
+        "other serves clients only. Port 0 picks a free port.",
+        parses(parse_listeners),
+    ),
+    ConfigDef(
+        "listener.security.protocol.map",
+        str,
+        DEFAULT_PROTOCOL_MAP,
+        "Each listener name's security protocol, `NAME:PROTOCOL,...`. Only PLAINTEXT is "
+        "served so far; with this default a controller listener is PLAINTEXT, as in Kafka.",
+        parses(parse_protocol_map),
     ),
     ConfigDef(
         "advertised.listeners",
         str,
         "",
-        "Address given to clients in Metadata when this broker is not in `cluster.members`; "
-        "empty: the bound address.",
-        lambda v: None if v == "" else host_port(v),
+        "The address clients (and brokers) are given for each listener, "
+        "`NAME://host:port,...`: Metadata and FindCoordinator answer with the addresses of "
+        "the listener the request came in on. A listener not named here is advertised at "
+        "its bound address (a wildcard host as this machine's name); the inter-broker "
+        "listener of a `cluster.members` node, when it is the one the members' addresses "
+        "point at, at its member address. Controller listeners are never advertised.",
+        parses(parse_listeners),
+    ),
+    ConfigDef(
+        "inter.broker.listener.name",
+        str,
+        "",
+        "The listener brokers replicate over (follower fetches, ControlledShutdown). Empty: "
+        "the only listener that is not a controller listener, else `PLAINTEXT`.",
+    ),
+    ConfigDef(
+        "controller.listener.names",
+        str,
+        "",
+        "Listeners that serve the metadata quorum (votes, the metadata log, registrations, "
+        "heartbeats) to brokers proving `cluster.secret`, and nothing else. The "
+        "`cluster.members` (or `controller.quorum.voters`) address of a controller is then "
+        "its controller listener's. Empty: the inter-broker listener serves the quorum too.",
     ),
     ConfigDef(
         "admin.listener",

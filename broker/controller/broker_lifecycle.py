@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import NamedTuple
 
 import structlog
 
@@ -26,12 +27,20 @@ from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError, error_name
 
 
+class Advertised(NamedTuple):
+    """What a broker registers: its inter-broker address, and every listener's."""
+
+    host: str
+    port: int
+    listeners: tuple[tuple[str, str, int], ...]
+
+
 class BrokerLifecycleManager:
     def __init__(
         self,
         broker_id: int,
         incarnation_id: str,
-        address: Callable[[], tuple[str, int]],
+        address: Callable[[], Advertised],
         config: BrokerConfig,
         channel: ControllerChannel,
         metadata_offset: Callable[[], int],
@@ -83,11 +92,16 @@ class BrokerLifecycleManager:
         self._wake.clear()
 
     async def _register(self) -> None:
-        host, port = self.address()
+        advertised = self.address()
         response: ib.BrokerRegistrationResponse = await self.channel.call(
             ApiKey.BROKER_REGISTRATION,
             ib.BrokerRegistrationRequest(
-                self.broker_id, self.incarnation_id, host, port, self.config["cluster.id"]
+                self.broker_id,
+                self.incarnation_id,
+                advertised.host,
+                advertised.port,
+                self.config["cluster.id"],
+                advertised.listeners,
             ),
         )
         if response.error_code:

@@ -75,7 +75,12 @@ class ClusterControlManager:
         if current is not None and current.incarnation_id == request.incarnation_id:
             return ErrorCode.NONE, None, None
         record = RegisterBrokerRecord(
-            request.broker_id, request.incarnation_id, -1, request.host, request.port
+            request.broker_id,
+            request.incarnation_id,
+            -1,
+            request.host,
+            request.port,
+            listeners=request.listeners,
         )
         return ErrorCode.NONE, None, record
 

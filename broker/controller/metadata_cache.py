@@ -43,10 +43,37 @@ class MetadataCache:
     order); ``controller_id`` is the quorum leader as this broker last heard (-1: none).
     ``partition_changes`` says what a new image means for this broker's replicas."""
 
-    def __init__(self, members: dict[int, tuple[str, int]]) -> None:
+    def __init__(self, members: dict[int, tuple[str, int]], members_listener: str) -> None:
         self.members = members  # every node's address (cluster.members)
+        self.members_listener = members_listener  # the listener those addresses are of
         self.image = MetadataImage()
         self.controller_id = -1
+        self._endpoints: dict[str, dict[int, tuple[str, int]]] = {}
+        self._endpoints_of: MetadataImage | None = None
+
+    def endpoints(self, listener: str) -> dict[int, tuple[str, int]]:
+        """Each broker's address on ``listener`` (the one a request came in on), as it
+        registered it; a member not registered yet by its member address when that is
+        the listener members' addresses are of. A broker without that listener is left
+        out, as Kafka does. Made once per image and listener."""
+        if self._endpoints_of is not self.image:
+            self._endpoints, self._endpoints_of = {}, self.image
+        known = self._endpoints.get(listener)
+        if known is None:
+            known = {}
+            registered = self.image.brokers
+            for broker_id in sorted(set(registered) | set(self.members)):
+                registration = registered.get(broker_id)
+                if registration is not None:
+                    address = registration.endpoint(listener)
+                elif listener == self.members_listener:
+                    address = self.members[broker_id]
+                else:
+                    address = None
+                if address is not None:
+                    known[broker_id] = address
+            self._endpoints[listener] = known
+        return known
 
     @property
     def topics(self) -> dict[str, TopicState]:

@@ -38,6 +38,18 @@ class BrokerRegistration(msgspec.Struct, frozen=True, gc=False):
     port: int
     fenced: bool
     in_controlled_shutdown: bool = False
+    listeners: tuple[tuple[str, str, int], ...] = ()  # (name, host, port), advertised
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Its advertised address on ``listener``; None when it has no such listener (a
+        registration that named none, from before named listeners, has the one
+        address)."""
+        if not self.listeners:
+            return self.host, self.port
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return None
 
     @property
     def eligible(self) -> bool:
@@ -87,6 +99,7 @@ class MetadataImage:
                     broker.host,
                     broker.port,
                     broker.fenced,
+                    broker.listeners,
                 )
             )
             if broker.in_controlled_shutdown:
@@ -145,6 +158,7 @@ class MetadataDelta:
                 record.host,
                 record.port,
                 record.fenced,
+                listeners=record.listeners,
             )
             self.changed_brokers.add(record.broker_id)
         elif isinstance(record, BrokerRegistrationChangeRecord):

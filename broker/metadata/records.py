@@ -29,6 +29,7 @@ class RegisterBrokerRecord(Record, tag="RegisterBroker"):
     host: str
     port: int
     fenced: bool = True
+    listeners: tuple[tuple[str, str, int], ...] = ()  # (name, host, port), advertised
 
 
 class BrokerRegistrationChangeRecord(Record, tag="BrokerRegistrationChange"):

@@ -27,6 +27,7 @@ import msgspec
 
 from purgatory.broker.api.results import CloseConnection, Deferred
 from purgatory.broker.network.request_channel import (
+    PURGATORY,
     Codec,
     Request,
     RequestHeader,
@@ -44,6 +45,7 @@ from purgatory.protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 from purgatory.protocol.in_flight import InFlight, InFlightRequests
 
 if TYPE_CHECKING:
+    from purgatory.broker.config.listeners import Listener
     from purgatory.broker.network.socket_server import SocketServer
     from purgatory.broker.ops.metrics import RequestTimes
 
@@ -57,6 +59,7 @@ _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are 
 _FLUSH_EVERY = 32
 _SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
 _FETCH = int(ApiKey.FETCH)
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
 
 
 class _Waiting(msgspec.Struct, gc=False):
@@ -78,8 +81,16 @@ def _callback_after_close(future: asyncio.Future[Any]) -> None:
 
 
 class BrokerConnection(asyncio.Protocol):
-    def __init__(self, server: SocketServer, ip: str) -> None:
+    def __init__(self, server: SocketServer, listener: Listener, ip: str) -> None:
         self.server = server
+        self.listener = listener
+        # What its role refuses (broker/config/listeners.py): a client listener serves no
+        # broker, a controller listener only brokers.
+        self.clients_only = not listener.serves_brokers
+        self.brokers_only = not listener.serves_clients
+        # The ``listener`` label of request metrics: ours is PURGATORY; Kafka's protocol
+        # is labelled with the listener's name, as Kafka does.
+        self.metrics_listener = PURGATORY
         # Chosen by the first request (``_speak``): our protocol until then.
         self.handlers: Mapping[int, Handler] = server.msgpack.handlers
         self.codec: Codec = server.msgpack.codec
@@ -222,6 +233,7 @@ class BrokerConnection(asyncio.Protocol):
                     kafka.load().add_done_callback(self._kafka_loaded)
                 return False
             self.codec, self.handlers = kafka.served
+            self.metrics_listener = self.listener.name
         self.chosen = True
         return True
 
@@ -234,6 +246,7 @@ class BrokerConnection(asyncio.Protocol):
             self._close()
             return
         self.codec, self.handlers = loading.result()
+        self.metrics_listener = self.listener.name
         self.chosen = True
         self._handle_backlog()
 
@@ -248,7 +261,7 @@ class BrokerConnection(asyncio.Protocol):
             assert exc.header is not None
             h = exc.header
             self.metrics.for_request(
-                h.api_key, h.api_version, listener=self.codec.listener
+                h.api_key, h.api_version, listener=self.metrics_listener
             ).count += 1
             self._refuse(h, exc, start)
             return
@@ -263,28 +276,23 @@ class BrokerConnection(asyncio.Protocol):
         if api_key == _SASL_AUTHENTICATE:
             self._authenticate(request, start)
             return
-        if self.authenticated_broker is None and (
-            api_key in INTER_BROKER_APIS or request.from_follower
+        if (api_key in INTER_BROKER_APIS or request.from_follower) and (
+            self.authenticated_broker is None or self.clients_only
         ):
-            name = "a follower Fetch" if api_key == _FETCH else ApiKey(api_key).api_name
-            self._refuse(
-                request,
-                RequestError(
-                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    f"{name} is served to brokers only: authenticate with the cluster secret "
-                    "first (cluster.secret)",
-                ),
-                start,
-            )
+            self._refuse(request, self._broker_api_refused(api_key), start)
+            return
+        if self.brokers_only and self.authenticated_broker is None and api_key != _API_VERSIONS:
+            self._not_a_broker(request, start)
             return
         stats = self.metrics.for_request(
-            api_key, request.api_version, request.from_follower, request.listener
+            api_key, request.api_version, request.from_follower, self.metrics_listener
         )
         stats.count += 1
         times = stats.times
         server = self.server
         server.current_client = request.client_id
         server.current_peer = self.peer
+        server.current_listener = self.listener.name
         try:
             result = self.handlers[api_key](request.body, request.api_version)
         except RequestError as exc:
@@ -322,6 +330,36 @@ class BrokerConnection(asyncio.Protocol):
             waiting = _Waiting(request, times, start, _perf())
         self.pending[future] = self.in_flight.add(request.correlation_id, waiting)
         future.add_done_callback(self.on_done, context=self.context)
+
+    def _not_a_broker(self, request: Request, start: float) -> None:
+        """A request on a controller listener from someone not proven a broker: our
+        protocol's clients are told why; a Kafka client is closed on, as Kafka closes a
+        connection asking an API its listener does not serve (an empty answer would tell
+        it the cluster has no brokers)."""
+        message = (
+            f"listener {self.listener.name} is a controller listener "
+            "(controller.listener.names): it serves brokers proving cluster.secret only; "
+            "clients connect to another listener"
+        )
+        if self.metrics_listener != PURGATORY:
+            self._bad_input("controller_listener", message)
+            return
+        error = RequestError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, message)
+        self._refuse(request, error, start)
+
+    def _broker_api_refused(self, api_key: int) -> RequestError:
+        name = "a follower Fetch" if api_key == _FETCH else ApiKey(api_key).api_name
+        if self.clients_only:
+            return RequestError(
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                f"{name} is served on the inter-broker listener only, and {self.listener.name} "
+                "is a client listener (inter.broker.listener.name, controller.listener.names)",
+            )
+        return RequestError(
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            f"{name} is served to brokers only: authenticate with the cluster secret first "
+            "(cluster.secret)",
+        )
 
     def _authenticate(self, request: Request, start: float) -> None:
         """One step of a broker's SaslAuthenticate exchange (clients/cluster_auth.py). A
@@ -405,7 +443,7 @@ class BrokerConnection(asyncio.Protocol):
         key, version = request.api_key, request.api_version
         self.server.log_bad_input(self.peer, reason, exc.message, api_key=key, api_version=version)
         self._respond_error(request, exc.code, exc.message)
-        stats = self.metrics.for_request(key, version, listener=self.codec.listener)
+        stats = self.metrics.for_request(key, version, listener=self.metrics_listener)
         stats.times.observe_immediate(_perf() - start)
 
     def _complete(self, future: asyncio.Future[Any]) -> None:

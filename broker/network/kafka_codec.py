@@ -28,7 +28,6 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from purgatory.broker.network.request_channel import (
-    PLAINTEXT,
     Request,
     RequestHeader,
     UnreadableRequest,
@@ -46,8 +45,7 @@ ErrorResponse = Callable[[Request, int, str], Any]
 
 
 class KafkaCodec:
-    def __init__(self, error_response: ErrorResponse, listener: str = PLAINTEXT) -> None:
-        self.listener = listener
+    def __init__(self, error_response: ErrorResponse) -> None:
         self.error_response = error_response
 
     def decode(self, frame: bytes, received_s: float) -> Request:
@@ -68,7 +66,7 @@ class KafkaCodec:
         if not versions[0] <= version <= versions[1]:
             if api_key == _API_VERSIONS:  # answered, with the ranges served
                 return Request(
-                    api_key, version, correlation_id, client_id, None, self.listener, received_s
+                    api_key, version, correlation_id, client_id, None, received_s=received_s
                 )
             raise UnreadableRequest(
                 f"{ApiKey(api_key).api_name} version {version} is not supported "
@@ -95,8 +93,7 @@ class KafkaCodec:
             correlation_id,
             client_id,
             body,
-            self.listener,
-            received_s,
+            received_s=received_s,
             client_software=software,
         )
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import msgspec
 
 from purgatory.broker.network.request_channel import (
-    PURGATORY,
     Request,
     RequestHeader,
     UnreadableRequest,
@@ -20,15 +19,11 @@ _decoder = RequestDecoder(Request)
 
 
 class MsgpackCodec:
-    def __init__(self, listener: str = PURGATORY) -> None:
-        self.listener = listener
-
     def decode(self, frame: bytes, received_s: float) -> Request:
         try:
             request = _decoder.decode(frame)
         except msgspec.DecodeError as exc:
             raise UnreadableRequest(f"request header does not decode: {exc}") from None
-        request.listener = self.listener
         request.received_s = received_s
         if request.api_key == _FETCH and request.body.replica_id >= 0:
             request.from_follower = True

@@ -13,19 +13,17 @@ from typing import Any, Protocol
 
 from purgatory.protocol.api import RequestFrame
 
-# Listener names, as in Kafka's ``listeners`` (and the ``listener`` label of metrics).
-PURGATORY = "PURGATORY"  # our protocol: framed MessagePack
-PLAINTEXT = "PLAINTEXT"  # Kafka's binary protocol, as Kafka names its default listener
+# The ``listener`` label of request metrics for our protocol (framed MessagePack); Kafka's
+# protocol is labelled with the name of the listener it came in on, as Kafka does.
+PURGATORY = "PURGATORY"
 
 
 class Request(RequestFrame):
     """One decoded request: the frame's header and body, and what the broker keeps beside
     them. A Struct (built in C, untracked by the cycle collector): the broker makes one
     per request and holds it while the request waits in a purgatory. Our protocol's frames
-    decode straight into it (``RequestDecoder``); the codec then sets ``listener`` and
-    ``received_s``."""
+    decode straight into it (``RequestDecoder``); the codec then sets ``received_s``."""
 
-    listener: str = PURGATORY
     received_s: float = 0.0  # the process clock when its handling began
     from_follower: bool = False  # a replica's fetch (its own request metrics)
     # KIP-511: the client software's name and version, from ApiVersions v3+ (Kafka's wire).
@@ -57,8 +55,6 @@ def speaks_kafka(frame: bytes) -> bool:
 
 
 class Codec(Protocol):
-    listener: str  # the listener's name, as in Kafka's ``listeners`` (PURGATORY, ...)
-
     def decode(self, frame: bytes, received_s: float) -> Request:
         """Raise UnreadableRequest when no header can be read, RequestError (header set)
         when the header was read but the request cannot be served as sent."""

@@ -1,8 +1,9 @@
 """SocketServer: the broker's TCP front end on asyncio Protocols.
 
-One port serves both protocols; each accepted connection is a ``BrokerConnection``
-(broker_connection.py: protocol choice, ordering, back-pressure). Connections come from
-the Acceptor (limited by ConnectionQuotas); ``connections.max.idle.ms`` closes
+Each named listener (broker/config/listeners.py) is an Acceptor on its own port, serving
+both protocols; each accepted connection is a ``BrokerConnection`` that knows its listener
+(broker_connection.py: protocol choice, what the listener serves, ordering,
+back-pressure). The acceptors share one ConnectionQuotas; ``connections.max.idle.ms`` closes
 connections without requests. The server holds what connections share: the protocols,
 limits, faults, metrics and the log.
 """
@@ -12,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from purgatory.broker.config.listeners import Listener
 from purgatory.broker.network.acceptor import Acceptor
 from purgatory.broker.network.broker_connection import BrokerConnection
 from purgatory.broker.network.connection_quotas import ConnectionQuotas
@@ -72,9 +74,8 @@ class SocketServer:
             per_ip_overrides=per_ip_overrides,
             brokers={broker_id, *brokers},
         )
-        self.acceptor = Acceptor(
-            self.quotas, functools.partial(BrokerConnection, self), listen_backlog
-        )
+        self.listen_backlog = listen_backlog
+        self.acceptors: dict[str, Acceptor] = {}  # by listener name
         self.max_idle_s = max_idle_ms / 1000
         self.idle_closed = 0
         self._idle_check: asyncio.TimerHandle | None = None
@@ -84,6 +85,7 @@ class SocketServer:
         # group members are described by client id and host).
         self.current_client: str | None = None
         self.current_peer = "?"
+        self.current_listener = ""  # the name of the listener the request came in on
 
     def describe_clients(self) -> list[ClientSoftware]:
         """Open Kafka connections by client software, as ``/v1/state`` shows them."""
@@ -138,15 +140,29 @@ class SocketServer:
         for conn in list(self.connections):
             conn.fault_check()
 
-    async def start(self, host: str, port: int) -> int:
-        port = await self.acceptor.start(host, port)
+    async def start(self, listeners: Iterable[Listener]) -> dict[str, int]:
+        """Bind and accept on each listener; the port each is bound to, by name."""
+        ports: dict[str, int] = {}
+        try:
+            for listener in listeners:
+                acceptor = Acceptor(
+                    self.quotas,
+                    functools.partial(BrokerConnection, self, listener),
+                    self.listen_backlog,
+                )
+                self.acceptors[listener.name] = acceptor
+                ports[listener.name] = await acceptor.start(listener.host, listener.port)
+        except BaseException:
+            await self.stop()
+            raise
         self._schedule_idle_check()
-        return port
+        return ports
 
     async def stop(self) -> None:
         if self._idle_check is not None:
             self._idle_check.cancel()
-        await self.acceptor.stop()
+        for acceptor in self.acceptors.values():
+            await acceptor.stop()
         for conn in list(self.connections):
             conn._close()
 

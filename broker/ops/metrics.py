@@ -243,7 +243,7 @@ class _BrokerCollector(Collector):
         requests = CounterMetricFamily(
             "purgatory_requests",
             "Requests received, by request type, version and listener (PURGATORY: our "
-            "protocol, PLAINTEXT: Kafka's).",
+            "protocol; Kafka's is labelled with the name of the listener it came in on).",
             labels=["request", "version", "listener"],
         )
         seen: set[int] = set()

@@ -308,7 +308,7 @@ async def test_partitions_led_by_a_dead_broker_get_a_new_leader_from_the_isr(
         lambda: victim.broker_id not in controller.metadata.live_brokers,
         message="the dead broker fenced",
     )
-    response = controller.apis.metadata_response(["t"])
+    response = controller.apis.metadata_response(["t"], controller.endpoints())
     for part in response.topics[0].partitions:
         assert part.error_code == 0 and part.leader_id not in (-1, victim.broker_id)
         assert victim.broker_id not in part.isr_nodes

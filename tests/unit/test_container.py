@@ -30,7 +30,7 @@ def test_compose_runs_three_brokers_whose_environment_is_a_valid_config() -> Non
     for config in configs:
         assert config.members() == members
         # Each broker listens on the port its member entry gives the others and clients.
-        assert config.listener()[1] == members[config.broker_id][1]
+        assert config.listener_config().broker_facing.port == members[config.broker_id][1]
     assert len({c.admin_listener()[1] for c in configs}) == 3
     assert all(
         c["default.replication.factor"] == 3 and c["min.insync.replicas"] == 2 for c in configs
@@ -75,6 +75,7 @@ def test_the_image_runs_a_broker_as_a_non_root_user_with_a_healthcheck() -> None
     )
     env = dict(re.findall(r"(PURGATORY_[A-Z_]+)=(\S+)", instructions))
     config = load_config(environ=env)  # the image's defaults are valid configs
-    assert config.listener() == ("0.0.0.0", 9092)
+    listener = config.listener_config().broker_facing
+    assert (listener.name, listener.host, listener.port) == ("PLAINTEXT", "0.0.0.0", 9092)
     for path in ("protocol/", "broker/", "clients/", "purgatory/"):
         assert f"COPY {path}" in DOCKERFILE

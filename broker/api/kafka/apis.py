@@ -248,7 +248,7 @@ class KafkaListenerApis:
             )
         if key == ApiKey.DESCRIBE_QUORUM:
             refused = rm.DescribeQuorumResponse(code, message, -1, -1, -1, [], [])
-            return describe_quorum_response(version, refused, {})
+            return describe_quorum_response(version, refused, {}, "")
         raise AssertionError(f"no error response for api key {key}")  # pragma: no cover
 
 

@@ -103,7 +103,7 @@ class ClusterApis:
         metadata = self.broker.metadata
         brokers = [
             build(schema.DescribeClusterBroker, broker_id=i, host=h, port=p)
-            for i, (h, p) in sorted(self.broker.members.items())
+            for i, (h, p) in self.broker.endpoints().items()
             if i in metadata.live_brokers
         ]
         return build(

@@ -46,7 +46,10 @@ class OffsetApis:
         code, node = self.coordinator.find_coordinator(key)
         if code:
             return code, None, -1, "", -1
-        host, port = self.broker.members[node]
+        address = self.broker.endpoints().get(node)
+        if address is None:  # its broker has no listener of this name
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+        host, port = address
         return ErrorCode.NONE, None, node, host, port
 
     def handle_find_coordinator(self, request: Any, version: int) -> Result:

@@ -30,11 +30,16 @@ class QuorumApis:
 
     async def _describe(self, version: int) -> Any:
         answer = await self.broker.describe_quorum()
-        return describe_quorum_response(version, answer, self.broker.members)
+        return describe_quorum_response(
+            version, answer, self.broker.members, self.broker.listeners.broker_facing.name
+        )
 
 
 def describe_quorum_response(
-    version: int, answer: rm.DescribeQuorumResponse, members: dict[int, tuple[str, int]]
+    version: int,
+    answer: rm.DescribeQuorumResponse,
+    members: dict[int, tuple[str, int]],
+    listener: str,
 ) -> Any:
     schema = response_module(ApiKey.DESCRIBE_QUORUM, version)
 
@@ -68,7 +73,7 @@ def describe_quorum_response(
             build(
                 schema.Node,
                 node_id=node,
-                listeners=[build(schema.Listener, name="PLAINTEXT", host=host, port=port)],
+                listeners=[build(schema.Listener, name=listener, host=host, port=port)],
             )
             for node, (host, port) in sorted(members.items())
             if node in voters
