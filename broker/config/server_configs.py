@@ -140,12 +140,13 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
         "max.connections",
         int,
         2147483647,
-        "Connections the broker may have open. At the limit it stops accepting until one "
-        "closes: new connections wait in the accept queue (as Kafka's acceptor does; one "
-        "port serves clients and brokers here, so a broker's new connection waits too, and "
-        "leaves the count once its first request names a cluster member: at most 8 per "
-        "broker id). Logged at most once a minute; purgatory_acceptor_blocked_seconds_total "
-        "counts the time.",
+        "Connections the broker may have open. At the limit a new connection is closed at "
+        "once (Kafka's acceptor leaves it waiting in the accept queue instead; closed, a "
+        "client knows at once and retries after its reconnect backoff), except on a "
+        "listener only brokers use (a controller listener, or the inter-broker listener "
+        "beside client listeners, as KIP-402 protects it); brokers' connections leave the "
+        "count once they prove cluster.secret (at most 8 per broker id). Logged at most once "
+        'a minute; counted in purgatory_connections_refused_total{reason="max_connections"}.',
         at_least(0),
     ),
     ConfigDef(
@@ -164,7 +165,7 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
         int,
         2147483647,
         "Connections one IP address may have open; one more is closed at once (logged once "
-        "per address, counted in purgatory_connections_refused_total).",
+        'per address, counted in purgatory_connections_refused_total{reason="per_ip"}).',
         at_least(0),
     ),
     ConfigDef(

@@ -1,12 +1,11 @@
 """Acceptor: the broker's listening sockets and the loop that accepts on them (Kafka's
 class of that name).
 
-Our own loop rather than ``loop.create_server`` so that ``max.connections`` can stop it:
-at the limit it waits (ConnectionQuotas), and new connections wait in the kernel's
-accept queue. Otherwise it takes every connection the kernel holds per turn (one per
-loop turn would overflow the listen backlog under a burst), closes what
-``max.connections.per.ip`` refuses and hands the rest to the protocol ``connect`` makes
-for their address.
+Our own loop rather than ``loop.create_server``: it takes every connection the kernel
+holds per turn, up to a backlog's worth (one per loop turn would overflow the listen
+backlog under a burst), closes what ``max.connections.per.ip`` and ``max.connections``
+refuse (ConnectionQuotas; a listener only brokers use is not held to the broker-wide
+limit) and hands the rest to the protocol ``connect`` makes for their address.
 """
 
 from __future__ import annotations
@@ -25,10 +24,12 @@ class Acceptor:
         quotas: ConnectionQuotas,
         connect: Callable[[str], asyncio.Protocol],
         backlog: int,
+        protected: bool = False,
     ) -> None:
         self.quotas = quotas
         self.connect = connect  # the protocol for a connection from an address
         self.backlog = backlog
+        self.protected = protected  # only brokers use it: max.connections does not close it
         self.listening: list[socket.socket] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._connecting: set[asyncio.Task[None]] = set()  # accepted, transport being made
@@ -71,14 +72,14 @@ class Acceptor:
         loop = asyncio.get_running_loop()
         quotas = self.quotas
         while True:
-            await quotas.wait_for_slot()
             try:
                 conn, address = await loop.sock_accept(sock)
-                while True:
-                    self._serve(loop, conn, address)
-                    if quotas.total >= quotas.max_connections:
-                        break
+                self._serve(loop, conn, address)
+                # Then what else the kernel holds, without a loop pass each (a backlog's
+                # worth at most: a flood must not keep the loop from serving).
+                for _ in range(self.backlog):
                     conn, address = sock.accept()
+                    self._serve(loop, conn, address)
             except (BlockingIOError, InterruptedError):
                 continue  # the kernel holds no more
             except OSError as exc:  # out of file descriptors, say: wait, then go on
@@ -87,7 +88,7 @@ class Acceptor:
 
     def _serve(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, address: Any) -> None:
         ip = str(address[0]) if isinstance(address, tuple) else "?"
-        if not self.quotas.admit(ip):
+        if not self.quotas.admit(ip, self.protected):
             conn.close()
             return
         conn.setblocking(False)

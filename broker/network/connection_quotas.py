@@ -1,19 +1,21 @@
 """ConnectionQuotas: how many connections the broker, and each address, may have open
 (Kafka's class of that name).
 
-``max.connections`` bounds the broker: at the limit the acceptor stops accepting until a
-connection closes, so new ones wait in the kernel's accept queue (Kafka's acceptor
-blocks the same way); brokers' own connections leave the count once their first request
-names them (a cluster member's id, at most ``MAX_EXEMPT_PER_BROKER`` connections each, so
-a client cannot escape the limit by calling itself a broker). ``max.connections.per.ip``
-(with per-address overrides) bounds one
-address: one connection too many is closed at once. Both are counted and logged, once
-per episode or address, not once per connection: a flood writes a few lines.
+``max.connections`` bounds the broker: at the limit a new connection is closed at once
+(Kafka's acceptor stops accepting instead, leaving it unanswered in the accept queue;
+closed, a client knows at once and retries after its reconnect backoff). Brokers keep
+their way in, as KIP-402 keeps the inter-broker listener's: connections on a listener
+only brokers use (a controller listener, or the inter-broker listener beside client
+listeners) are never refused for it, and brokers' own connections leave the count once
+they prove the cluster secret (a cluster member's id, at most ``MAX_EXEMPT_PER_BROKER``
+connections each, so a client cannot escape the limit by calling itself a broker).
+``max.connections.per.ip`` (with per-address overrides) bounds one address: one
+connection too many is closed at once. Refusals are counted by reason and logged once
+per address or once a minute, not once per connection: a flood writes a few lines.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, TypeVar
@@ -22,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 
 K = TypeVar("K")
 
-_BLOCKED_LOG_EVERY_S = 60.0  # a broker held at max.connections says so at most once a minute
+_FULL_LOG_EVERY_S = 60.0  # a broker at max.connections says so at most once a minute
 # A broker opens a few connections to each other one (its replica fetcher, the controller's
 # channel, forwarding, its lifecycle); more than this from one broker id count as clients.
 MAX_EXEMPT_PER_BROKER = 8
@@ -48,47 +50,20 @@ class ConnectionQuotas:
         self.per_ip: dict[str, int] = {}
         self.brokers = frozenset(brokers)  # the cluster's broker ids, this one included
         self.exempted: dict[int, int] = {}  # open exempt connections, by broker id
-        self.refused = 0  # closed at once: their address was at its limit
-        self.blocked = 0  # times the acceptor stopped at max.connections
-        self.blocked_s = 0.0  # time it spent stopped
-        self._freed: asyncio.Future[None] | None = None
-        self._blocked_start = 0.0  # when the acceptor stopped; 0 while it runs
-        self._blocked_logged_at = -_BLOCKED_LOG_EVERY_S
-        self._blocked_since_log = 0
+        # Connections closed at once, by reason: "per_ip", "max_connections".
+        self.refused: dict[str, int] = {"per_ip": 0, "max_connections": 0}
+        self._full_logged_at = -_FULL_LOG_EVERY_S
+        self._full_since_log = 0
 
-    async def wait_for_slot(self) -> None:
-        """Return when the broker is under max.connections (at once, usually)."""
-        if self.total < self.max_connections:
-            return
-        start = self._blocked_start = time.monotonic()
-        self.blocked += 1
-        self._blocked_since_log += 1
-        if start - self._blocked_logged_at >= _BLOCKED_LOG_EVERY_S:
-            self._blocked_logged_at = start
-            self.log.warning(
-                "max_connections_reached",
-                open_connections=self.total,
-                limit=self.max_connections,
-                times_blocked=self._blocked_since_log,
-                hint="new connections wait in the accept queue until one closes "
-                "(max.connections; purgatory_acceptor_blocked_seconds_total); logged at "
-                "most once a minute",
-            )
-            self._blocked_since_log = 0
-        loop = asyncio.get_running_loop()
-        while self.total >= self.max_connections:
-            self._freed = loop.create_future()
-            await self._freed
-        self.blocked_s += time.monotonic() - start
-        self._blocked_start = 0.0
-
-    def admit(self, ip: str) -> bool:
+    def admit(self, ip: str, protected: bool = False) -> bool:
         """Count a new connection from ``ip``; False (and it is to be closed, uncounted)
-        when the address has max.connections.per.ip (or its override) open already."""
+        when the address has max.connections.per.ip (or its override) open already, or
+        the broker max.connections (``protected``: a listener only brokers use, which the
+        broker-wide limit does not close)."""
         limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
         open_now = self.per_ip.get(ip, 0)
         if open_now >= limit:
-            self.refused += 1
+            self.refused["per_ip"] += 1
             self.log_once(
                 (ip, "connection_refused"),
                 "connection_refused",
@@ -99,9 +74,30 @@ class ConnectionQuotas:
                 "once per address, counted in purgatory_connections_refused_total",
             )
             return False
+        if self.total >= self.max_connections and not protected:
+            self._refuse_full()
+            return False
         self.per_ip[ip] = open_now + 1
         self.total += 1
         return True
+
+    def _refuse_full(self) -> None:
+        self.refused["max_connections"] += 1
+        self._full_since_log += 1
+        now = time.monotonic()
+        if now - self._full_logged_at >= _FULL_LOG_EVERY_S:
+            self._full_logged_at = now
+            self.log.warning(
+                "max_connections_reached",
+                open_connections=self.total,
+                limit=self.max_connections,
+                refused=self._full_since_log,
+                hint="new connections are closed at once until one closes (max.connections; "
+                'purgatory_connections_refused_total{reason="max_connections"}); give brokers '
+                "a listener of their own (inter.broker.listener.name) to keep them out of "
+                "it; logged at most once a minute",
+            )
+            self._full_since_log = 0
 
     def exempt(self, ip: str, broker_id: int) -> bool:
         """An admitted connection's first request named it broker ``broker_id``'s: it
@@ -121,7 +117,6 @@ class ConnectionQuotas:
             return False
         self.exempted[broker_id] = open_now + 1
         self.total -= 1
-        self._wake()
         return True
 
     def release(self, ip: str, *, exempt_broker: int | None = None) -> None:
@@ -132,28 +127,18 @@ class ConnectionQuotas:
         else:
             _decrement(self.exempted, exempt_broker)
         _decrement(self.per_ip, ip)
-        self._wake()
-
-    def _wake(self) -> None:
-        freed = self._freed
-        if freed is not None and not freed.done():
-            freed.set_result(None)
 
     def collect_metrics(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
+        refused = CounterMetricFamily(
             "purgatory_connections_refused",
-            "Connections closed at once because their address had max.connections.per.ip "
-            "(or its override) open.",
-            value=self.refused,
+            "Connections closed at once: their address had max.connections.per.ip (or its "
+            "override) open (reason per_ip), or the broker max.connections (reason "
+            "max_connections).",
+            labels=["reason"],
         )
-        # The episode in progress counts too (a broker held at the limit shows it now).
-        waiting = time.monotonic() - self._blocked_start if self._blocked_start else 0.0
-        yield CounterMetricFamily(
-            "purgatory_acceptor_blocked_seconds",
-            "Time the acceptor spent stopped at max.connections (Kafka's "
-            "AcceptorBlockedPercent, as a counter: rate() gives the fraction).",
-            value=self.blocked_s + waiting,
-        )
+        for reason, count in self.refused.items():
+            refused.add_metric([reason], count)
+        yield refused
 
 
 def _decrement(counts: dict[K, int], key: K) -> None:

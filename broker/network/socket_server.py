@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from purgatory.broker.config.listeners import Listener
+from purgatory.broker.config.listeners import Listener, ListenerRole
 from purgatory.broker.network.acceptor import Acceptor
 from purgatory.broker.network.broker_connection import BrokerConnection
 from purgatory.broker.network.connection_quotas import ConnectionQuotas
@@ -143,12 +143,17 @@ class SocketServer:
     async def start(self, listeners: Iterable[Listener]) -> dict[str, int]:
         """Bind and accept on each listener; the port each is bound to, by name."""
         ports: dict[str, int] = {}
+        listeners = list(listeners)
+        # Beside client listeners the inter-broker listener is the brokers' (KIP-402).
+        client_listeners = any(x.role is ListenerRole.CLIENT for x in listeners)
         try:
             for listener in listeners:
                 acceptor = Acceptor(
                     self.quotas,
                     functools.partial(BrokerConnection, self, listener),
                     self.listen_backlog,
+                    protected=not listener.serves_clients
+                    or (listener.role is ListenerRole.INTER_BROKER and client_listeners),
                 )
                 self.acceptors[listener.name] = acceptor
                 ports[listener.name] = await acceptor.start(listener.host, listener.port)

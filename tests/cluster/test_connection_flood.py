@@ -58,7 +58,9 @@ def test_a_flood_from_8_processes_leaves_the_broker_healthy_and_serving() -> Non
                 assert int(flooder.stdout.readline()) > 0
 
             def refused() -> float:
-                return cluster.metrics(0)[("purgatory_connections_refused_total", ())]
+                return cluster.metrics(0)[
+                    ("purgatory_connections_refused_total", (("reason", "per_ip"),))
+                ]
 
             # Every attempt beyond an address's limit is refused: the broker holds at most
             # 8 x PER_IP of the flood's connections.

@@ -1,6 +1,6 @@
-"""Connection limits as Kafka has them: max.connections stops the acceptor until a
-connection closes, max.connections.per.ip (and its overrides) closes one connection too
-many at once, connections.max.idle.ms closes connections without
+"""Connection limits with Kafka's names: max.connections closes one connection too many
+at once (except on a listener only brokers use), max.connections.per.ip (and its
+overrides) closes one connection too many at once, connections.max.idle.ms closes connections without
 requests; both counted and logged, and the broker keeps serving."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from prometheus_client import generate_latest
 from purgatory.broker.ops.recent_logs import RECENT_LOGS
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient
+from purgatory.experiments.processes import free_ports
 from tests.support import bootstrap, running_cluster, wait_until
 
 
@@ -32,7 +33,8 @@ async def test_one_connection_over_the_per_ip_limit_is_closed_at_once() -> None:
         assert await closed_by_broker(reader)
         writer.close()
         assert (
-            broker.socket_server.quotas.refused == 1 and len(broker.socket_server.connections) == 2
+            broker.socket_server.quotas.refused["per_ip"] == 1
+            and len(broker.socket_server.connections) == 2
         )
         events = [
             e for e in RECENT_LOGS.events(broker.broker_id) if e["event"] == "connection_refused"
@@ -53,7 +55,7 @@ async def test_an_override_raises_the_limit_for_one_address() -> None:
         await wait_until(lambda: broker.socket_server.quotas.per_ip.get("127.0.0.1") == 3)
         reader, writer = await connect(broker)
         assert await closed_by_broker(reader)
-        assert broker.socket_server.quotas.refused == 1
+        assert broker.socket_server.quotas.refused["per_ip"] == 1
         for _, w in [*kept, (reader, writer)]:
             w.close()
 
@@ -73,7 +75,7 @@ async def test_a_connection_without_requests_is_closed_after_the_idle_limit() ->
             await admin.create_topic("busy-after", 1)
 
 
-async def test_at_max_connections_the_acceptor_waits_until_one_closes() -> None:
+async def test_at_max_connections_a_new_connection_is_closed_at_once() -> None:
     async with running_cluster(1, max_connections=3) as (broker,):
         server = broker.socket_server
         async with AdminClient(bootstrap([broker])) as admin:
@@ -82,26 +84,50 @@ async def test_at_max_connections_the_acceptor_waits_until_one_closes() -> None:
         await wait_until(lambda: server.quotas.total == 0)
         kept = [await connect(broker) for _ in range(3)]
         await wait_until(lambda: server.quotas.total == 3)
-        # The fourth connects (the kernel's accept queue holds it) but is not served.
-        async with AdminClient(bootstrap([broker])) as admin:
-            creating = asyncio.ensure_future(admin.create_topic("after-a-slot", 1))
-            await wait_until(lambda: server.quotas.blocked == 1)
-            assert not creating.done() and server.quotas.total == 3
-            events = [
-                e
-                for e in RECENT_LOGS.events(broker.broker_id)
-                if e["event"] == "max_connections_reached"
-            ]
-            assert events and events[-1]["limit"] == 3
-            # Two slots: the admin client's bootstrap connection and its connection to
-            # the controller node are accepted, and it is served.
-            kept[0][1].close()
-            kept[1][1].close()
-            await asyncio.wait_for(creating, 10)
-        assert server.quotas.blocked_s > 0 and server.quotas.refused == 0
+        reader, writer = await connect(broker)
+        assert await closed_by_broker(reader)  # not left waiting for an answer
+        writer.close()
+        assert server.quotas.refused == {"per_ip": 0, "max_connections": 1}
+        events = [
+            e
+            for e in RECENT_LOGS.events(broker.broker_id)
+            if e["event"] == "max_connections_reached"
+        ]
+        assert events and events[-1]["limit"] == 3
         text = generate_latest(broker.metrics.registry).decode()
-        assert "purgatory_acceptor_blocked_seconds_total" in text
+        assert 'purgatory_connections_refused_total{reason="max_connections"} 1.0' in text
+        # Slots free: the admin client's connections are accepted, and it is served.
+        kept[0][1].close()
+        kept[1][1].close()
+        await wait_until(lambda: server.quotas.total == 1)
+        async with AdminClient(bootstrap([broker])) as admin:
+            await admin.create_topic("after-a-slot", 1)
         kept[2][1].close()
+
+
+async def test_a_listener_only_brokers_use_is_not_held_to_max_connections() -> None:
+    """Beside a client listener, the inter-broker listener is the brokers' (KIP-402): a
+    full broker still takes connections there, so replication goes on whatever clients
+    hold; the client listener closes one too many at once."""
+    client, inter = free_ports(2)
+    listeners = {
+        "listeners": f"CLIENT://127.0.0.1:{client},BROKER://127.0.0.1:{inter}",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,BROKER:PLAINTEXT",
+        "inter.broker.listener.name": "BROKER",
+    }
+    async with running_cluster(1, lambda _: (inter, listeners), max_connections=2) as (broker,):
+        server = broker.socket_server
+        await wait_until(lambda: server.quotas.total == 0)
+        held = [await asyncio.open_connection("127.0.0.1", client) for _ in range(2)]
+        await wait_until(lambda: server.quotas.total == 2)
+        reader, writer = await asyncio.open_connection("127.0.0.1", client)
+        assert await closed_by_broker(reader)
+        writer.close()
+        async with AdminClient(f"127.0.0.1:{inter}") as admin:
+            await admin.create_topic("through-the-brokers-listener", 1)
+        assert server.quotas.refused["max_connections"] == 1
+        for _, w in held:
+            w.close()
 
 
 async def test_a_client_calling_itself_a_broker_is_still_counted() -> None:
