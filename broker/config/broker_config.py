@@ -44,6 +44,7 @@ IntConfig = Literal[
     "remote.log.reader.max.pending.tasks",
     "num.partitions",
     "default.replication.factor",
+    "max.broker.partitions",
     "min.insync.replicas",
     "replica.lag.time.max.ms",
     "replica.fetch.wait.max.ms",

@@ -30,6 +30,18 @@ LOG_CONFIGS: tuple[ConfigDef, ...] = (
         dynamic=True,
     ),
     ConfigDef(
+        "max.broker.partitions",
+        int,
+        -1,
+        "Partition replicas one broker may hold (KIP-578's name; Kafka has no cap). The active "
+        "controller refuses a CreateTopics or CreatePartitions entry that would take a "
+        "broker past it with POLICY_VIOLATION. -1: one per 8 KiB of log.memory.max.bytes "
+        "(131,072 at its default; at least 1,000; none when the budget is -1), since every "
+        "replica costs memory here (about 3 KiB idle) before it holds a record.",
+        minus_one_or_at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef(
         "log.retention.ms",
         int,
         604800000,

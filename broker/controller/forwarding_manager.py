@@ -19,7 +19,7 @@ from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.controller.metadata_cache import MetadataCache
-from purgatory.broker.controller.topics import topic_name_problem
+from purgatory.broker.controller.topics import every_topic_fails, topic_name_problem
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
@@ -76,12 +76,7 @@ class ForwardingManager:
             ApiKey.CREATE_TOPICS,
             request,
             request.timeout_ms,
-            lambda reason: m.CreateTopicsResponse(
-                [
-                    m.CreatableTopicResult(t.name, ErrorCode.NOT_CONTROLLER, reason)
-                    for t in request.topics
-                ]
-            ),
+            lambda reason: every_topic_fails(request, ErrorCode.NOT_CONTROLLER, reason),
             lambda done: all(
                 r.name in self.metadata.topics for r in done.topics if r.error_code == 0
             ),
@@ -94,12 +89,7 @@ class ForwardingManager:
             ApiKey.DELETE_TOPICS,
             request,
             request.timeout_ms,
-            lambda reason: m.DeleteTopicsResponse(
-                [
-                    m.DeletableTopicResult(name, ErrorCode.NOT_CONTROLLER, reason)
-                    for name in request.topic_names
-                ]
-            ),
+            lambda reason: every_topic_fails(request, ErrorCode.NOT_CONTROLLER, reason),
             lambda done: (
                 not any(r.name in self.metadata.topics for r in done.responses if r.error_code == 0)
             ),
@@ -124,12 +114,7 @@ class ForwardingManager:
             ApiKey.CREATE_PARTITIONS,
             request,
             request.timeout_ms,
-            lambda reason: m.CreatePartitionsResponse(
-                [
-                    m.CreatePartitionsTopicResult(t.name, ErrorCode.NOT_CONTROLLER, reason)
-                    for t in request.topics
-                ]
-            ),
+            lambda reason: every_topic_fails(request, ErrorCode.NOT_CONTROLLER, reason),
             landed,
         )
         return response

@@ -36,6 +36,7 @@ from purgatory.broker.controller.replication_control import (
     PartitionElection,
     ReplicationControlManager,
 )
+from purgatory.broker.controller.topics import TopicsRequest, every_topic_fails
 from purgatory.broker.metadata.metadata_image import MetadataDelta, MetadataImage
 from purgatory.broker.metadata.records import MetadataRecord, RegisterBrokerRecord, encode_record
 from purgatory.broker.purgatory import Periodic, Scheduler
@@ -44,6 +45,9 @@ from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol.errors import ErrorCode, KafkaError
+
+# The most records one user request may make (Kafka's QuorumController bound).
+MAX_RECORDS_PER_USER_OP = 10000
 
 
 class NotController(KafkaError):
@@ -387,11 +391,22 @@ class QuorumController:
     async def _topic_change(
         self,
         make: Callable[[MetadataImage, Any], tuple[Any, list[MetadataRecord]]],
-        request: Any,
+        request: TopicsRequest,
         timeout_ms: int,
     ) -> Any:
+        """A user's topics request: its records committed, then the brokers given a
+        moment to apply them. Like Kafka's controller, it refuses one operation of more
+        than MAX_RECORDS_PER_USER_OP records whole (POLICY_VIOLATION): one request, a
+        Metadata's auto-creation included, cannot flood the metadata log."""
         self._require_active()
         response, records = make(self.image, request)
+        if len(records) > MAX_RECORDS_PER_USER_OP:
+            return every_topic_fails(
+                request,
+                ErrorCode.POLICY_VIOLATION,
+                f"Unable to perform excessively large batch operation: {len(records)} "
+                f"metadata records, at most {MAX_RECORDS_PER_USER_OP} per request",
+            )
         if records:
             offset = await self._write_and_commit(records)
             await self._applied_everywhere(offset, timeout_ms)

@@ -23,6 +23,7 @@ from purgatory.broker.controller.election import (
     elect_on_request,
     move_leadership,
 )
+from purgatory.broker.controller.partition_limits import ReplicaCounts, broker_partition_limit
 from purgatory.broker.controller.topics import create_topics, grow_topics
 from purgatory.broker.metadata.metadata_image import MetadataImage
 from purgatory.broker.metadata.records import (
@@ -244,8 +245,9 @@ class ReplicationControlManager:
     ) -> tuple[m.CreateTopicsResponse, list[MetadataRecord]]:
         brokers = self.placement_brokers(image)
         start = len(image.topics)  # each new topic starts one broker further
+        replicas = ReplicaCounts(image.topics.values(), broker_partition_limit(self.config))
         results, created = create_topics(
-            request, image.topics, self.config, brokers, start, self._topic_id
+            request, image.topics, self.config, brokers, start, self._topic_id, replicas
         )
         records: list[MetadataRecord] = []
         for topic in created.values():
@@ -259,7 +261,8 @@ class ReplicationControlManager:
     def create_partitions(
         self, image: MetadataImage, request: m.CreatePartitionsRequest
     ) -> tuple[m.CreatePartitionsResponse, list[MetadataRecord]]:
-        results, grown = grow_topics(request, image.topics, self.placement_brokers(image))
+        replicas = ReplicaCounts(image.topics.values(), broker_partition_limit(self.config))
+        results, grown = grow_topics(request, image.topics, self.placement_brokers(image), replicas)
         records: list[MetadataRecord] = []
         for name, topic in grown.items():
             records.extend(self._new_partitions(image, topic, len(image.topics[name].partitions)))

@@ -12,15 +12,21 @@ from typing import Any
 
 from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
 from purgatory.broker.config.config_def import ConfigError
+from purgatory.broker.controller.partition_limits import ReplicaCounts
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.inter_broker_messages import PartitionState, TopicState
 from purgatory.protocol.messages import (
     CreatableTopic,
     CreatableTopicResult,
     CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreatePartitionsTopic,
     CreatePartitionsTopicResult,
     CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
 )
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -125,9 +131,11 @@ def create_topics(
     brokers: list[int],
     start: int,
     topic_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    replicas: ReplicaCounts | None = None,
 ) -> tuple[list[CreatableTopicResult], dict[str, TopicState]]:
     """CreateTopics checked topic by topic: one result per entry, and the new topics (none
-    when ``validate_only``), the first placed from ``start``, each next one a step further."""
+    when ``validate_only``), the first placed from ``start``, each next one a step further;
+    ``replicas``: what the brokers hold, against max.broker.partitions."""
     results: list[CreatableTopicResult] = []
     created: dict[str, TopicState] = {}
     repeated = repeated_names(t.name for t in request.topics)
@@ -145,6 +153,10 @@ def create_topics(
         if isinstance(made, CreatableTopicResult):
             results.append(made)
             continue
+        full = replicas.admit(made.partitions) if replicas is not None else None
+        if full is not None:
+            results.append(CreatableTopicResult(topic.name, ErrorCode.POLICY_VIOLATION, full))
+            continue
         partitions, rf = len(made.partitions), len(made.partitions[0].replicas)
         results.append(CreatableTopicResult(topic.name, ErrorCode.NONE, None, partitions, rf))
         if not request.validate_only:
@@ -153,10 +165,14 @@ def create_topics(
 
 
 def grow_topics(
-    request: CreatePartitionsRequest, topics: dict[str, TopicState], brokers: list[int]
+    request: CreatePartitionsRequest,
+    topics: dict[str, TopicState],
+    brokers: list[int],
+    replicas: ReplicaCounts | None = None,
 ) -> tuple[list[CreatePartitionsTopicResult], dict[str, TopicState]]:
     """CreatePartitions checked topic by topic: one result per entry, and the topics that
-    grow (none when ``validate_only``)."""
+    grow (none when ``validate_only``); ``replicas``: what the brokers hold, against
+    max.broker.partitions."""
     results: list[CreatePartitionsTopicResult] = []
     grown: dict[str, TopicState] = {}
     repeated = repeated_names(t.name for t in request.topics)
@@ -168,6 +184,11 @@ def grow_topics(
             )
         else:
             outcome = _grown(topics.get(change.name), change, brokers)
+        if isinstance(outcome, TopicState) and replicas is not None:
+            added = outcome.partitions[len(topics[change.name].partitions) :]
+            full = replicas.admit(added)
+            if full is not None:
+                outcome = ErrorCode.POLICY_VIOLATION, full
         if isinstance(outcome, TopicState):
             results.append(CreatePartitionsTopicResult(change.name, ErrorCode.NONE))
             if not request.validate_only:
@@ -237,3 +258,21 @@ def _assignment_problem(
         if unknown:
             return f"assignment {index} names unknown brokers {unknown} (brokers: {brokers})"
     return None
+
+
+TopicsRequest = CreateTopicsRequest | CreatePartitionsRequest | DeleteTopicsRequest
+
+
+def every_topic_fails(request: TopicsRequest, code: ErrorCode, message: str | None) -> Any:
+    """The answer to a topics request that failed as a whole: each entry with ``code``."""
+    if isinstance(request, CreateTopicsRequest):
+        return CreateTopicsResponse(
+            [CreatableTopicResult(t.name, code, message) for t in request.topics]
+        )
+    if isinstance(request, CreatePartitionsRequest):
+        return CreatePartitionsResponse(
+            [CreatePartitionsTopicResult(t.name, code, message) for t in request.topics]
+        )
+    return DeleteTopicsResponse(
+        [DeletableTopicResult(name, code, message) for name in request.topic_names]
+    )
