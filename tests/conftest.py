@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator
 
 import pytest
@@ -9,6 +10,12 @@ from purgatory.broker.server import Broker
 from tests.support import running_cluster
 
 configure_logging("console", "WARNING")
+
+# A suite started in the background of a shell without job control (`make test &`) begins
+# with Ctrl-C ignored, and every process it starts inherits that: the tests that send a
+# child SIGINT would wait for it in vain. Take Ctrl-C back, as a terminal gives it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
