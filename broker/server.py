@@ -248,9 +248,10 @@ class Broker:
                     f"{self.ports[facing]}: a member's address is its controller listener's "
                     "(controller.listener.names), else its inter-broker listener's"
                 )
-        else:
-            advertised = dict((n, (h, p)) for n, h, p in self._advertised().listeners)
-            self.members = {self.broker_id: advertised[facing]}
+        else:  # a cluster of one: its own address is where it listens for brokers
+            advertised = {n: (h, p) for n, h, p in self._advertised().listeners}
+            bound = self.listeners.broker_facing.host, self.ports[facing]
+            self.members = {self.broker_id: advertised.get(facing, bound)}
             self.metadata.members = self.members
         self.start_node()
         admin_host, admin_port = self.config.admin_listener()

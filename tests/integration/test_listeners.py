@@ -198,3 +198,13 @@ async def test_a_member_address_that_is_not_the_controller_listener_stops_the_br
     )
     with pytest.raises(ValueError, match="other nodes reach it on its CONTROLLER listener"):
         await start_broker(config)
+
+
+async def test_a_single_node_with_a_controller_listener_starts_and_serves() -> None:
+    ports = dict(zip(NAMES, free_ports(3), strict=True))
+    broker = await start_broker(broker_config(0, **listener_settings(ports)))
+    try:
+        assert broker.members == {0: ("127.0.0.1", ports["CONTROLLER"])}
+        assert await metadata_ports(ports["CLIENT"]) == {0: ports["CLIENT"]}
+    finally:
+        await broker.stop()
