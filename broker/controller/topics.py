@@ -1,13 +1,13 @@
-"""The controller's rules for topics as pure functions: legal names, the partition limit,
-a CreateTopics request's checks, where replicas go (Kafka's rack-unaware assignment), and
-adding partitions."""
+"""The controller's rules for topics as pure functions: legal names (and Kafka's
+collisions between '.' and '_'), the partition limit, a CreateTopics request's checks,
+where replicas go (Kafka's rack-unaware assignment), and adding partitions."""
 
 from __future__ import annotations
 
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
@@ -51,6 +51,39 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
+def has_collision_chars(name: str) -> bool:
+    """Kafka's ``Topic.hasCollisionChars``: whether the name has '.' or '_'."""
+    return "." in name or "_" in name
+
+
+def unify_collision_chars(name: str) -> str:
+    """Kafka's ``Topic.unifyCollisionChars``: a name as per-topic metric names show it,
+    '.' written as '_', so ``a.b`` and ``a_b`` are one name there."""
+    return name.replace(".", "_")
+
+
+def collision_index(names: Iterable[str]) -> dict[str, str]:
+    """Existing topics with '.' or '_' by their unified name (Kafka's
+    ``topicsWithCollisionChars``); where two already share one, the least name."""
+    index: dict[str, str] = {}
+    for name in names:
+        if has_collision_chars(name):
+            unified = unify_collision_chars(name)
+            index[unified] = min(name, index.get(unified, name))
+    return index
+
+
+def collision_problem(name: str, collisions: Mapping[str, str]) -> str | None:
+    """Kafka's refusal of a new topic that differs from an existing one only in '.'
+    against '_' (their metrics would share one name); None when it collides with none."""
+    if not has_collision_chars(name):
+        return None
+    existing = collisions.get(unify_collision_chars(name))
+    if existing is None or existing == name:
+        return None
+    return f"Topic '{name}' collides with existing topic: {existing}"
+
+
 def assign_replicas(
     brokers: list[int], partitions: int, replication_factor: int, start: int
 ) -> list[list[int]]:
@@ -76,12 +109,14 @@ def new_topic(
     config: BrokerConfig,
     brokers: list[int],
     start: int,
-    existing: Container[str],
+    existing: Collection[str],
     topic_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    collisions: Mapping[str, str] | None = None,
 ) -> TopicState | CreatableTopicResult:
     """A CreateTopics entry checked (name, partition count, replication factor, configs)
     and, if valid, the new topic with its replicas assigned from ``start``; else the error
-    result to answer."""
+    result to answer. ``collisions``: ``collision_index(existing)``, when the caller has
+    it already."""
 
     def fail(code: ErrorCode, message: str) -> CreatableTopicResult:
         return CreatableTopicResult(topic.name, code, message)
@@ -91,6 +126,11 @@ def new_topic(
         return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     if topic.name in existing:
         return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+    collides = collision_problem(
+        topic.name, collision_index(existing) if collisions is None else collisions
+    )
+    if collides:
+        return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, collides)
     partitions = topic.num_partitions if topic.num_partitions != -1 else config["num.partitions"]
     if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
         return fail(
@@ -126,7 +166,7 @@ def new_topic(
 
 def create_topics(
     request: CreateTopicsRequest,
-    existing: Container[str],
+    existing: Collection[str],
     config: BrokerConfig,
     brokers: list[int],
     start: int,
@@ -135,10 +175,17 @@ def create_topics(
 ) -> tuple[list[CreatableTopicResult], dict[str, TopicState]]:
     """CreateTopics checked topic by topic: one result per entry, and the new topics (none
     when ``validate_only``), the first placed from ``start``, each next one a step further;
-    ``replicas``: what the brokers hold, against max.broker.partitions."""
+    ``replicas``: what the brokers hold, against max.broker.partitions. As in Kafka, a
+    name is checked for collisions against the topics that exist, not against the
+    others of the same request."""
     results: list[CreatableTopicResult] = []
     created: dict[str, TopicState] = {}
     repeated = repeated_names(t.name for t in request.topics)
+    collisions = (
+        collision_index(existing)
+        if any(has_collision_chars(t.name) for t in request.topics)
+        else {}
+    )
     for topic in request.topics:
         if topic.name in repeated:
             results.append(
@@ -149,7 +196,9 @@ def create_topics(
                 )
             )
             continue
-        made = new_topic(topic, config, brokers, start + len(created), existing, topic_id)
+        made = new_topic(
+            topic, config, brokers, start + len(created), existing, topic_id, collisions
+        )
         if isinstance(made, CreatableTopicResult):
             results.append(made)
             continue
