@@ -52,8 +52,9 @@ class ReplicationMetrics:
         hw = GaugeMetricFamily(
             "purgatory_high_watermark", "Offset up to which consumers may read.", labels=labels
         )
-        leaders = under_replicated = under_min_isr = 0
+        hosted = leaders = under_replicated = under_min_isr = 0
         for p in self.partitions():
+            hosted += 1
             key = [p.topic, str(p.index)]
             log = p.log
             size.add_metric(key, log.size_bytes)
@@ -64,7 +65,12 @@ class ReplicationMetrics:
             under_replicated += p.under_replicated()
             under_min_isr += p.under_min_isr()
         yield from (size, start, end, hw)
-        yield gauge("purgatory_partitions", "Partitions this broker leads.", leaders)
+        yield gauge("purgatory_leader_partitions", "Partitions this broker leads.", leaders)
+        yield gauge(
+            "purgatory_hosted_partitions",
+            "Partitions this broker holds a replica of, led or followed.",
+            hosted,
+        )
         yield gauge(
             "purgatory_under_replicated_partitions",
             "Partitions led here whose ISR is smaller than their replica set.",
