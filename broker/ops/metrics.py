@@ -5,16 +5,21 @@ The request path only adds to plain integers and a bucket array (a prometheus_cl
 them when /metrics is scraped. ``BrokerMetrics`` holds what the request path counts
 (requests, errors, bytes, connections: Kafka's RequestMetrics, BrokerTopicStats and
 SocketServer metrics); every other component registers a source of its own families with
-``register`` (Kafka's ``metricsGroup.newGauge``), so this module knows no subsystem. Names
-follow Prometheus conventions; docs/metrics.md maps each to the Kafka JMX name it mirrors.
+``register`` (Kafka's ``metricsGroup.newGauge``), so this module knows no subsystem. Sources
+may yield a family of the same name (every purgatory's owner yields ``purgatory_size``):
+a scrape merges them into one family, as the exposition format requires. The standard
+``process_*``, ``python_info`` and ``python_gc_*`` families come from prometheus_client's
+own collectors. Names follow Prometheus conventions; docs/metrics.md maps each to the
+Kafka JMX name it mirrors.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -120,6 +125,11 @@ class BrokerMetrics:
         self._times: dict[tuple[str, str], RequestTimes] = {}  # (request, listener)
         self.sources: list[MetricsSource] = []
         self.registry.register(_BrokerCollector(self))
+        # The process's own figures (CPU, memory, file descriptors, the interpreter, its
+        # collections): brokers sharing a process report the same values.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
 
     def register(self, source: MetricsSource) -> None:
         """Add a component's families to every scrape, after the request-path ones."""
@@ -232,6 +242,10 @@ class _BrokerCollector(Collector):
         self.metrics = metrics
 
     def collect(self) -> Iterable[Metric]:
+        sources = (family for source in self.metrics.sources for family in source())
+        return merged(itertools.chain(self._request_families(), sources))
+
+    def _request_families(self) -> Iterator[Metric]:
         mt = self.metrics
         info = GaugeMetricFamily(
             "purgatory_broker_info",
@@ -302,5 +316,32 @@ class _BrokerCollector(Collector):
         yield counter(
             "purgatory_connections_closed", "Client connections closed.", mt.connections_closed
         )
-        for source in mt.sources:
-            yield from source()
+
+
+def merged(families: Iterable[Metric]) -> list[Metric]:
+    """Families of the same name as one, with all their samples, in order of first
+    appearance: the text format allows a name's HELP and TYPE once. Families sharing a
+    name must agree on type and help and not repeat a sample (a programming error)."""
+    by_name: dict[str, Metric] = {}
+    for family in families:
+        first = by_name.get(family.name)
+        if first is None:
+            by_name[family.name] = family
+            continue
+        if (family.type, family.documentation, family.unit) != (
+            first.type,
+            first.documentation,
+            first.unit,
+        ):
+            raise ValueError(
+                f"two sources yield {family.name} as different families: {first.type} "
+                f"{first.documentation!r} and {family.type} {family.documentation!r}"
+            )
+        held = {(s.name, tuple(sorted(s.labels.items()))) for s in first.samples}
+        for sample in family.samples:
+            if (sample.name, tuple(sorted(sample.labels.items()))) in held:
+                raise ValueError(f"two sources yield the sample {sample.name}{sample.labels}")
+        both = Metric(first.name, first.documentation, first.type, first.unit)
+        both.samples = [*first.samples, *family.samples]  # the sources' families stay as built
+        by_name[family.name] = both
+    return list(by_name.values())
