@@ -14,6 +14,7 @@ import pytest
 
 from purgatory.broker.ops.supervisor import get_json
 from purgatory.experiments.processes import free_port_range
+from tests.promtool import promtool_problems
 from tests.support import PURGATORY, purgatory_cli
 
 pytestmark = pytest.mark.cluster
@@ -59,9 +60,14 @@ def test_create_produce_consume_and_describe_through_the_cli(cluster: dict) -> N
     listed = cli("topics", "list", "--bootstrap", one)
     assert "events" in listed.stdout.split()
     with urllib.request.urlopen(f"{cluster['admin'][0]}/metrics", timeout=5) as r:
-        assert (
-            b'purgatory_requests_total{listener="PURGATORY",request="FetchConsumer"' in r.read()
-        )  # it leads partitions
+        metrics = r.read().decode()
+    assert (
+        'purgatory_requests_total{listener="PURGATORY",request="FetchConsumer"' in metrics
+    )  # it leads partitions
+    # A broker process's text as Prometheus reads it (without promtool on PATH this check
+    # is tests/integration/test_metrics_exposition.py's to skip or, under CI, fail).
+    problems = promtool_problems(metrics)
+    assert not problems, problems
 
 
 def test_cli_errors_are_clear(cluster: dict) -> None:
