@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# Installed as purgatory-broker since issue 43: an older checkout's `purgatory` goes first
+	@# (both would register the pytest plugin).
+	@$(BIN)/python -m pip uninstall --quiet --yes purgatory 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(COMPILE)
 	@touch $(STAMP)

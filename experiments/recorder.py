@@ -27,6 +27,8 @@ from typing import IO, Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+import purgatory
+
 # A sample: when it ended (epoch s), what phase of the scenario it belongs to, who measured
 # (source) against whom (destination), what was measured (kind), the latency, the part of
 # it spent waiting in a purgatory, and the rest (true latency, KIP-736).
@@ -56,8 +58,12 @@ SCRAPED = (
 
 
 def versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for package in ("purgatory", "uvloop", "msgspec", "pyspark", "matplotlib"):
+    out = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "purgatory": purgatory.__version__,  # installed as purgatory-broker
+    }
+    for package in ("uvloop", "msgspec", "pyspark", "matplotlib"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[package] = metadata.version(package)
     return out

@@ -27,7 +27,7 @@ def lazy(module: str, name: str) -> Any:
             extra = EXTRAS[missing]
             print(
                 f"purgatory: this command needs {missing}, which the {extra!r} extra "
-                f"installs: pip install 'purgatory[{extra}]'",
+                f"installs: pip install 'purgatory-broker[{extra}]'",
                 file=sys.stderr,
             )
             return 1

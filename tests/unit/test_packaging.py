@@ -41,7 +41,7 @@ def test_the_broker_and_the_command_line_need_no_optional_dependency() -> None:
 def test_a_command_whose_extra_is_missing_says_which_extra_to_install() -> None:
     run = python("from purgatory.cli import main; sys.exit(main(['topics', 'list']))")
     assert run.returncode == 1
-    assert "pip install 'purgatory[cli]'" in run.stderr and "Traceback" not in run.stderr
+    assert "pip install 'purgatory-broker[cli]'" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_extras_and_license_metadata() -> None:
@@ -104,7 +104,7 @@ def test_the_wheel_holds_only_the_purgatory_package(tmp_path: Path) -> None:
         timeout=300,
     )
     assert built.returncode == 0, built.stderr[-2000:]
-    (wheel,) = tmp_path.glob("purgatory-*.whl")
+    (wheel,) = tmp_path.glob("purgatory_broker-*.whl")  # distribution purgatory-broker
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {
         "purgatory",
