@@ -13,7 +13,13 @@ from typing import Any, Literal, overload
 
 from purgatory.broker.config.addresses import parse_host_port, parse_members
 from purgatory.broker.config.config_def import ConfigDef, ConfigError
-from purgatory.broker.config.definitions import BY_NAME, DEFINITIONS, ENV_PREFIX, TOPIC_CONFIGS
+from purgatory.broker.config.definitions import (
+    BY_NAME,
+    DEFINITIONS,
+    ENV_PREFIX,
+    NOT_CONFIGS,
+    TOPIC_CONFIGS,
+)
 from purgatory.broker.config.listeners import ListenerConfig, listener_config
 from purgatory.broker.config.quorum_configs import parse_roles
 
@@ -319,7 +325,7 @@ def load_config(
     env = os.environ if environ is None else environ
     from_env = {}
     for key, value in env.items():
-        if key.startswith(ENV_PREFIX):
+        if key.startswith(ENV_PREFIX) and key not in NOT_CONFIGS:
             from_env[key[len(ENV_PREFIX) :].lower().replace("_", ".")] = (key, value)
     if from_env:
         layers.append(("environment", {k: v for k, (_, v) in from_env.items()}))

@@ -11,6 +11,18 @@ from purgatory.broker.config.replication_configs import REPLICATION_CONFIGS
 from purgatory.broker.config.server_configs import SERVER_CONFIGS
 
 ENV_PREFIX = "PURGATORY_"
+# Variables with the prefix that are not broker configs: the command-line tools' default
+# addresses, the container entrypoint's start gate, the simulation's seeds. A broker
+# started where they are set (a container with the tools, a user's shell) ignores them.
+NOT_CONFIGS = frozenset(
+    {
+        "PURGATORY_BOOTSTRAP",
+        "PURGATORY_ADMIN",
+        "PURGATORY_CONTROL",
+        "PURGATORY_WAIT_FOR_CONFIG",
+        "PURGATORY_SIM_SEEDS",
+    }
+)
 
 DEFINITIONS: tuple[ConfigDef, ...] = (
     *SERVER_CONFIGS,

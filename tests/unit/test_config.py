@@ -57,6 +57,19 @@ def test_an_unknown_environment_variable_is_named() -> None:
         load_config(environ={"PURGATORY_NO_SUCH_THING": "1"})
 
 
+def test_the_variables_of_the_tools_and_the_container_are_not_broker_configs() -> None:
+    # A broker in a container with the command-line tools, or in a user's shell.
+    config = load_config(
+        environ={
+            "PURGATORY_BOOTSTRAP": "h:9092",
+            "PURGATORY_ADMIN": "h:9644",
+            "PURGATORY_WAIT_FOR_CONFIG": "/tmp/advertise.toml",
+            "PURGATORY_NUM_PARTITIONS": "3",
+        }
+    )
+    assert config["num.partitions"] == 3
+
+
 @pytest.mark.parametrize(
     ("name", "value", "complaint"),
     [
