@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -82,14 +83,47 @@ def broker_commands(
     return commands
 
 
+def bind_problem(what: str, host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now, as a broker would bind it (with
+    SO_REUSEADDR: a port whose old connections linger in TIME_WAIT is free), said as
+    "<what> host:port: address already in use"; None when it can."""
+    from purgatory.broker.network.acceptor import ListenError
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        return str(ListenError(what, host, port, exc))
+    return None
+
+
+def taken_ports(args: argparse.Namespace) -> list[str]:
+    """The ports this cluster's brokers would listen on that are not free now: a cluster
+    whose broker cannot bind fails before it starts one, rather than find another
+    cluster's broker answering in its place."""
+    problems = []
+    for i in range(args.brokers):
+        for what, port in (("client", args.base_port + i), ("admin", args.admin_base_port + i)):
+            problem = bind_problem(f"broker {i}'s {what} port", args.host, port)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
 class _Stop(Exception):
     pass
 
 
 def run_cluster(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from purgatory.broker.network.acceptor import ListenError
     from purgatory.broker.ops.admin_http import resolve_token
     from purgatory.broker.ops.cluster_control import serve_control
     from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
@@ -99,6 +133,19 @@ def run_cluster(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 64:
         console.print("[red]--brokers must be between 1 and 64[/red]")
         return 2
+    for flag, base in (
+        ("--base-port", args.base_port),
+        ("--admin-base-port", args.admin_base_port),
+    ):
+        if not 1 <= base <= 65536 - args.brokers:
+            console.print(
+                f"[red]{flag} must be between 1 and {65536 - args.brokers} for "
+                f"{args.brokers} brokers (broker i listens on BASE+i)[/red]"
+            )
+            return 2
+    if not 0 <= args.control_port <= 65535:
+        console.print("[red]--control-port must be between 0 (any free port) and 65535[/red]")
+        return 2
     from purgatory.broker.config.config_def import ConfigError
 
     try:
@@ -106,6 +153,17 @@ def run_cluster(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         console.print(f"[red]purgatory cluster: {exc}[/red]")
         return 2
+    taken = taken_ports(args)
+    if taken:
+        console.print(
+            escape(f"purgatory cluster: cannot listen on {'; '.join(taken)}. ")
+            + "Another cluster or program holds them: stop it, or choose other ports "
+            "(--base-port, --admin-base-port).",
+            style="red",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
     admins = [f"http://{args.host}:{args.admin_base_port + i}" for i in range(args.brokers)]
     # One admin token for the control endpoint and every broker (they read it from the
     # environment as admin.token), chosen or generated when they listen beyond loopback.
@@ -141,7 +199,14 @@ def run_cluster(args: argparse.Namespace) -> int:
                 token=token,
             )
         except OSError as exc:
-            console.print(f"[red]purgatory cluster: control port {args.control_port}: {exc}[/red]")
+            problem = ListenError("control port", args.host, args.control_port, exc)
+            console.print(
+                escape(f"purgatory cluster: cannot listen on its {problem} ")
+                + "(--control-port 0 picks a free one)",
+                style="red",
+                highlight=False,
+                soft_wrap=True,
+            )
             return 1
         control_url = f"http://{args.host}:{control.server_address[1]}"
         with console.status(f"starting {args.brokers} brokers..."):
@@ -149,7 +214,12 @@ def run_cluster(args: argparse.Namespace) -> int:
             try:
                 supervisor.wait_healthy(list(supervisor.ids))
             except SupervisorError as exc:
-                console.print(f"[red]{exc}[/red]")
+                console.print(
+                    escape(f"purgatory cluster: {exc}"),
+                    style="red",
+                    highlight=False,
+                    soft_wrap=True,
+                )
                 return 1
         bootstrap = ",".join(f"{args.host}:{args.base_port + i}" for i in range(args.brokers))
         table = Table(title=f"purgatory cluster: {args.brokers} brokers")

@@ -14,6 +14,7 @@ import uvloop
 from purgatory.broker.config.broker_config import BrokerConfig, load_config, parse_assignments
 from purgatory.broker.config.config_def import ConfigError
 from purgatory.broker.config.listeners import parse_listeners
+from purgatory.broker.network.acceptor import ListenError
 from purgatory.broker.ops.lifeline import watch_lifeline
 from purgatory.common import gc_policy
 
@@ -86,8 +87,11 @@ def run_broker(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"purgatory broker: {exc}", file=sys.stderr)
         return 2
+    except ListenError as exc:
+        print(f"purgatory broker {config.broker_id}: cannot listen on its {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
-        print(f"purgatory broker: cannot listen: {exc}", file=sys.stderr)
+        print(f"purgatory broker {config.broker_id}: cannot listen: {exc}", file=sys.stderr)
         return 1
 
 

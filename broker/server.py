@@ -30,6 +30,7 @@ from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
 from purgatory.broker.metadata.metadata_image import MetadataImage
 from purgatory.broker.metadata.metadata_loader import MetadataLoader
+from purgatory.broker.network.acceptor import ListenError
 from purgatory.broker.network.leader_endpoint import (
     LeaderConnection,
     LeaderTransport,
@@ -255,7 +256,10 @@ class Broker:
             self.metadata.members = self.members
         self.start_node()
         admin_host, admin_port = self.config.admin_listener()
-        self.admin_port = await self.admin.start(admin_host, admin_port)
+        try:
+            self.admin_port = await self.admin.start(admin_host, admin_port)
+        except OSError as exc:
+            raise ListenError("admin listener", admin_host, admin_port, exc) from exc
         self._serving = True
         self.log.info(
             "broker_started",

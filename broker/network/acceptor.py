@@ -11,11 +11,28 @@ limit) and hands the rest to the protocol ``connect`` makes for their address.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from purgatory.broker.network.connection_quotas import ConnectionQuotas
+
+
+class ListenError(OSError):
+    """A listener that cannot bind: which one (``what``: "PLAINTEXT listener", "admin
+    listener"), its address and the system's reason ("address already in use")."""
+
+    def __init__(self, what: str, host: str, port: int, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.what, self.host, self.port = what, host, port
+        if isinstance(cause, socket.gaierror) or not cause.errno:
+            self.reason = cause.strerror or str(cause)  # a host name that does not resolve
+        else:
+            self.reason = os.strerror(cause.errno).lower()
+
+    def __str__(self) -> str:
+        return f"{self.what} {self.host}:{self.port}: {self.reason}"
 
 
 class Acceptor:

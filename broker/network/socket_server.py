@@ -20,7 +20,7 @@ import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from purgatory.broker.config.listeners import Listener, ListenerRole
-from purgatory.broker.network.acceptor import Acceptor
+from purgatory.broker.network.acceptor import Acceptor, ListenError
 from purgatory.broker.network.broker_connection import BrokerConnection
 from purgatory.broker.network.connection_quotas import ConnectionQuotas
 from purgatory.broker.network.served_protocol import LazyProtocol, ServedProtocol
@@ -141,7 +141,8 @@ class SocketServer:
             conn.fault_check()
 
     async def start(self, listeners: Iterable[Listener]) -> dict[str, int]:
-        """Bind and accept on each listener; the port each is bound to, by name."""
+        """Bind and accept on each listener; the port each is bound to, by name. A
+        listener that cannot bind raises ListenError (and none stays bound)."""
         ports: dict[str, int] = {}
         listeners = list(listeners)
         # Beside client listeners the inter-broker listener is the brokers' (KIP-402).
@@ -156,7 +157,11 @@ class SocketServer:
                     or (listener.role is ListenerRole.INTER_BROKER and client_listeners),
                 )
                 self.acceptors[listener.name] = acceptor
-                ports[listener.name] = await acceptor.start(listener.host, listener.port)
+                try:
+                    ports[listener.name] = await acceptor.start(listener.host, listener.port)
+                except OSError as exc:
+                    what = f"{listener.name} listener"
+                    raise ListenError(what, listener.host, listener.port, exc) from exc
         except BaseException:
             await self.stop()
             raise

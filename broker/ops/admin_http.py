@@ -9,6 +9,7 @@ controller)."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import secrets
 import sys
 import urllib.parse
@@ -165,10 +166,14 @@ def make_router(broker: AdminTarget) -> Router:
         return HttpResponse(body=body, content_type=CONTENT_TYPE_LATEST)
 
     async def healthz(_: HttpRequest) -> HttpResponse:
+        # The pid proves which process answers: a supervisor waiting on a broker it started
+        # is not fooled by another one on the same admin port.
         problem = broker.health_problem()
         if problem:
-            return json_response({"status": "starting", "reason": problem}, status=503)
-        return json_response({"status": "ok", "broker_id": broker.broker_id})
+            return json_response(
+                {"status": "starting", "reason": problem, "pid": os.getpid()}, status=503
+            )
+        return json_response({"status": "ok", "broker_id": broker.broker_id, "pid": os.getpid()})
 
     async def state(_: HttpRequest) -> HttpResponse:
         return HttpResponse(body=msgspec.json.encode(await broker.state_in_slices()))

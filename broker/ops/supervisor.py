@@ -43,13 +43,30 @@ def get_json(url: str, timeout: float = 1.0) -> Any:
         return json.load(response)
 
 
-def healthy(admin_url: str) -> bool:
-    """Whether the broker at ``admin_url`` answers /healthz with 200."""
+def healthz(admin_url: str) -> tuple[int, dict[str, Any]] | None:
+    """What the broker at ``admin_url`` answers on /healthz: (HTTP status, its JSON: 200
+    when healthy, 503 while starting), or None when nothing answers there as a broker
+    does (not listening yet, or another kind of server)."""
     try:
         with urllib.request.urlopen(f"{admin_url}/healthz", timeout=1) as r:
-            return bool(r.status == 200)
+            status, body = r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        try:
+            status, body = exc.code, json.load(exc)
+        except (OSError, ValueError, http.client.HTTPException):
+            return None
+        finally:
+            exc.close()
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
-        return False  # not listening yet, or not an HTTP answer: not healthy (yet)
+        return None
+    return (status, body) if isinstance(body, dict) else None
+
+
+def healthy(admin_url: str) -> bool:
+    """Whether the broker at ``admin_url`` answers /healthz with 200 (whichever process
+    it is: ``Supervisor.healthy`` also proves it is the one started)."""
+    answer = healthz(admin_url)
+    return answer is not None and answer[0] == 200
 
 
 class Supervisor:
@@ -72,6 +89,7 @@ class Supervisor:
         self._expected_exit: set[int] = set()  # stopped or killed on request
         self._reported: set[int] = set()  # exits already returned by unexpected_exits()
         self._logs: dict[int, IO[Any]] = {}
+        self._log_starts: dict[int, int] = {}  # broker id -> offset of its latest run's output
         self._lock = threading.RLock()
         self.metadata_dir = Path(tempfile.mkdtemp(prefix="purgatory-metadata-"))
         # The lifeline: every broker gets the read end of this pipe and exits when it
@@ -114,6 +132,7 @@ class Supervisor:
                     old.close()
                 out = open(self.log_dir / f"broker-{broker_id}.log", "ab")  # noqa: SIM115
                 self._logs[broker_id] = out
+                self._log_starts[broker_id] = out.tell()  # where this run's output begins
             self.procs[broker_id] = subprocess.Popen(
                 [
                     *self.commands[broker_id],
@@ -137,24 +156,64 @@ class Supervisor:
         return ["--set", f"metadata.log.dir={self.metadata_dir / f'broker-{broker_id}'}"]
 
     def wait_healthy(self, broker_ids: list[int], timeout: float | None = None) -> None:
-        """Wait until every broker in ``broker_ids`` answers /healthz with 200; raise
-        SupervisorError if one exits or the timeout passes."""
-        deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
+        """Wait until every broker in ``broker_ids`` is healthy (``healthy``: its own
+        process answers /healthz with 200); raise SupervisorError, with the broker's reason
+        when its log has one, if one exits or the timeout passes."""
+        limit = self.startup_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
         waiting = set(broker_ids)
+        strangers: dict[int, Any] = {}  # broker id -> pid of another process answering
         while waiting:
             for i in sorted(waiting):
                 proc = self.procs.get(i)
                 if proc is None or proc.poll() is not None:
                     code = None if proc is None else proc.returncode
-                    raise SupervisorError(f"broker {i} exited with code {code} during start")
-                if self.healthy(i):
+                    reason = self.exit_reason(i)
+                    raise SupervisorError(
+                        f"broker {i} exited with code {code} during start"
+                        + (f": {reason}" if reason else "")
+                    )
+                answer = healthz(self.admin_urls[i])
+                if answer is not None and answer[1].get("pid") != proc.pid:
+                    strangers[i] = answer[1].get("pid")
+                elif answer is not None and answer[0] == 200:
                     waiting.discard(i)
             if waiting and time.monotonic() > deadline:
-                raise SupervisorError(f"brokers {sorted(waiting)} not healthy after {timeout}s")
+                raise SupervisorError(
+                    f"brokers {sorted(waiting)} not healthy after {limit:g}s"
+                    + "".join(
+                        f"; another process{'' if pid is None else f' (pid {pid})'} answers "
+                        f"on broker {i}'s admin port, {self.admin_urls[i]}"
+                        for i, pid in sorted(strangers.items())
+                        if i in waiting
+                    )
+                )
             time.sleep(0.05)
 
     def healthy(self, broker_id: int) -> bool:
-        return healthy(self.admin_urls[broker_id])
+        """Whether the broker's own process (the pid /healthz names) answers /healthz with
+        200: another broker on the same admin port (another cluster's) is not it."""
+        proc = self.procs.get(broker_id)
+        if proc is None or proc.poll() is not None:
+            return False
+        answer = healthz(self.admin_urls[broker_id])
+        return answer is not None and answer[0] == 200 and answer[1].get("pid") == proc.pid
+
+    def exit_reason(self, broker_id: int) -> str | None:
+        """Why a broker that exited did, when its output goes to a log file: the last line
+        of its latest run, when it is the ``purgatory broker ...: reason`` a broker prints
+        as it gives up (a port already in use, a config error)."""
+        if self.log_dir is None:
+            return None  # its output went to this process's stderr: the user saw it
+        try:
+            with open(self.log_dir / f"broker-{broker_id}.log", "rb") as log:
+                log.seek(max(self._log_starts.get(broker_id, 0), log.seek(0, os.SEEK_END) - 4096))
+                lines = log.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return None
+        if not lines or not lines[-1].startswith("purgatory broker"):
+            return None
+        return lines[-1].split(": ", 1)[-1]
 
     def stop(self, broker_id: int, timeout: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (the broker hands its leaderships over first: a controlled shutdown),
