@@ -24,10 +24,17 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## make run: start a local cluster of $(BROKERS) brokers (Ctrl-C stops it)
+## make run: start a local cluster of $(BROKERS) brokers (Ctrl-C stops it), broker i on
+## BASE_PORT+i (9092+i). Its admin APIs (ADMIN_BASE_PORT+i) and control endpoint
+## (CONTROL_PORT) move with BASE_PORT unless set, so `make run BASE_PORT=19092` starts a
+## second cluster beside a first (admin 19644+i, control 19640). Taken ports fail it.
+run: BASE_PORT ?= 9092
+run: ADMIN_BASE_PORT ?= $(shell expr $(BASE_PORT) + 552)
+run: CONTROL_PORT ?= $(shell expr $(BASE_PORT) + 548)
 run: $(STAMP)
 	$(COMPILE)
-	$(BIN)/purgatory cluster --brokers $(BROKERS) --log-format console
+	$(BIN)/purgatory cluster --brokers $(BROKERS) --base-port $(BASE_PORT) \
+		--admin-base-port $(ADMIN_BASE_PORT) --control-port $(CONTROL_PORT) --log-format console
 
 ## make test: the whole suite (unit, integration, real processes, the Spark job)
 test: $(STAMP) check-java
