@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java chaos simulation fuzz fuzz-coverage
+.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -37,7 +37,7 @@ run: $(STAMP)
 		--admin-base-port $(ADMIN_BASE_PORT) --control-port $(CONTROL_PORT) --log-format console
 
 ## make test: the whole suite (unit, integration, real processes, the Spark job)
-test: $(STAMP) check-java
+test: $(STAMP) check-java system-packages
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## make chaos: a long chaos run on broker processes (CHAOS_S seconds, 1800), analysed and
@@ -80,6 +80,11 @@ check-java: $(STAMP)
 	        file=sys.stderr); \
 	  sys.exit(1 if os.environ.get("CI") else 0)'
 	@echo "Java for Spark: ok"
+
+## make system-packages: Debian's podman, podman-compose, runc, debootstrap and prometheus
+## (promtool) for the container and metrics tests, installed when run as root on Debian
+system-packages:
+	@.ci/system-packages
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
