@@ -70,6 +70,12 @@ def run_broker(args: argparse.Namespace) -> int:
                 f"{args.host or host}:{port if args.admin_port is None else args.admin_port}"
             )
         config = load_config(file=args.config, overrides=overrides)
+        problem = config.member_address_problem(
+            "--port" if args.port is not None else "listeners",
+            "--cluster" if args.cluster is not None else "cluster.members",
+        )
+        if problem:
+            raise ConfigError(problem)
     except ConfigError as exc:
         print(f"purgatory broker: {exc}", file=sys.stderr)
         return 2

@@ -101,6 +101,9 @@ class Broker:
                 f"({', '.join(map(str, sorted(self.members)))})"
             )
         check_consistency(config.values)
+        problem = config.member_address_problem()
+        if problem:
+            raise ValueError(problem)  # before binding anything
         if len(self.members) > 1 and not config["cluster.secret"] and channels is None:
             raise ValueError(
                 f"cluster.secret is required in a cluster of {len(self.members)} members: "

@@ -280,6 +280,33 @@ class BrokerConfig:
         """The named listeners, checked against each other (ValueError says what to fix)."""
         return listener_config(self.values, self.process_roles())
 
+    def member_address_problem(
+        self, listeners: str = "listeners", members: str = "cluster.members"
+    ) -> str | None:
+        """Why this node's listeners and its own ``cluster.members`` entry disagree, if
+        they do: the other nodes reach it at that entry's port, which must be the port of
+        the listener the members' addresses are of (its controller listener, else its
+        inter-broker listener), or nothing answers them there. ``listeners`` and
+        ``members``: what the message calls the two settings (--port, --cluster). Port 0
+        is checked once bound (``Broker.start``); without ``listeners`` a member listens
+        at its entry."""
+        entry = self.members().get(self.broker_id)
+        if entry is None or self.sources.get("listeners") is None:
+            return None
+        try:
+            facing = self.listener_config().broker_facing
+        except ValueError:
+            return None  # listeners that fight each other: check_consistency says how
+        if facing.port in (0, entry[1]):
+            return None
+        return (
+            f"{listeners} puts node {self.broker_id}'s {facing.name} listener on port "
+            f"{facing.port}, but {members} gives node {self.broker_id} the address "
+            f"{entry[0]}:{entry[1]}, where the other nodes reach it (a member's address is "
+            "its controller listener's, controller.listener.names, else its inter-broker "
+            "listener's): give both the same port"
+        )
+
     def admin_listener(self) -> tuple[str, int]:
         return parse_host_port(self.values["admin.listener"])
 

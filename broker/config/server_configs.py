@@ -104,7 +104,10 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
         "Every node of the cluster, `id@host:port,...` (the format of Kafka's "
         "`controller.quorum.voters`); every node gets the same list. Unless "
         "`controller.quorum.voters` says otherwise, every member is a voter of the "
-        "metadata quorum. Empty: a single-node cluster of this broker alone.",
+        "metadata quorum. A node's own entry is where the others reach it: the port of its "
+        "controller listener (`controller.listener.names`), else of its inter-broker "
+        "listener; a broker whose `listeners` (or `--port`) say another port refuses to "
+        "start, naming both. Empty: a single-node cluster of this broker alone.",
         parses(parse_members),
     ),
     ConfigDef("cluster.id", str, "purgatory", "Cluster id reported in Metadata."),

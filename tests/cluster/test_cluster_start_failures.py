@@ -1,11 +1,12 @@
 """A cluster whose broker cannot listen fails at once, saying which broker, which port and
 why, and never takes another process's broker for its own: ports held by real processes
 (a plain bound socket, another broker), `purgatory cluster` and its Supervisor as a user
-runs them."""
+runs them. A broker whose port is not its own member address refuses to start."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,8 +16,9 @@ import pytest
 
 from purgatory.broker.local_cluster import broker_commands, cluster_environment
 from purgatory.broker.ops.supervisor import Supervisor, SupervisorError
+from purgatory.clients.cluster_auth import SECRET_ENV
 from purgatory.experiments.processes import free_port_range, free_ports
-from tests.support import purgatory_cli
+from tests.support import PURGATORY, purgatory_cli
 
 pytestmark = pytest.mark.cluster
 
@@ -171,3 +173,22 @@ def test_readiness_is_proven_by_the_pid_of_the_broker_started(
         assert ours.healthy(0)
     finally:
         ours.stop_all()
+
+
+def test_a_broker_whose_port_is_not_its_member_address_refuses_to_start() -> None:
+    port, member, other = free_ports(3)
+    run = subprocess.run(
+        [*PURGATORY, "broker", "--port", str(port), "--admin-port", "0",
+         "--cluster", f"0@127.0.0.1:{member},1@127.0.0.1:{other}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, SECRET_ENV: "a-secret"},
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert (
+        f"purgatory broker: --port puts node 0's PLAINTEXT listener on port {port}, but "
+        f"--cluster gives node 0 the address 127.0.0.1:{member}, where the other nodes "
+        "reach it"
+    ) in run.stderr
+    assert "Traceback" not in run.stderr and "broker_started" not in run.stderr

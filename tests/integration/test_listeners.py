@@ -196,8 +196,21 @@ async def test_a_member_address_that_is_not_the_controller_listener_stops_the_br
         members=f"0@127.0.0.1:{ports['CLIENT']},1@127.0.0.1:1",
         **listener_settings(ports),
     )
-    with pytest.raises(ValueError, match="other nodes reach it on its CONTROLLER listener"):
+    with pytest.raises(
+        ValueError,
+        match=f"listeners puts node 0's CONTROLLER listener on port {ports['CONTROLLER']}, "
+        f"but cluster.members gives node 0 the address 127.0.0.1:{ports['CLIENT']}",
+    ):
         await start_broker(config)
+    # A listener on port 0 is checked once bound: its port is known only then.
+    with pytest.raises(ValueError, match="other nodes reach it on its CONTROLLER listener"):
+        await start_broker(
+            broker_config(
+                0,
+                members=f"0@127.0.0.1:{ports['CLIENT']},1@127.0.0.1:1",
+                **listener_settings({**ports, "CONTROLLER": 0}),
+            )
+        )
 
 
 async def test_a_single_node_with_a_controller_listener_starts_and_serves() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from purgatory.broker.config.broker_config import load_config
 from purgatory.broker.config.listeners import ListenerRole
 from tests.support import broker_config
 
@@ -86,7 +87,7 @@ def test_a_mistake_names_what_to_change(values: dict[str, Any], complaint: str) 
 
 
 def test_a_broker_only_node_binds_no_controller_listener() -> None:
-    values = {
+    values: dict[str, Any] = {
         **THREE,
         "cluster.members": "0@127.0.0.1:9094,1@127.0.0.1:9194",
         "controller.quorum.voters": "1@127.0.0.1:9194",
@@ -96,3 +97,21 @@ def test_a_broker_only_node_binds_no_controller_listener() -> None:
     values["listeners"] = "CLIENT://127.0.0.1:9092,BROKER://127.0.0.1:9093"
     config = broker_config(0, **values).listener_config()
     assert config.broker_facing.name == "BROKER"
+
+
+def test_a_members_port_must_be_its_controller_listeners_else_its_inter_broker_listeners() -> None:
+    members, three = "0@127.0.0.1:9094,1@127.0.0.1:9194", dict[str, Any](THREE)
+    assert broker_config(0, members=members, **three).member_address_problem() is None
+    wrong = broker_config(0, members="0@127.0.0.1:9093,1@127.0.0.1:9194", **three)
+    assert wrong.member_address_problem("--port", "--cluster") == (
+        "--port puts node 0's CONTROLLER listener on port 9094, but --cluster gives node 0 the "
+        "address 127.0.0.1:9093, where the other nodes reach it (a member's address is its "
+        "controller listener's, controller.listener.names, else its inter-broker "
+        "listener's): give both the same port"
+    )
+    plain = broker_config(0, members="0@127.0.0.1:9092,1@127.0.0.1:9192", port=9093)
+    assert "PLAINTEXT listener on port 9093" in (plain.member_address_problem() or "")
+    # Port 0 is checked once bound; a node not given listeners listens at its entry.
+    assert broker_config(0, members=members, port=0).member_address_problem() is None
+    unset = load_config(environ={}, overrides={"broker.id": 0, "cluster.members": members})
+    assert unset.member_address_problem() is None
