@@ -8,6 +8,7 @@ import gc
 import os
 import signal
 import sys
+from collections.abc import Mapping
 
 import uvloop
 
@@ -55,27 +56,36 @@ def keep_unused_out() -> None:
         sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
 
 
+def resolve_config(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> BrokerConfig:
+    """The config `purgatory broker ARGS` runs with (``environ``: the process's own unless
+    given); ConfigError if it is not one."""
+    overrides = config_from_args(args)
+    config = load_config(file=args.config, environ=environ, overrides=overrides)
+    if args.host is not None or args.port is not None:
+        overrides["listeners"] = _one_listener(config, args.host, args.port)
+    if args.admin_port is not None or args.host is not None:
+        host, port = config.admin_listener()
+        overrides["admin.listener"] = (
+            f"{args.host or host}:{port if args.admin_port is None else args.admin_port}"
+        )
+    config = load_config(file=args.config, environ=environ, overrides=overrides)
+    problem = config.member_address_problem(
+        "--port" if args.port is not None else "listeners",
+        "--cluster" if args.cluster is not None else "cluster.members",
+    )
+    if problem:
+        raise ConfigError(problem)
+    return config
+
+
 def run_broker(args: argparse.Namespace) -> int:
     keep_unused_out()
     from purgatory.broker.ops.structured_logging import configure_logging
 
     try:
-        overrides = config_from_args(args)
-        config = load_config(file=args.config, overrides=overrides)
-        if args.host is not None or args.port is not None:
-            overrides["listeners"] = _one_listener(config, args.host, args.port)
-        if args.admin_port is not None or args.host is not None:
-            host, port = config.admin_listener()
-            overrides["admin.listener"] = (
-                f"{args.host or host}:{port if args.admin_port is None else args.admin_port}"
-            )
-        config = load_config(file=args.config, overrides=overrides)
-        problem = config.member_address_problem(
-            "--port" if args.port is not None else "listeners",
-            "--cluster" if args.cluster is not None else "cluster.members",
-        )
-        if problem:
-            raise ConfigError(problem)
+        config = resolve_config(args)
     except ConfigError as exc:
         print(f"purgatory broker: {exc}", file=sys.stderr)
         return 2
