@@ -98,7 +98,7 @@ class Podman:
 
     def remove(self, *containers: str) -> None:
         if containers:
-            self.run("rm", "-f", "-t", "0", *containers, check=False)
+            self.run("rm", "-f", "-v", "-t", "0", *containers, check=False)  # -v: its volumes
 
 
 def until(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
