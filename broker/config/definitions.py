@@ -12,7 +12,7 @@ from purgatory.broker.config.server_configs import SERVER_CONFIGS
 
 ENV_PREFIX = "PURGATORY_"
 # Variables with the prefix that are not broker configs: the command-line tools' default
-# addresses, the container entrypoint's start gate, the simulation's seeds. A broker
+# addresses, the container entrypoint's start gate and address, the simulation's seeds. A broker
 # started where they are set (a container with the tools, a user's shell) ignores them.
 NOT_CONFIGS = frozenset(
     {
@@ -20,6 +20,7 @@ NOT_CONFIGS = frozenset(
         "PURGATORY_ADMIN",
         "PURGATORY_CONTROL",
         "PURGATORY_WAIT_FOR_CONFIG",
+    "PURGATORY_ADVERTISED_ADDRESS",
         "PURGATORY_SIM_SEEDS",
     }
 )

@@ -11,13 +11,14 @@
 #
 # Listeners: unless one of the listener variables is set (then they are all the user's, as
 # in Apache Kafka's image), a single broker listens for clients on PLAINTEXT, every
-# interface, advertised as 127.0.0.1:9092 (`-p 9092:9092`; another published port: tell it
-# as above), and on BROKER on the container's loopback, which the tools inside use
-# (`podman exec C purgatory topics list`): Kafka's EXTERNAL and INTERNAL split.
+# interface, advertised as PURGATORY_ADVERTISED_ADDRESS (default 127.0.0.1:9092, for
+# `-p 9092:9092`; `-p 19092:9092 -e PURGATORY_ADVERTISED_ADDRESS=localhost:19092`; a port
+# chosen by the engine: as above), and on BROKER on the container's loopback, which the
+# tools inside use (`podman exec C purgatory topics list`): Kafka's EXTERNAL and INTERNAL.
 set -eu
 if [ -z "${PURGATORY_LISTENERS:-}${PURGATORY_ADVERTISED_LISTENERS:-}${PURGATORY_LISTENER_SECURITY_PROTOCOL_MAP:-}${PURGATORY_INTER_BROKER_LISTENER_NAME:-}${PURGATORY_CONTROLLER_LISTENER_NAMES:-}" ]; then
     export PURGATORY_LISTENERS=PLAINTEXT://0.0.0.0:9092,BROKER://127.0.0.1:9093
-    export PURGATORY_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:9092,BROKER://127.0.0.1:9093
+    export PURGATORY_ADVERTISED_LISTENERS=PLAINTEXT://${PURGATORY_ADVERTISED_ADDRESS:-127.0.0.1:9092},BROKER://127.0.0.1:9093
     export PURGATORY_LISTENER_SECURITY_PROTOCOL_MAP=PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT
     export PURGATORY_INTER_BROKER_LISTENER_NAME=BROKER
 fi

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from purgatory.experiments.processes import free_ports
 from tests.container.engine import Podman, until
 
 pytestmark = pytest.mark.cluster
@@ -104,5 +105,22 @@ def test_the_healthcheck_follows_an_admin_port_set_by_flags(podman: Podman, imag
         until(lambda: podman.healthy(container), timeout=60, what="the healthcheck on :9700")
         podman.run("stop", "-t", "30", container, timeout=60)
         assert not podman.healthy(container)
+    finally:
+        podman.remove(container)
+
+
+def test_a_known_host_port_is_advertised_from_one_variable(podman: Podman, image: str) -> None:
+    [port] = free_ports(1)
+    container = podman.start(
+        "-p", f"127.0.0.1:{port}:9092",
+        "-e", f"PURGATORY_ADVERTISED_ADDRESS=localhost:{port}",
+        image,
+    )  # fmt: skip
+    try:
+        until(lambda: podman.healthy(container), timeout=60, what="the broker's healthcheck")
+        metadata = Producer({"bootstrap.servers": f"127.0.0.1:{port}", **QUIET}).list_topics(
+            timeout=15
+        )
+        assert [(b.host, b.port) for b in metadata.brokers.values()] == [("localhost", port)]
     finally:
         podman.remove(container)

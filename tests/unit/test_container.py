@@ -77,7 +77,7 @@ def test_compose_runs_three_brokers_whose_environment_is_a_valid_config(path: Pa
 
 
 def test_on_the_bridge_brokers_meet_on_internal_names_and_clients_on_published_ports() -> None:
-    environ = {**SECRET, "PURGATORY_PORT_1": "29093", "PURGATORY_EXTERNAL_HOST": "h.example"}
+    environ = {**SECRET, "BROKER_1_PORT": "29093", "EXTERNAL_HOST": "h.example"}
     spec = compose(BRIDGE, environ)
     for (name, service), config in zip(brokers(spec).items(), configs(spec), strict=True):
         listeners = config.listener_config()
@@ -150,6 +150,10 @@ def test_the_entrypoint_gives_a_single_broker_an_external_and_an_internal_listen
         "ENV PURGATORY_ADMIN_LISTENER=0.0.0.0:9644 \\\n    PURGATORY_BOOTSTRAP=127.0.0.1:9093"
         in DOCKERFILE
     )
+    # Published on another port: the address clients use.
+    moved = entrypoint({"PURGATORY_ADVERTISED_ADDRESS": "localhost:19092"}, tmp_path=tmp_path)
+    environ = dict(line.split("=", 1) for line in moved if line.startswith("PURGATORY_"))
+    assert advertised(load_config(environ=environ))["PLAINTEXT"] == ("localhost", 19092)
     # A user's own listeners are all theirs, as in Apache Kafka's image.
     own = entrypoint({"PURGATORY_LISTENERS": "PLAINTEXT://0.0.0.0:9095"}, tmp_path=tmp_path)
     assert "PURGATORY_LISTENERS=PLAINTEXT://0.0.0.0:9095" in own
