@@ -8,6 +8,7 @@ admin.listener=...`) and the variables of `docker run -e` are all followed.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import urllib.error
 import urllib.request
@@ -32,11 +33,13 @@ def broker_command(proc: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def admin_url(proc: Path) -> str:
+    from purgatory.broker import commands
     from purgatory.broker.main import resolve_config
-    from purgatory.cli import build_parser
 
     args, environ = broker_command(proc)
-    config = resolve_config(build_parser().parse_args(["broker", *args]), environ)
+    parser = argparse.ArgumentParser(prog="purgatory")
+    commands.add_commands(parser.add_subparsers())
+    config = resolve_config(parser.parse_args(["broker", *args]), environ)
     host, port = config.admin_listener()
     host = "127.0.0.1" if host in WILDCARDS else host
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/healthz"
@@ -47,6 +50,8 @@ def main(proc: Path = Path("/proc/1")) -> int:
         url = admin_url(proc)
     except (OSError, ConfigError) as exc:
         print(f"unhealthy: cannot tell the broker's admin address: {exc}", file=sys.stderr)
+        return 1
+    except SystemExit:  # its arguments did not parse (argparse said why): 2 is reserved
         return 1
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
