@@ -32,12 +32,12 @@ def add_commands(sub: Any) -> None:
         "promise checked under a seeded nemesis: kills, pauses, partitions). "
         "See docs/experiments.md.",
     )
-    run.add_argument("scenario", choices=SCENARIO_NAMES)
+    run.add_argument("scenario", choices=SCENARIO_NAMES, help="the scenario to run")
     run.add_argument("--out", required=True, help="directory for the results")
     run.add_argument("--bootstrap", help="use running brokers (e.g. docker compose) instead")
     run.add_argument("--admin", nargs="+", help="their admin URLs, with --bootstrap")
     run.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
-    run.add_argument("--partitions", type=int, default=6)
+    run.add_argument("--partitions", type=int, default=6, help="partitions of its topic")
     run.add_argument("--records", type=int, default=2000, help="records per partition to fill")
     run.add_argument(
         "--param",
@@ -46,16 +46,16 @@ def add_commands(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="scenario parameter, e.g. delay_ms=50, timeouts=100,2000, shapes=1x1024,1000x65536",
     )
-    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.set_defaults(func=lazy("purgatory.experiments.runner", "main"))
     analyze = esub.add_parser(
         "analyze",
         help="the Spark job: percentiles per window and pair, a report (grey-failure: the slow broker)",
     )
-    analyze.add_argument("dir")
+    analyze.add_argument("dir", help="a run's directory (its --out)")
     analyze.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     analyze.add_argument("--window", type=float, default=5.0, help="window length in seconds")
     analyze.set_defaults(func=lazy("purgatory.experiments.analyze", "main"))
     plot = esub.add_parser("plot", help="the figures of a run (PNG)")
-    plot.add_argument("dir")
+    plot.add_argument("dir", help="a run's directory (its --out)")
     plot.set_defaults(func=lazy("purgatory.experiments.plot", "main"))

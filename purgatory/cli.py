@@ -1,7 +1,8 @@
 """`purgatory ...`: one command whose subcommands belong to the packages that implement them.
 
 Each package's `commands` module only declares arguments; the code behind a command is
-imported when that command runs, so `purgatory --help` stays fast.
+imported when that command runs, so `purgatory --help` stays fast. Every option's help
+shows its default (tests/unit/test_cli_help.py walks the tree to hold them to it).
 """
 
 from __future__ import annotations
@@ -46,10 +47,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Ends an option's help with its default, as ``(default: VALUE)``, unless the help
+    says it already (a default that depends on something, such as a broker config or an
+    environment variable, is written out where the option is declared)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if text is None or text == argparse.SUPPRESS or "default" in text.lower():
+            return text
+        if action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        if not action.option_strings and action.nargs not in ("?", "*"):
+            return text  # a required positional argument has no default to show
+        return f"{text} (default: %(default)s)"
+
+
 def _remember_parsers(parser: argparse.ArgumentParser) -> None:
     """Give every (sub)command's namespace its own parser as ``command_parser``, so errors
-    found after parsing show that command's usage, not the top-level one."""
+    found after parsing show that command's usage, not the top-level one; and every
+    parser the help formatter that shows defaults."""
     parser.set_defaults(command_parser=parser)
+    parser.formatter_class = HelpFormatter
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):

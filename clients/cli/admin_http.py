@@ -10,9 +10,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
+from purgatory.clients.cli.output import print_json, print_table, table
 from purgatory.common.admin_request import admin_request
 
 
@@ -28,7 +26,10 @@ def config_command(args: argparse.Namespace) -> int:
                     f"purgatory admin config set: {payload.get('error', payload)}", file=sys.stderr
                 )
                 return 1
-            print(f"{payload['name']}: {payload['old']} -> {payload['new']}")
+            if args.json:
+                print_json({k: payload[k] for k in ("name", "old", "new")})
+            else:
+                print(f"{payload['name']}: {payload['old']} -> {payload['new']}")
             return 0
         status, payload = admin_request("GET", f"{base}/v1/config", token=args.token)
     except (urllib.error.URLError, OSError) as exc:
@@ -41,20 +42,14 @@ def config_command(args: argparse.Namespace) -> int:
             print(f"purgatory admin config get: unknown config {args.name!r}", file=sys.stderr)
             return 1
     if args.json:
-        print(json.dumps(configs, indent=2))
+        print_json(configs)
         return 0
-    table = Table(title=f"broker {payload['broker_id']} configs")
-    for column in ("name", "value", "default", "source", "dynamic"):
-        table.add_column(column)
-    for c in configs:
-        table.add_row(
-            c["name"],
-            str(c["value"]),
-            str(c["default"]),
-            c["source"],
-            "yes" if c["dynamic"] else "",
-        )
-    Console().print(table)
+    rows = [
+        (c["name"], c["value"], c["default"], c["source"], "yes" if c["dynamic"] else "")
+        for c in configs
+    ]
+    columns = ("name", "value", "default", "source", "dynamic")
+    print_table(table(f"broker {payload['broker_id']} configs", columns, rows))
     return 0
 
 
@@ -97,18 +92,23 @@ def fault_command(args: argparse.Namespace) -> int:
         print(f"purgatory admin fault {action}: {payload.get('error', payload)}", file=sys.stderr)
         return 1
     if args.json or action != "list":
-        print(json.dumps(payload, indent=2))
+        print_json(payload)
         return 0
-    table = Table(title=f"broker {payload['broker_id']} faults")
-    for column in ("name", "kind", "settings", "applied"):
-        table.add_column(column)
-    for f in payload["faults"]:
-        settings = {
-            k: v for k, v in f.items() if k not in ("name", "kind", "applied", "created_ms")
-        }
-        table.add_row(f["name"], f["kind"], json.dumps(settings), str(f["applied"]))
-    Console().print(table)
+    rows = [
+        (
+            f["name"],
+            f["kind"],
+            json.dumps({k: v for k, v in f.items() if k not in FAULT_FIELDS_SHOWN}),
+            f["applied"],
+        )
+        for f in payload["faults"]
+    ]
+    columns = ("name", "kind", "settings", "applied")
+    print_table(table(f"broker {payload['broker_id']} faults", columns, rows))
     return 0
+
+
+FAULT_FIELDS_SHOWN = ("name", "kind", "applied", "created_ms")  # not among the settings
 
 
 def broker_command(args: argparse.Namespace) -> int:
@@ -136,18 +136,18 @@ def broker_command(args: argparse.Namespace) -> int:
         return 1
     brokers = payload["brokers"] if action == "list" else [payload]
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print_json(payload)
         return 0
-    table = Table(title="brokers" if action == "list" else f"broker {args.id}: {action}")
-    for column in ("broker", "state", "pid", "exit code", "admin"):
-        table.add_column(column)
-    for b in brokers:
-        table.add_row(
-            str(b["broker"]),
+    rows = [
+        (
+            b["broker"],
             b["state"],
-            str(b["pid"] or ""),
-            "" if b["exit_code"] is None else str(b["exit_code"]),
+            b["pid"] or "",
+            "" if b["exit_code"] is None else b["exit_code"],
             b["admin"],
         )
-    Console().print(table)
+        for b in brokers
+    ]
+    title = "brokers" if action == "list" else f"broker {args.id}: {action}"
+    print_table(table(title, ("broker", "state", "pid", "exit code", "admin"), rows))
     return 0

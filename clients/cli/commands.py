@@ -3,19 +3,53 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
+from purgatory.clients.cli.properties import CONSUMER_PROPERTIES, PRODUCER_PROPERTIES
 from purgatory.common.lazy_command import lazy
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_ADMIN = "http://127.0.0.1:9644"
+DEFAULT_CONTROL = "http://127.0.0.1:9640"
+
+# Addresses the commands take from the environment when the flag is not given, so a shell
+# that exports them need not repeat --bootstrap, --admin or --control. They are not broker
+# configs (broker/config/definitions.py's NOT_CONFIGS): a broker started beside them
+# ignores them.
+BOOTSTRAP_ENV = "PURGATORY_BOOTSTRAP"
+ADMIN_ENV = "PURGATORY_ADMIN"
+CONTROL_ENV = "PURGATORY_CONTROL"
+
+
+def _from_environment(variable: str, fallback: str) -> str:
+    return os.environ.get(variable) or fallback
 
 
 def _bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--bootstrap",
         "--bootstrap-server",
-        default=DEFAULT_BOOTSTRAP,
-        help=f"host:port[,host:port...] (default {DEFAULT_BOOTSTRAP})",
+        default=_from_environment(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
+        metavar="HOST:PORT[,...]",
+        help=f"brokers to start from (default: ${BOOTSTRAP_ENV} if set, else "
+        f"{DEFAULT_BOOTSTRAP}; the flag wins)",
+    )
+
+
+def _admin(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--admin",
+        default=_from_environment(ADMIN_ENV, DEFAULT_ADMIN),
+        metavar="URL",
+        help=f"the broker's admin URL (default: ${ADMIN_ENV} if set, else {DEFAULT_ADMIN}; "
+        "the flag wins)",
+    )
+
+
+def _json(p: argparse.ArgumentParser, what: str = "the result") -> None:
+    p.add_argument(
+        "--json", action="store_true", help=f"print {what} as one JSON document on stdout"
     )
 
 
@@ -46,9 +80,12 @@ def add_commands(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="topic config, e.g. retention.bytes=1048576 (repeatable)",
     )
-    create.add_argument("--if-not-exists", action="store_true")
+    create.add_argument(
+        "--if-not-exists", action="store_true", help="no error if the topic exists already"
+    )
     _bootstrap(create)
     lst = tsub.add_parser("list", help="list topic names")
+    _json(lst, "the names")
     _bootstrap(lst)
     delete = tsub.add_parser(
         "delete",
@@ -83,7 +120,7 @@ def add_commands(sub: Any) -> None:
     describe.add_argument(
         "--topic", dest="topic_option", action="append", default=[], help=argparse.SUPPRESS
     )
-    describe.add_argument("--json", action="store_true")
+    _json(describe, "every topic with its partitions")
     _bootstrap(describe)
     topics.set_defaults(func=lazy("purgatory.clients.cli.tools", "topics_command"))
 
@@ -97,24 +134,39 @@ def add_commands(sub: Any) -> None:
     )
     _topic(produce)
     produce.add_argument(
-        "--key-separator", help="split each line into key and value at this string"
+        "--key-separator",
+        help="split each line into key and value at this string (default: no key)",
     )
-    produce.add_argument("--acks", default="1", choices=("all", "-1", "0", "1"))
+    produce.add_argument(
+        "--acks",
+        "--request-required-acks",
+        choices=("all", "-1", "0", "1"),
+        help="acks: replicas that must have a record before it is acknowledged; all and -1 "
+        "are the in-sync replicas (default: -1, as kafka-console-producer's "
+        "--request-required-acks)",
+    )
     produce.add_argument("--partition", type=int, help="send every record to this partition")
-    produce.add_argument("--linger-ms", type=int, default=5, help="linger.ms (default 5)")
+    produce.add_argument("--linger-ms", type=int, help="linger.ms (default 5)")
     produce.add_argument(
         "--timeout-ms",
         type=int,
-        default=30000,
         help="delivery.timeout.ms: how long a record may take to be acknowledged, retries "
         "included, before it is reported as not delivered (default 30000)",
     )
     produce.add_argument(
         "--max-request-size",
         type=int,
-        default=1048576,
         help="max.request.size: the largest record sent, in bytes (default 1048576); the "
         "broker's message.max.bytes may refuse smaller ones",
+    )
+    produce.add_argument(
+        "--producer-property",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a producer config by Kafka's name, e.g. batch.size=65536 (repeatable); a flag "
+        "for the same config (--acks, --linger-ms, ...) wins over it, as in "
+        "kafka-console-producer. Names: " + ", ".join(PRODUCER_PROPERTIES),
     )
     produce.add_argument(
         "--crlf",
@@ -126,7 +178,12 @@ def add_commands(sub: Any) -> None:
 
     consume = sub.add_parser("consume", help="print record values, one per line")
     _topic(consume)
-    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the earliest offset when there is no committed one (default: only "
+        "records produced from now on)",
+    )
     consume.add_argument("--partition", type=int, help="read only this partition")
     consume.add_argument("--offset", type=int, help="start at this offset (needs --partition)")
     consume.add_argument("--max-records", type=int, help="exit after this many records")
@@ -141,10 +198,15 @@ def add_commands(sub: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a consumer config by Kafka's name, e.g. session.timeout.ms=10000 (repeatable; "
-        "`purgatory consume --help` lists the names)",
+        help="a consumer config by Kafka's name, e.g. session.timeout.ms=10000 "
+        "(repeatable). Names: " + ", ".join(CONSUMER_PROPERTIES),
     )
-    consume.add_argument("--print-key", action="store_true", help="print key<TAB>value")
+    consume.add_argument(
+        "--print-key",
+        action="store_true",
+        help="print key<TAB>value; a record without a key prints null, as Kafka's console "
+        "consumer does",
+    )
     consume.add_argument("--print-offset", action="store_true", help="prefix partition:offset<TAB>")
     consume.add_argument(
         "--queued-max-message-chunks",
@@ -177,10 +239,18 @@ def add_commands(sub: Any) -> None:
     )
     action = groups.add_mutually_exclusive_group()
     action.add_argument("--list", action="store_true", help="every group of the cluster")
-    action.add_argument("--describe", action="store_true")
-    action.add_argument("--reset-offsets", action="store_true")
-    action.add_argument("--delete", action="store_true")
-    groups.add_argument("--group")
+    action.add_argument(
+        "--describe", action="store_true", help="a group's offsets and lag per partition"
+    )
+    action.add_argument(
+        "--reset-offsets",
+        action="store_true",
+        help="move an empty group's committed offsets (a dry run unless --execute)",
+    )
+    action.add_argument(
+        "--delete", action="store_true", help="delete an empty group and its offsets"
+    )
+    groups.add_argument("--group", help="the group (all but --list)")
     groups.add_argument(
         "--topic",
         action="append",
@@ -192,14 +262,28 @@ def add_commands(sub: Any) -> None:
         "--state", action="append", default=[], help="with --list: only groups in this state"
     )
     target = groups.add_mutually_exclusive_group()
-    target.add_argument("--to-earliest", action="store_true")
-    target.add_argument("--to-latest", action="store_true")
-    target.add_argument("--to-offset", type=int)
-    target.add_argument("--shift-by", type=int)
+    target.add_argument(
+        "--to-earliest", action="store_true", help="with --reset-offsets: each log's start"
+    )
+    target.add_argument(
+        "--to-latest", action="store_true", help="with --reset-offsets: each log's end"
+    )
+    target.add_argument(
+        "--to-offset",
+        type=int,
+        metavar="OFFSET",
+        help="with --reset-offsets: this offset (kept within each log)",
+    )
+    target.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="with --reset-offsets: the committed offset plus N (negative: back)",
+    )
     groups.add_argument(
         "--execute", action="store_true", help="with --reset-offsets: commit the new offsets"
     )
-    groups.add_argument("--json", action="store_true")
+    _json(groups, "the rows")
     _bootstrap(groups)
     groups.set_defaults(
         func=lazy("purgatory.clients.cli.consumer_groups", "consumer_groups_command")
@@ -215,17 +299,14 @@ def add_admin_commands(sub: Any) -> None:
     config = asub.add_parser("config", help="list configs, or change a dynamic one at run time")
     csub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     get = csub.add_parser("get", help="every config (or one) with value, default, source")
-    get.add_argument("name", nargs="?")
-    get.add_argument("--json", action="store_true")
+    get.add_argument("name", nargs="?", help="only this config (default: every config)")
+    _json(get, "the configs")
     setter = csub.add_parser("set", help="change a dynamic config on that broker now")
-    setter.add_argument("name")
-    setter.add_argument("value")
+    setter.add_argument("name", help="a dynamic config, e.g. replica.lag.time.max.ms")
+    setter.add_argument("value", help="its new value")
+    _json(setter, "the name, old and new value")
     for parser in (get, setter):
-        parser.add_argument(
-            "--admin",
-            default="http://127.0.0.1:9644",
-            help="the broker's admin URL (default http://127.0.0.1:9644)",
-        )
+        _admin(parser)
         _token(parser)
     config.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "config_command"))
     fault = asub.add_parser("fault", help="inject faults into a broker (latency, errors, ...)")
@@ -238,7 +319,7 @@ def add_admin_commands(sub: Any) -> None:
         "--probability 0.1`; `fault add freeze --kind pause --duration-ms 2000`; "
         "`fault add cut --kind disconnect --peers 1`.",
     )
-    add.add_argument("name")
+    add.add_argument("name", help="the fault's name, to remove it by")
     add.add_argument(
         "--kind",
         required=True,
@@ -261,16 +342,12 @@ def add_admin_commands(sub: Any) -> None:
     add.add_argument("--duration-ms", type=int, help="remove the fault after this long")
     fsub.add_parser("list", help="the faults in force")
     rm = fsub.add_parser("rm", aliases=["remove"], help="remove a fault by name")
-    rm.add_argument("name")
+    rm.add_argument("name", help="the fault to remove")
     fsub.add_parser("reset", help="remove every fault")
     for parser in dict.fromkeys(fsub.choices.values()):
-        parser.add_argument(
-            "--admin",
-            default="http://127.0.0.1:9644",
-            help="the broker's admin URL (default http://127.0.0.1:9644)",
-        )
+        _admin(parser)
         _token(parser)
-        parser.add_argument("--json", action="store_true")
+        _json(parser, "the broker's answer")
     fault.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "fault_command"))
 
     elect = asub.add_parser(
@@ -283,13 +360,20 @@ def add_admin_commands(sub: Any) -> None:
         "(with --partition).",
     )
     elect.add_argument(
-        "--election-type", required=True, type=str.lower, choices=("preferred", "unclean")
+        "--election-type",
+        required=True,
+        type=str.lower,
+        choices=("preferred", "unclean"),
+        help="preferred: back to the first replica; unclean: any live replica of a "
+        "partition without a leader",
     )
     target = elect.add_mutually_exclusive_group(required=True)
-    target.add_argument("--all-topic-partitions", action="store_true")
+    target.add_argument(
+        "--all-topic-partitions", action="store_true", help="every partition of every topic"
+    )
     target.add_argument("--topic", help="one topic (every partition, or --partition)")
     elect.add_argument("--partition", type=int, help="one partition of --topic")
-    elect.add_argument("--json", action="store_true")
+    _json(elect, "each partition's outcome")
     _bootstrap(elect)
     elect.set_defaults(func=lazy("purgatory.clients.cli.tools", "elect_leaders_command"))
 
@@ -303,7 +387,7 @@ def add_admin_commands(sub: Any) -> None:
     quorum.add_argument(
         "--replication", action="store_true", help="one row per replica: log end, lag, last fetch"
     )
-    quorum.add_argument("--json", action="store_true")
+    _json(quorum, "the status (and --replication rows)")
     _bootstrap(quorum)
     quorum.set_defaults(func=lazy("purgatory.clients.cli.quorum", "quorum_command"))
 
@@ -316,16 +400,19 @@ def add_admin_commands(sub: Any) -> None:
         "restart: a new process (its in-memory logs start empty), answered once healthy.",
     )
     broker.add_argument(
-        "action", choices=("list", "start", "stop", "kill", "pause", "resume", "restart")
+        "action",
+        choices=("list", "start", "stop", "kill", "pause", "resume", "restart"),
+        help="what to do (list: every broker and its state)",
     )
     broker.add_argument("id", nargs="?", type=int, help="the broker (all but list)")
     broker.add_argument(
         "--control",
-        default="http://127.0.0.1:9640",
-        help="the cluster's control URL, as `purgatory cluster` prints it "
-        "(default http://127.0.0.1:9640)",
+        default=_from_environment(CONTROL_ENV, DEFAULT_CONTROL),
+        metavar="URL",
+        help="the cluster's control URL, as `purgatory cluster` prints it (default: "
+        f"${CONTROL_ENV} if set, else {DEFAULT_CONTROL}; the flag wins)",
     )
-    broker.add_argument("--json", action="store_true")
+    _json(broker, "the brokers")
     _token(broker)
     broker.set_defaults(func=lazy("purgatory.clients.cli.admin_http", "broker_command"))
 
@@ -351,10 +438,18 @@ def add_perf_commands(sub: Any) -> None:
     produce.add_argument(
         "--topic", default="perf", help="topic to write to; created if missing (default perf)"
     )
-    produce.add_argument("--num-records", type=int, default=100000)
-    produce.add_argument("--record-size", type=int, default=100)
+    produce.add_argument(
+        "--num-records", type=int, default=100000, help="records to produce in all"
+    )
+    produce.add_argument("--record-size", type=int, default=100, help="bytes per record value")
     produce.add_argument("--batch-size", type=int, default=1, help="records per produce request")
-    produce.add_argument("--acks", default="1", choices=("all", "-1", "0", "1"))
+    produce.add_argument(
+        "--acks",
+        default="1",
+        choices=("all", "-1", "0", "1"),
+        help="acks of every produce request (default 1: the leader's log, so the broker's "
+        "rate is not the replicas')",
+    )
     produce.add_argument(
         "--throughput", type=float, default=-1, help="records/s limit; -1 for none"
     )
@@ -381,8 +476,10 @@ def add_perf_commands(sub: Any) -> None:
     produce.set_defaults(func=lazy("purgatory.clients.perf.produce", "main"))
 
     consume = sub.add_parser("consume", help="consume load, like kafka-consumer-perf-test")
-    consume.add_argument("--topic", default="perf")
-    consume.add_argument("--num-records", type=int, default=100000)
+    consume.add_argument("--topic", default="perf", help="topic to read from the beginning")
+    consume.add_argument(
+        "--num-records", type=int, default=100000, help="stop after this many records"
+    )
     consume.add_argument(
         "--fetch-max-bytes",
         type=int,
@@ -392,7 +489,7 @@ def add_perf_commands(sub: Any) -> None:
     consume.add_argument(
         "--timeout-ms", type=int, default=10000, help="give up when no record arrives for this long"
     )
-    consume.add_argument("--json", action="store_true")
+    consume.add_argument("--json", action="store_true", help="print only the JSON summary")
     _bootstrap(consume)
     consume.set_defaults(func=lazy("purgatory.clients.perf.consume", "main"))
 
@@ -401,8 +498,10 @@ def add_perf_commands(sub: Any) -> None:
         help="confluent-kafka against librdkafka's mock cluster and against Purgatory, "
         "side by side: produce throughput and end-to-end latency",
     )
-    mock.add_argument("--num-records", type=int, default=200000)
-    mock.add_argument("--record-size", type=int, default=100)
+    mock.add_argument(
+        "--num-records", type=int, default=200000, help="records of the throughput run"
+    )
+    mock.add_argument("--record-size", type=int, default=100, help="bytes per record value")
     mock.add_argument("--rate", type=int, default=200, help="records/s of the latency run")
     mock.add_argument("--seconds", type=float, default=5.0, help="length of the latency run")
     mock.add_argument(
@@ -421,10 +520,14 @@ def add_perf_commands(sub: Any) -> None:
         help="the Kafka listener's produce path: pipelined Produce v9 requests to one broker "
         "process (requests/s, broker CPU per request) beside the framed echo ceiling",
     )
-    kprod.add_argument("--num-requests", type=int, default=30000)
-    kprod.add_argument("--records-per-batch", type=int, default=1)
-    kprod.add_argument("--record-size", type=int, default=100)
-    kprod.add_argument("--max-in-flight", type=int, default=32)
+    kprod.add_argument("--num-requests", type=int, default=30000, help="Produce requests sent")
+    kprod.add_argument(
+        "--records-per-batch", type=int, default=1, help="records in each request's batch"
+    )
+    kprod.add_argument("--record-size", type=int, default=100, help="bytes per record value")
+    kprod.add_argument(
+        "--max-in-flight", type=int, default=32, help="requests pipelined on the connection"
+    )
     kprod.add_argument("--json", action="store_true", help="one line of JSON")
     kprod.set_defaults(func=lazy("purgatory.experiments.kafka_produce", "main"))
 
@@ -462,8 +565,15 @@ def add_perf_commands(sub: Any) -> None:
         default=3000,
         help="Purgatory's group.initial.rebalance.delay.ms (default 3000, as Kafka and the mock)",
     )
-    rebalance.add_argument("--session-timeout-ms", type=int, default=10000)
-    rebalance.add_argument("--heartbeat-interval-ms", type=int, default=500)
+    rebalance.add_argument(
+        "--session-timeout-ms", type=int, default=10000, help="every member's session.timeout.ms"
+    )
+    rebalance.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        default=500,
+        help="every member's heartbeat.interval.ms",
+    )
     rebalance.add_argument(
         "--quiet-ms",
         type=int,
@@ -481,8 +591,8 @@ def add_perf_commands(sub: Any) -> None:
         help="what one log serving both protocols costs: each consumer reading its own "
         "protocol's records and the other's, side by side",
     )
-    cross.add_argument("--num-records", type=int, default=200000)
-    cross.add_argument("--record-size", type=int, default=100)
+    cross.add_argument("--num-records", type=int, default=200000, help="records of each protocol")
+    cross.add_argument("--record-size", type=int, default=100, help="bytes per record value")
     cross.add_argument(
         "--bootstrap",
         default=None,
@@ -494,15 +604,17 @@ def add_perf_commands(sub: Any) -> None:
     echo = sub.add_parser(
         "echo", help="bare framed echo server+client: the ceiling of any broker here"
     )
-    echo.add_argument("--num-requests", type=int, default=200000)
-    echo.add_argument("--record-size", type=int, default=100)
+    echo.add_argument("--num-requests", type=int, default=200000, help="requests sent in all")
+    echo.add_argument("--record-size", type=int, default=100, help="bytes per record value")
     echo.add_argument("--batch-size", type=int, default=1, help="records per request")
-    echo.add_argument("--max-in-flight", type=int, default=64)
+    echo.add_argument(
+        "--max-in-flight", type=int, default=64, help="requests pipelined on the connection"
+    )
     echo.add_argument(
         "--server",
         choices=("protocol", "streams"),
         default="protocol",
         help="asyncio Protocol (as the broker) or asyncio streams, to compare",
     )
-    echo.add_argument("--json", action="store_true")
+    echo.add_argument("--json", action="store_true", help="print only the JSON summary")
     echo.set_defaults(func=lazy("purgatory.clients.perf.echo", "main"))

@@ -9,25 +9,62 @@ follows, and the exit status tells whether all were delivered:
 - 130: a second Ctrl-C (or SIGTERM) gave up on pending records; they are reported.
 
 The first Ctrl-C/SIGTERM stops reading and lets pending records finish within their
-delivery timeout (``--timeout-ms``).
+delivery timeout (``--timeout-ms``); the summary is printed however it ends.
+
+Producer configs come from the flags (``--acks``, ``--linger-ms``, ``--timeout-ms``,
+``--max-request-size``) and ``--producer-property NAME=VALUE``; as in Kafka's console
+producer, a flag given wins over a property, and a property over the flag's default.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 from collections.abc import Awaitable
 from functools import partial
+from typing import Any
 
-from rich.console import Console
-
+from purgatory.clients.cli.output import err
+from purgatory.clients.cli.properties import PRODUCER_PROPERTIES, client_properties
 from purgatory.clients.cli.stdin_lines import StdinLines
 from purgatory.clients.producer import Producer
 from purgatory.clients.producer_batch import BATCH_OVERHEAD, RECORD_OVERHEAD, RecordMetadata
 from purgatory.protocol.errors import KafkaError
 
-err = Console(stderr=True, highlight=False)
+# The flags' defaults, where neither the flag nor --producer-property gives a value. acks
+# is kafka-console-producer's --request-required-acks default; the others are ours.
+FLAG_DEFAULTS: dict[str, object] = {
+    "acks": "-1",
+    "linger_ms": 5,
+    "delivery_timeout_ms": 30000,
+    "max_request_size": 1048576,
+}
+
+
+def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """`Producer` keyword arguments from the flags and ``--producer-property`` pairs;
+    ValueError names a bad one."""
+    settings: dict[str, Any] = {"client_id": "purgatory-console-producer"}
+    settings |= client_properties(
+        "--producer-property", args.producer_property, PRODUCER_PROPERTIES
+    )
+    flags = {
+        "acks": args.acks,
+        "linger_ms": args.linger_ms,
+        "delivery_timeout_ms": args.timeout_ms,
+        "max_request_size": args.max_request_size,
+    }
+    for name, value in flags.items():
+        if value is not None:
+            settings[name] = value
+        settings.setdefault(name, FLAG_DEFAULTS[name])
+    if settings["delivery_timeout_ms"] < 1:
+        raise ValueError("--timeout-ms (delivery.timeout.ms) must be at least 1")
+    settings.setdefault("max_block_ms", settings["delivery_timeout_ms"])
+    settings["delivery_timeout_ms"] = max(
+        settings["delivery_timeout_ms"], settings["linger_ms"] + 1
+    )
+    return settings
 
 
 def line_ranges(numbers: list[int]) -> str:
@@ -85,9 +122,12 @@ class FailureReport:
 
 
 class ConsoleProducer:
-    def __init__(self, args: argparse.Namespace, topic: str) -> None:
+    def __init__(self, args: argparse.Namespace, topic: str, settings: dict[str, Any]) -> None:
         self.args = args
         self.topic = topic
+        self.settings = settings
+        self.timeout_ms: int = settings["delivery_timeout_ms"]
+        self.max_request_size: int = settings["max_request_size"]
         self.read = 0
         self.delivered = 0
         self.report = FailureReport()
@@ -95,9 +135,10 @@ class ConsoleProducer:
         self.interrupted = asyncio.Event()
         self.given_up = asyncio.Event()
 
-    def _on_signal(self, name: str) -> None:
-        self.interrupts += 1
-        if self.interrupts == 1:
+    def on_signal(self, name: str, count: int) -> None:
+        """SIGINT or SIGTERM number ``count`` (see `Interrupts`)."""
+        self.interrupts = count
+        if count == 1:
             self.interrupted.set()
             err.print(f"[yellow]{name}: stopped reading; waiting for pending records[/yellow]")
         else:
@@ -111,37 +152,13 @@ class ConsoleProducer:
             self.report.add(number, f"not delivered: {exc or 'cancelled'}")
 
     async def run(self) -> int:
-        args = self.args
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, self._on_signal, sig.name)
-        producer = Producer(
-            args.bootstrap,
-            acks=args.acks,
-            linger_ms=args.linger_ms,
-            delivery_timeout_ms=max(args.timeout_ms, args.linger_ms + 1),
-            max_block_ms=args.timeout_ms,
-            max_request_size=args.max_request_size,
-            client_id="purgatory-console-producer",
-        )
+        producer = Producer(self.args.bootstrap, **self.settings)
+        prepared = False
         try:
             await _until(self.interrupted, self._prepare(producer))
-            if self.interrupts:
-                return 130  # before anything was read
-            lines = StdinLines(
-                max_line_bytes=args.max_request_size - BATCH_OVERHEAD - RECORD_OVERHEAD,
-                crlf=args.crlf,
-            )
-            await _until(self.interrupted, self._send_lines(producer, lines))
-            lines.stop()
-            if producer.pending and self.interrupts:
-                err.print(
-                    f"[yellow]{producer.pending} record(s) pending; waiting up to "
-                    f"{args.timeout_ms} ms for them (Ctrl-C again to give up now)[/yellow]"
-                )
-            await _until(self.given_up, producer.flush())
-            if producer.pending:
-                await producer.abort("interrupted before it was acknowledged")
+            prepared = not self.interrupts  # else interrupted before anything was read
+            if prepared:
+                await self._produce(producer)
         finally:
             await producer.close(0)
             self.report.flush()
@@ -154,16 +171,32 @@ class ConsoleProducer:
                 what = "line" if self.report.failed == 1 else "lines"
                 summary += f" ({what} {line_ranges(self.report.failed_lines)}{more})"
         err.print(summary, soft_wrap=True)
-        if self.given_up.is_set() and not_delivered:
+        if not prepared or (self.given_up.is_set() and not_delivered):
             return 130
         return 1 if not_delivered else 0
+
+    async def _produce(self, producer: Producer) -> None:
+        lines = StdinLines(
+            max_line_bytes=self.max_request_size - BATCH_OVERHEAD - RECORD_OVERHEAD,
+            crlf=self.args.crlf,
+        )
+        await _until(self.interrupted, self._send_lines(producer, lines))
+        lines.stop()
+        if producer.pending and self.interrupts:
+            err.print(
+                f"[yellow]{producer.pending} record(s) pending; waiting up to "
+                f"{self.timeout_ms} ms for them (Ctrl-C again to give up now)[/yellow]"
+            )
+        await _until(self.given_up, producer.flush())
+        if producer.pending:
+            await producer.abort("interrupted before it was acknowledged")
 
     async def _prepare(self, producer: Producer) -> None:
         """Connect and check the topic before reading a line: an unknown topic fails in
         about a second (UnknownTopicError), whatever is waiting on stdin."""
         await producer.start()
         await producer.cluster.ensure_topics(
-            [self.topic], auto_create=True, timeout_ms=self.args.timeout_ms
+            [self.topic], auto_create=True, timeout_ms=self.timeout_ms
         )
 
     async def _send_lines(self, producer: Producer, lines: StdinLines) -> None:
@@ -181,7 +214,7 @@ class ConsoleProducer:
             self.report.add(
                 number,
                 f"not sent: MESSAGE_TOO_LARGE: a line of {length} bytes exceeds "
-                f"max.request.size {self.args.max_request_size} (--max-request-size)",
+                f"max.request.size {self.max_request_size} (--max-request-size)",
             )
             return
         key = None

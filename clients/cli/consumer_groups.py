@@ -4,14 +4,11 @@ kafka-consumer-groups.sh's options and columns (and ``--json`` for scripts)."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from purgatory.clients.admin import AdminClient
-from purgatory.clients.cli.tools import _run, err
+from purgatory.clients.cli.output import err, print_json, print_table, table
+from purgatory.clients.cli.tools import _run
 from purgatory.protocol import group_messages as g
 from purgatory.protocol.consumer_protocol import ConsumerProtocolError, decode_assignment
 from purgatory.protocol.errors import ErrorCode, KafkaError, error_name
@@ -43,20 +40,30 @@ def consumer_groups_command(args: argparse.Namespace) -> int:
 
 def _print(args: argparse.Namespace, rows: list[dict[str, Any]], title: str, empty: str) -> None:
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(rows)
         return
     if not rows:
         err.print(empty)
         return
-    table = Table(title=title)
-    for column in rows[0]:
-        table.add_column(column.upper().replace("_", "-"))
-    for row in rows:
-        table.add_row(*("-" if v is None else str(v) for v in row.values()))
-    console = Console()
-    if not console.is_terminal:  # a pipe or a file: whole columns, never cut to 80
-        console = Console(width=1000)
-    console.print(table)
+    columns = [column.upper().replace("_", "-") for column in rows[0]]
+    print_table(table(title, columns, [list(row.values()) for row in rows]))
+
+
+# Group states as kafka-consumer-groups.sh --describe reports them on stderr.
+REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance"})
+
+
+def report_state(group_id: str, state: str) -> bool:
+    """Say on stderr what kafka-consumer-groups.sh says of a group in this state; False if
+    the group does not exist (Dead)."""
+    if state == "Dead":
+        err.print(f"[red]Error: Consumer group '{group_id}' does not exist.[/red]")
+        return False
+    if state == "Empty":
+        err.print(f"Consumer group '{group_id}' has no active members.")
+    elif state in REBALANCING_STATES:
+        err.print(f"[yellow]Warning: Consumer group '{group_id}' is rebalancing.[/yellow]")
+    return True
 
 
 async def _list(args: argparse.Namespace) -> int:
@@ -91,6 +98,10 @@ async def _describe(args: argparse.Namespace) -> int:
         (group,) = await admin.describe_groups([args.group])
         if group.error_code:
             raise KafkaError(group.error_code, f"group {args.group!r}")
+        if not report_state(args.group, group.state):
+            if args.json:
+                print_json([])
+            return 1
         if args.members:
             return _describe_members(args, group)
         owners = _assigned(group)

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import sys
-from collections.abc import Callable
 
 import structlog
 import uvloop
-from rich.console import Console
-from rich.table import Table
 
 from purgatory.clients.admin import AdminClient
 from purgatory.clients.cli.commands import DEFAULT_BOOTSTRAP
+from purgatory.clients.cli.interrupts import Interrupts
+from purgatory.clients.cli.output import err, print_json, print_table, table
+from purgatory.clients.cli.properties import CONSUMER_PROPERTIES, client_properties
 from purgatory.clients.cluster import UnknownTopicError
 from purgatory.clients.connection import ConnectionClosed
 from purgatory.clients.consumer import Consumer
 from purgatory.protocol.errors import ErrorCode, KafkaError, error_name
-
-err = Console(stderr=True)
 
 
 def _run(coro: object, what: str, bootstrap: str = DEFAULT_BOOTSTRAP) -> int:
@@ -115,105 +112,69 @@ async def _topics(args: argparse.Namespace) -> int:
         elif args.topics_command == "alter":
             return await _alter(admin, args)
         elif args.topics_command == "list":
-            for name in await admin.list_topics():
-                print(name)
+            names = await admin.list_topics()
+            if args.json:
+                print_json(names)
+            else:
+                for name in names:
+                    print(name)
         else:
             response = await admin.describe_topics(args.topics or None)
             if args.json:
-                print(
-                    json.dumps(
-                        [
-                            {
-                                "name": t.name,
-                                "topic_id": t.topic_id,
-                                "error": error_name(t.error_code),
-                                "partitions": [
-                                    {
-                                        "partition": p.partition_index,
-                                        "leader": p.leader_id,
-                                        "leader_epoch": p.leader_epoch,
-                                        "replicas": p.replica_nodes,
-                                        "isr": p.isr_nodes,
-                                    }
-                                    for p in t.partitions
-                                ],
-                            }
-                            for t in response.topics
-                        ],
-                        indent=2,
-                    )
+                print_json(
+                    [
+                        {
+                            "name": t.name,
+                            "topic_id": t.topic_id,
+                            "error": error_name(t.error_code),
+                            "partitions": [
+                                {
+                                    "partition": p.partition_index,
+                                    "leader": p.leader_id,
+                                    "leader_epoch": p.leader_epoch,
+                                    "replicas": p.replica_nodes,
+                                    "isr": p.isr_nodes,
+                                }
+                                for p in t.partitions
+                            ],
+                        }
+                        for t in response.topics
+                    ]
                 )
                 return 1 if any(t.error_code for t in response.topics) else 0
-            table = Table(
-                title=f"cluster {response.cluster_id} (controller {response.controller_id})"
-            )
-            for column in ("topic", "partition", "leader", "replicas", "isr", "error"):
-                table.add_column(column)
+            rows: list[tuple[object, ...]] = []
             for t in response.topics:
                 if t.error_code:
-                    table.add_row(t.name, "-", "-", "-", "-", error_name(t.error_code))
-                for p in t.partitions:
-                    table.add_row(
+                    rows.append((t.name, None, None, None, None, error_name(t.error_code)))
+                rows += [
+                    (
                         t.name,
-                        str(p.partition_index),
-                        str(p.leader_id),
+                        p.partition_index,
+                        p.leader_id,
                         ",".join(map(str, p.replica_nodes)),
                         ",".join(map(str, p.isr_nodes)),
                         "",
                     )
-            Console().print(table)
+                    for p in t.partitions
+                ]
+            title = f"cluster {response.cluster_id} (controller {response.controller_id})"
+            columns = ("topic", "partition", "leader", "replicas", "isr", "error")
+            print_table(table(title, columns, rows))
             return 1 if any(t.error_code for t in response.topics) else 0
     return 0
 
 
 def produce_command(args: argparse.Namespace) -> int:
-    from purgatory.clients.cli.console_producer import ConsoleProducer
+    from purgatory.clients.cli.console_producer import ConsoleProducer, producer_settings
 
     topic = topic_of(args)
-    if args.timeout_ms < 1:
-        args.command_parser.error("--timeout-ms must be at least 1")
-    return _run(ConsoleProducer(args, topic).run(), "produce", args.bootstrap)
-
-
-# kafka-console-consumer.sh's --consumer-property names this consumer honours, and how each
-# is read. The console sets group.id, auto.offset.reset and commits itself.
-def _strategies(text: str) -> tuple[str, ...]:
-    return tuple(s.strip() for s in text.split(","))
-
-
-CONSUMER_PROPERTIES: dict[str, Callable[[str], object]] = {
-    "client.id": str,
-    "fetch.min.bytes": int,
-    "fetch.max.wait.ms": int,
-    "fetch.max.bytes": int,
-    "request.timeout.ms": int,
-    "retry.backoff.ms": int,
-    "group.instance.id": str,
-    "session.timeout.ms": int,
-    "heartbeat.interval.ms": int,
-    "max.poll.interval.ms": int,
-    "partition.assignment.strategy": _strategies,
-}
-
-
-def consumer_properties(pairs: list[str]) -> dict[str, object]:
-    """``NAME=VALUE`` pairs as `Consumer` keyword arguments; ValueError names a bad one."""
-    kwargs: dict[str, object] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise ValueError(f"--consumer-property expects NAME=VALUE, got {pair!r}")
-        read = CONSUMER_PROPERTIES.get(name.strip())
-        if read is None:
-            raise ValueError(
-                f"--consumer-property {name!r} is not a consumer config this tool sets; "
-                f"known: {', '.join(CONSUMER_PROPERTIES)}"
-            )
-        try:
-            kwargs[name.strip().replace(".", "_")] = read(value.strip())
-        except ValueError:
-            raise ValueError(f"--consumer-property {name}: {value!r} is not a number") from None
-    return kwargs
+    try:
+        settings = producer_settings(args)
+    except ValueError as exc:
+        args.command_parser.error(str(exc))
+    producer = ConsoleProducer(args, topic, settings)
+    with Interrupts(producer.on_signal):
+        return _run(producer.run(), "produce", args.bootstrap)
 
 
 def consume_command(args: argparse.Namespace) -> int:
@@ -221,10 +182,13 @@ def consume_command(args: argparse.Namespace) -> int:
     if args.offset is not None and args.partition is None:
         args.command_parser.error("--offset needs --partition")
     try:
-        args.consumer_kwargs = consumer_properties(args.consumer_property)
+        args.consumer_kwargs = client_properties(
+            "--consumer-property", args.consumer_property, CONSUMER_PROPERTIES
+        )
     except ValueError as exc:
         args.command_parser.error(str(exc))
-    return _run(_consume(args), "consume", args.bootstrap)
+    with Interrupts() as interrupts:
+        return _run(_consume(args, interrupts), "consume", args.bootstrap)
 
 
 REBALANCING = frozenset(
@@ -245,70 +209,110 @@ def client_logging() -> None:
     )
 
 
-async def _consume(args: argparse.Namespace) -> int:
-    client_logging()
-    reset = "earliest" if args.from_beginning else "latest"
-    async with Consumer(
-        args.bootstrap,
-        group_id=args.group,
-        auto_offset_reset=reset,
-        queued_max_message_chunks=args.queued_max_message_chunks,
-        fetch_message_max_bytes=args.fetch_message_max_bytes,
-        **args.consumer_kwargs,
-    ) as consumer:
-        metrics = None
-        if args.metrics_port is not None:
-            from purgatory.clients.consumer_metrics import serve_metrics
+def record_line(
+    record_key: bytes | None, value: bytes | None, prefix: bytes, print_key: bool
+) -> bytes:
+    """One record as `purgatory consume` prints it: ``[prefix][key<TAB>]value``, a missing
+    key or value as ``null`` (Kafka's console consumer prints them so)."""
+    line = prefix
+    if print_key:
+        line += (b"null" if record_key is None else record_key) + b"\t"
+    return line + (b"null" if value is None else value) + b"\n"
 
-            metrics = await serve_metrics(consumer, "127.0.0.1", args.metrics_port)
-            err.print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics")
-        if args.partition is not None:
-            await consumer.cluster.ensure_topics([args.topic], auto_create=False)
-            count = len(consumer.cluster.partitions_for(args.topic) or [])
-            if not 0 <= args.partition < count:
-                raise KafkaError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"{args.topic} has {count} partition(s); there is no partition {args.partition}",
-                )
-            consumer.assign([(args.topic, args.partition)])
-            if args.offset is not None:
-                consumer.seek((args.topic, args.partition), args.offset)
-        elif args.group is not None:
-            consumer.subscribe([args.topic])  # the group shares the partitions out
-        else:
-            await consumer.assign_topics([args.topic])
-        if args.from_beginning and args.offset is None and args.group is None:
-            await consumer.seek_to_beginning()
-        count = 0
-        out = sys.stdout.buffer
-        loop = asyncio.get_running_loop()
-        last = loop.time()
-        while args.max_records is None or count < args.max_records:
-            remaining = None if args.max_records is None else args.max_records - count
-            records = await consumer.poll(timeout_ms=500, max_records=remaining)
-            for r in records:
-                prefix = f"{r.partition}:{r.offset}\t".encode() if args.print_offset else b""
-                if args.print_key:
-                    prefix += (r.key or b"") + b"\t"
-                out.write(prefix + (r.value or b"") + b"\n")
-            out.flush()
-            count += len(records)
-            if records:
-                last = loop.time()
-                if args.group is not None:
-                    try:
-                        await consumer.commit()
-                    except KafkaError as exc:
-                        # Retriable: committed with the next records. A rebalance: the
-                        # consumer rejoins and commits before it gives partitions up.
-                        if not exc.retriable and exc.code not in REBALANCING:
-                            raise
-            elif args.timeout_ms is not None and (loop.time() - last) * 1000 >= args.timeout_ms:
-                break
-        if metrics is not None:
-            await metrics.stop()
-        err.print(f"consumed {count} record(s)")
-    return 0
+
+async def _consume(args: argparse.Namespace, interrupts: Interrupts) -> int:
+    """Print records until --max-records, --timeout-ms or a signal: the first Ctrl-C ends
+    after the poll under way (what it returned is printed, and committed with --group),
+    a second gives up at once. The count is printed on stderr in every case."""
+    client_logging()
+    stop = asyncio.Event()
+    main = asyncio.current_task()
+    assert main is not None
+
+    def on_signal(name: str, count: int) -> None:
+        stop.set()
+        if count > 1:
+            main.cancel()
+
+    interrupts.on_signal = on_signal
+    if interrupts.count:  # before the loop ran
+        stop.set()
+    count = 0
+    reading = False
+    try:
+        async with Consumer(
+            args.bootstrap,
+            group_id=args.group,
+            auto_offset_reset="earliest" if args.from_beginning else "latest",
+            queued_max_message_chunks=args.queued_max_message_chunks,
+            fetch_message_max_bytes=args.fetch_message_max_bytes,
+            **args.consumer_kwargs,
+        ) as consumer:
+            metrics = None
+            if args.metrics_port is not None:
+                from purgatory.clients.consumer_metrics import serve_metrics
+
+                metrics = await serve_metrics(consumer, "127.0.0.1", args.metrics_port)
+                err.print(f"metrics at http://127.0.0.1:{args.metrics_port}/metrics")
+            await _start_reading(consumer, args)
+            reading = True
+            out = sys.stdout.buffer
+            loop = asyncio.get_running_loop()
+            last = loop.time()
+            while not stop.is_set() and (args.max_records is None or count < args.max_records):
+                remaining = None if args.max_records is None else args.max_records - count
+                records = await consumer.poll(timeout_ms=500, max_records=remaining)
+                for r in records:
+                    prefix = f"{r.partition}:{r.offset}\t".encode() if args.print_offset else b""
+                    out.write(record_line(r.key, r.value, prefix, args.print_key))
+                out.flush()
+                count += len(records)
+                if records:
+                    last = loop.time()
+                    if args.group is not None:
+                        await _commit(consumer)
+                elif args.timeout_ms is not None and (loop.time() - last) * 1000 >= args.timeout_ms:
+                    break
+            if metrics is not None:
+                await metrics.stop()
+    except asyncio.CancelledError:
+        if interrupts.count < 2:
+            raise
+    finally:
+        if reading or interrupts.count:
+            err.print(f"Processed a total of {count} messages")  # as kafka-console-consumer
+    return 130 if interrupts.count else 0
+
+
+async def _start_reading(consumer: Consumer, args: argparse.Namespace) -> None:
+    """Assign, subscribe or seek as the options ask."""
+    if args.partition is not None:
+        await consumer.cluster.ensure_topics([args.topic], auto_create=False)
+        count = len(consumer.cluster.partitions_for(args.topic) or [])
+        if not 0 <= args.partition < count:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"{args.topic} has {count} partition(s); there is no partition {args.partition}",
+            )
+        consumer.assign([(args.topic, args.partition)])
+        if args.offset is not None:
+            consumer.seek((args.topic, args.partition), args.offset)
+    elif args.group is not None:
+        consumer.subscribe([args.topic])  # the group shares the partitions out
+    else:
+        await consumer.assign_topics([args.topic])
+    if args.from_beginning and args.offset is None and args.group is None:
+        await consumer.seek_to_beginning()
+
+
+async def _commit(consumer: Consumer) -> None:
+    try:
+        await consumer.commit()
+    except KafkaError as exc:
+        # Retriable: committed with the next records. A rebalance: the consumer rejoins
+        # and commits before it gives partitions up.
+        if not exc.retriable and exc.code not in REBALANCING:
+            raise
 
 
 def elect_leaders_command(args: argparse.Namespace) -> int:
@@ -338,7 +342,7 @@ async def _elect_leaders(args: argparse.Namespace) -> int:
         for (t, p), (code, message) in sorted(results.items())
     ]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(rows)
     else:
         elected = [f"{r['topic']}-{r['partition']}" for r in rows if r["error"] == "NONE"]
         not_needed = [
