@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import asyncio
+import functools
 import time
 from typing import Any
 
-import uvloop
-
+from purgatory.clients.cli.interrupts import Interrupts
 from purgatory.clients.connection import ConnectionClosed
 from purgatory.clients.consumer import Consumer
 from purgatory.clients.perf.progress import progress_of
+from purgatory.clients.perf.running import run_benchmark
 from purgatory.protocol.errors import KafkaError
 
 
@@ -20,7 +20,17 @@ class _Counter:
     done = 0
 
 
-async def consume_load(args: argparse.Namespace) -> dict[str, Any]:
+async def consume_load(args: argparse.Namespace, interrupts: Interrupts) -> dict[str, Any]:
+    """Read up to --num-records; a signal ends the run after the poll under way, a second
+    one at once (CancelledError)."""
+    task = asyncio.current_task()
+    assert task is not None
+
+    def on_signal(name: str, count: int) -> None:
+        if count > 1:
+            task.cancel()
+
+    interrupts.on_signal = on_signal
     counter = _Counter()
     async with Consumer(
         args.bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=args.fetch_max_bytes
@@ -33,7 +43,7 @@ async def consume_load(args: argparse.Namespace) -> dict[str, Any]:
         start = time.perf_counter()
         last = start
         async with progress_of(counter, args.num_records, 1, enabled=not args.json):
-            while records < args.num_records:
+            while records < args.num_records and not interrupts.count:
                 batch = await consumer.poll(timeout_ms=500, max_records=args.num_records - records)
                 fetches += 1
                 now = time.perf_counter()
@@ -58,10 +68,15 @@ async def consume_load(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        summary = uvloop.run(consume_load(args))
-    except (KafkaError, ConnectionClosed, ValueError) as exc:
-        print(f"purgatory perf consume: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(summary, indent=None if args.json else 2))
+    summary = run_benchmark(
+        "perf consume",
+        functools.partial(consume_load, args),
+        failures=(KafkaError, ConnectionClosed, ValueError),
+        given_up="given up (a second signal)",
+        as_json=args.json,
+    )
+    if isinstance(summary, int):
+        return summary
+    if summary["interrupted"]:
+        return 130
     return 0 if summary["complete"] else 1

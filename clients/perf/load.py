@@ -122,7 +122,19 @@ class PipelinedLoad:
         self._finished: asyncio.Future[None] | None = None
         self._start = 0.0
         self._stop_at = float("inf")
+        self._stopped = False
         self._pace_handle: asyncio.TimerHandle | None = None
+
+    def stop(self, *, now: bool = False) -> None:
+        """End the run early (Ctrl-C): send no more requests and finish once those in
+        flight are answered, or at once with ``now``. Before ``run`` it sends none."""
+        self._stopped = True
+        if self._finished is None or self._finished.done():
+            return
+        if now:
+            self._finished.set_result(None)
+        else:
+            self._fill()
 
     async def run(self) -> LoadStats:
         loop = asyncio.get_running_loop()
@@ -168,7 +180,7 @@ class PipelinedLoad:
         ):
             return
         now = time.perf_counter()
-        if now >= self._stop_at:
+        if now >= self._stop_at or self._stopped:
             self.total = self.sent
         limit = min(self._target_sent(now), self.total)
         if self.expect_response:
