@@ -72,8 +72,9 @@ def client_properties(
         if not sep:
             raise ValueError(f"{flag} expects NAME=VALUE, got {pair!r}")
         if name not in known:
+            kind = flag.removeprefix("--").removesuffix("-property")  # consumer, producer
             raise ValueError(
-                f"{flag} {name!r} is not a config this tool sets; known: {', '.join(known)}"
+                f"{flag} {name!r} is not a {kind} config this tool sets; known: " + ", ".join(known)
             )
         keyword, read = known[name]
         try:

@@ -116,7 +116,7 @@ async def test_a_producer_property_reaches_the_producer_and_a_flag_wins(broker: 
     )  # fmt: skip
     assert code == 0 and "produced 2 of 2" in err, err
     code, _, err = await cli("produce", "t", "--producer-property", "linger=5", stdin=lines)
-    assert code == 2 and "'linger' is not a config this tool sets" in err
+    assert code == 2 and "'linger' is not a producer config this tool sets" in err
 
 
 async def test_consume_prints_a_missing_key_or_value_as_null(broker: Broker) -> None:

@@ -153,7 +153,7 @@ def test_producer_configs_flag_over_property_over_default() -> None:
     ("pair", "problem"),
     [
         ("acks", "expects NAME=VALUE"),
-        ("compression.codec=gzip", "'compression.codec' is not a config this tool sets"),
+        ("compression.codec=gzip", "'compression.codec' is not a producer config this tool sets"),
         ("linger.ms=soon", "linger.ms: 'soon' is not a number"),
         ("enable.idempotence=yes", "'yes' is not true or false"),
     ],
