@@ -85,33 +85,46 @@ def add_perf_commands(sub: Any) -> None:
         "linked list and as the dict the timer uses.",
     )
     buckets.add_argument("--tasks", type=int, default=1000, help="tasks per bucket")
-    buckets.add_argument("--cancel-fraction", type=float, default=0.5)
-    buckets.add_argument("--rounds", type=int, default=300)
-    buckets.add_argument("--json", action="store_true")
+    buckets.add_argument(
+        "--cancel-fraction",
+        type=float,
+        default=0.5,
+        help="share of tasks cancelled before the flush",
+    )
+    buckets.add_argument("--rounds", type=int, default=300, help="add-cancel-flush rounds per run")
+    buckets.add_argument("--json", action="store_true", help="print the result as JSON")
     buckets.set_defaults(func=lazy("purgatory.broker.purgatory.timer_perf", "main"))
 
     scaling = sub.add_parser(
         "timer-scaling",
         help="timing wheel: insert+cancel cost with 10^4 .. 10^6 tasks pending",
     )
-    scaling.add_argument("--pending", default="10000,100000,1000000")
-    scaling.add_argument("--operations", type=int, default=200_000)
+    scaling.add_argument(
+        "--pending",
+        default="10000,100000,1000000",
+        help="tasks pending, one run each (comma-separated)",
+    )
+    scaling.add_argument(
+        "--operations", type=int, default=200_000, help="insert+cancel pairs timed per run"
+    )
     scaling.add_argument(
         "--max-delay-ms",
         type=int,
         default=600_000,
         help="pending tasks' delays are spread up to this (all wheel levels)",
     )
-    scaling.add_argument("--json", action="store_true")
+    scaling.add_argument("--json", action="store_true", help="print the result as JSON")
     scaling.set_defaults(func=lazy("purgatory.broker.purgatory.timer_perf", "scaling_main"))
 
     cycle = sub.add_parser(
         "purgatory-cycle",
         help="create/watch-3-keys/timer-add/complete cycles with many operations pending",
     )
-    cycle.add_argument("--pending", type=int, default=50_000)
-    cycle.add_argument("--cycles", type=int, default=200_000)
-    cycle.add_argument("--json", action="store_true")
+    cycle.add_argument(
+        "--pending", type=int, default=50_000, help="operations left pending meanwhile"
+    )
+    cycle.add_argument("--cycles", type=int, default=200_000, help="cycles timed")
+    cycle.add_argument("--json", action="store_true", help="print the result as JSON")
     cycle.set_defaults(func=lazy("purgatory.broker.purgatory.timer_perf", "cycle_main"))
 
     bench = sub.add_parser(
@@ -131,11 +144,18 @@ def add_perf_commands(sub: Any) -> None:
     bench.add_argument("--num", type=int, default=200_000, help="requests per run")
     bench.add_argument("--rate", type=float, default=10_000, help="target requests per second")
     bench.add_argument("--keys", type=int, default=3, help="keys each request is watched on")
-    bench.add_argument("--key-space-size", type=int, default=100)
+    bench.add_argument(
+        "--key-space-size", type=int, default=100, help="distinct keys operations are watched on"
+    )
     bench.add_argument("--timeout", type=int, default=200, help="operation timeout (ms)")
     bench.add_argument("--pct75", type=float, default=60.0, help="75th percentile latency (ms)")
     bench.add_argument("--pct50", type=float, default=20.0, help="median latency (ms)")
-    bench.add_argument("--purge-interval", type=int, default=1000)
+    bench.add_argument(
+        "--purge-interval",
+        type=int,
+        default=1000,
+        help="completed operations tolerated before a purge (wheel-purge)",
+    )
     bench.add_argument("--seed", type=int, help="random seed, for repeatable workloads")
     bench.add_argument(
         "--gc",
@@ -149,8 +169,14 @@ def add_perf_commands(sub: Any) -> None:
         action="store_true",
         help="every --impls over --rates, for both of the post's cases",
     )
-    bench.add_argument("--rates", default="25000,50000,75000,100000,125000,150000,200000,250000")
-    bench.add_argument("--impls", default="wheel,wheel-purge,heap")
+    bench.add_argument(
+        "--rates",
+        default="25000,50000,75000,100000,125000,150000,200000,250000",
+        help="target rates of --sweep (requests per second, comma-separated)",
+    )
+    bench.add_argument(
+        "--impls", default="wheel,wheel-purge,heap", help="implementations of --sweep"
+    )
     bench.add_argument("--out", default="out/purgatory", help="sweep output directory")
-    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--json", action="store_true", help="print the result as JSON")
     bench.set_defaults(func=lazy("purgatory.broker.purgatory.perf", "main"))

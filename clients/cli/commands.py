@@ -186,7 +186,12 @@ def add_commands(sub: Any) -> None:
     )
     consume.add_argument("--partition", type=int, help="read only this partition")
     consume.add_argument("--offset", type=int, help="start at this offset (needs --partition)")
-    consume.add_argument("--max-records", type=int, help="exit after this many records")
+    consume.add_argument(
+        "--max-records",
+        "--max-messages",  # kafka-console-consumer's name
+        type=int,
+        help="exit after this many records",
+    )
     consume.add_argument(
         "--timeout-ms",
         type=int,
