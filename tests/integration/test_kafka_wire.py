@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import generate_latest
 
+from purgatory.broker.config.definitions import TOPIC_CONFIGS
 from purgatory.broker.server import Broker
 from purgatory.common.broker_state import ClientSoftware
 from purgatory.protocol import kafka_records
@@ -275,6 +276,37 @@ async def test_describe_configs_says_where_each_value_comes_from(
     assert other.error_code.value == ErrorCode.INVALID_REQUEST and "broker 7" in other.error_message
     assert ghost.error_code.value == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert group.error_code.value == ErrorCode.INVALID_REQUEST and group.configs == ()
+
+
+async def test_create_topics_answers_every_config_of_the_topic_it_created(
+    wire: KafkaWire,
+) -> None:
+    s = schema(ApiKey.CREATE_TOPICS, 7)
+    body = request(
+        ApiKey.CREATE_TOPICS,
+        7,
+        topics=(
+            s.CreatableTopic(
+                name="configured",
+                num_partitions=1,
+                replication_factor=1,
+                assignments=(),
+                configs=(s.CreatableTopicConfig(name="retention.ms", value="3600000"),),
+            ),
+        ),
+        timeout=10_000,
+        validate_only=False,
+    )
+    [created] = (await wire.call(ApiKey.CREATE_TOPICS, 7, body)).topics
+    assert created.error_code.value == 0
+    configs = {c.name: c for c in created.configs}
+    retention = configs["retention.ms"]
+    assert retention.value == "3600000" and retention.config_source == 1  # DYNAMIC_TOPIC_CONFIG
+    assert sorted(configs) == sorted(TOPIC_CONFIGS)  # every one, as DescribeConfigs lists them
+    unset = configs["retention.bytes"]
+    assert unset.config_source in (4, 5)  # the broker config it follows, not the topic
+    [again] = (await wire.call(ApiKey.CREATE_TOPICS, 7, body)).topics
+    assert again.error_code.value == ErrorCode.TOPIC_ALREADY_EXISTS and not again.configs
 
 
 async def test_create_partitions_on_kafkas_wire_grows_a_topic_and_refuses_shrinking(

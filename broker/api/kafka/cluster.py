@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api.kafka.configs import ConfigApis, entry_fields
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result
 from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
@@ -165,10 +166,20 @@ class ClusterApis:
                     error_message=message,
                     num_partitions=partitions,
                     replication_factor=factor,
-                    configs=None if code else [],
+                    # From v5 Kafka answers every config of the topic created (the Java
+                    # AdminClient's CreateTopicsResult.config()); validate_only too.
+                    configs=None if code else self._created_configs(schema, t.configs, version),
                 )
             )
         return build(schema.CreateTopicsResponse, throttle_time=0, topics=out)
+
+    def _created_configs(self, schema: Any, configs: dict[str, str], version: int) -> list[Any]:
+        if version < 5:
+            return []  # no such field
+        return [
+            build(schema.CreatableTopicConfigs, **entry_fields(e))
+            for e in ConfigApis(self.broker).topic_entries(configs)
+        ]
 
     def handle_delete_topics(self, request: Any, version: int) -> Result:
         """Topics by name (before v6) or by name or id (v6). As Kafka's controller answers:

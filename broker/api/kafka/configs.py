@@ -139,7 +139,11 @@ class ConfigApis:
         state = self.broker.metadata.topics.get(topic)
         if state is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic!r} does not exist"
-        overrides = validate_topic_configs(state.configs)
+        return self.topic_entries(state.configs)
+
+    def topic_entries(self, configs: dict[str, Any]) -> list[ConfigEntry]:
+        """Every topic config of a topic created with ``configs`` (valid ones), described."""
+        overrides = validate_topic_configs(configs)
         entries = []
         for name, definition in sorted(TOPIC_CONFIGS.items()):
             synonyms = []
@@ -179,14 +183,22 @@ def describe_configs_response(
     )
 
 
+def entry_fields(entry: ConfigEntry) -> dict[str, Any]:
+    """The fields a config has in every answer that describes one (DescribeConfigs,
+    CreateTopics from v5)."""
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "config_source": entry.synonyms[0][2],
+        "is_sensitive": False,
+    }
+
+
 def _entry(schema: Any, entry: ConfigEntry, synonyms: bool, documentation: bool) -> Any:
     return build(
         schema.DescribeConfigsResourceResult,
-        name=entry.name,
-        value=entry.value,
-        read_only=entry.read_only,
-        config_source=entry.synonyms[0][2],
-        is_sensitive=False,
+        **entry_fields(entry),
         synonyms=[
             build(schema.DescribeConfigsSynonym, name=n, value=v, source=s)
             for n, v, s in (entry.synonyms if synonyms else ())
