@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage
+.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage java-clients
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -37,7 +37,7 @@ run: $(STAMP)
 		--admin-base-port $(ADMIN_BASE_PORT) --control-port $(CONTROL_PORT) --log-format console
 
 ## make test: the whole suite (unit, integration, real processes, the Spark job)
-test: $(STAMP) check-java system-packages
+test: $(STAMP) check-java system-packages java-clients
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## make chaos: a long chaos run on broker processes (CHAOS_S seconds, 1800), analysed and
@@ -80,6 +80,31 @@ check-java: $(STAMP)
 	        file=sys.stderr); \
 	  sys.exit(1 if os.environ.get("CI") else 0)'
 	@echo "Java for Spark: ok"
+
+## make java-clients: the programs of tests/java (Apache Kafka's Java client against
+## Purgatory) built against each of JAVA_CLIENT_VERSIONS of kafka-clients from Maven Central,
+## in build/java-clients/<version>/ (classes/, classpath.txt), for
+## tests/cluster/test_java_clients.py. Quick once built; without a JDK or Maven, or offline,
+## those tests skip.
+JAVA_CLIENT_VERSIONS ?= 4.1.1 3.9.1
+JAVA_CLIENT_SOURCES := tests/java/pom.xml $(wildcard tests/java/src/main/java/dev/purgatory/javaclients/*.java)
+java-clients: $(foreach v,$(JAVA_CLIENT_VERSIONS),build/java-clients/$(v)/classpath.txt)
+build/java-clients/%/classpath.txt: $(JAVA_CLIENT_SOURCES)
+	@if ! command -v mvn > /dev/null || ! command -v javac > /dev/null; then \
+	  echo "no Maven (mvn) or JDK (javac): the Java client tests skip" \
+	       "(Debian: apt-get install maven openjdk-17-jdk-headless)" >&2; \
+	  test -z "$$CI"; exit $$?; \
+	fi
+	@mkdir -p $(@D)
+	@rm -f $@
+	@echo "building the Java client programs against kafka-clients $* (log: $(@D)/maven.log)"
+	@if ! mvn -B --no-transfer-progress -f tests/java/pom.xml -Dkafka.version=$* \
+	      compile dependency:build-classpath > $(@D)/maven.log 2>&1; then \
+	  grep -E "ERROR" $(@D)/maven.log | head -10 >&2; \
+	  echo "could not build the Java client programs against kafka-clients $* (offline?):" \
+	       "their tests skip; \`make java-clients\` tries again" >&2; \
+	  test -z "$$CI"; exit $$?; \
+	fi
 
 ## make system-packages: Debian's podman, podman-compose, runc, debootstrap and prometheus
 ## (promtool) for the container and metrics tests, installed when run as root on Debian

@@ -1,0 +1,244 @@
+"""Apache Kafka's Java client (kafka-clients 4.x and 3.x, unmodified) against a 3-broker
+Purgatory: an idempotent producer, a group consumer on the classic protocol, two members
+splitting a topic and one taking it all when the other leaves, and the AdminClient.
+
+Each scenario is one JVM running one program of tests/java (`make java-clients` builds
+them), which prints what the client saw as JSON. PURGATORY_JAVA_LOG_LEVEL=debug shows the
+client's own log on a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from purgatory.testing import Cluster
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+# Keep in step with JAVA_CLIENT_VERSIONS in the Makefile.
+VERSIONS = ["4.1.1", "3.9.1"]
+LOG_LEVEL = os.environ.get("PURGATORY_JAVA_LOG_LEVEL", "warn")
+COUNT = 30
+PARTITIONS = 3
+
+
+def classpath(version: str) -> str:
+    """The built programs and their dependencies for one client version, or skip."""
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: the Java client tests need a Java 17+ runtime")
+    built = ROOT / "build" / "java-clients" / version
+    listed = built / "classpath.txt"
+    if not listed.is_file():
+        pytest.skip(
+            f"the Java client programs for kafka-clients {version} are not built: "
+            "`make java-clients` builds them (a JDK, Maven, and Maven Central the first time)"
+        )
+    return f"{built / 'classes'}{os.pathsep}{listed.read_text().strip()}"
+
+
+def run(version: str, scenario: str, cluster: Cluster, **options: object) -> dict[str, Any]:
+    """One JVM running one scenario; its JSON answer. The client logging an ERROR fails."""
+    command = [
+        "java",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        f"-Dorg.slf4j.simpleLogger.defaultLogLevel={LOG_LEVEL}",
+        "-cp",
+        classpath(version),
+        "dev.purgatory.javaclients.JavaClients",
+        scenario,
+        "--bootstrap",
+        cluster.bootstrap_servers,
+    ]
+    for name, value in options.items():
+        command += [f"--{name.replace('_', '-')}", str(value)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    log = done.stderr[-20000:]
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines, (
+        f"{scenario} exited {done.returncode}:\n{done.stdout}\n{log}"
+    )
+    result: dict[str, Any] = json.loads(lines[-1])
+    assert result["client_version"] == version
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert not errors, f"the Java client logged errors:\n{log}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster(brokers=3) as started:
+        yield started
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def version(request: pytest.FixtureRequest) -> str:
+    classpath(request.param)  # skip before anything starts
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def produced(cluster: Cluster, version: str) -> dict[str, Any]:
+    topic = f"java-produce-{version}"
+    cluster.create_topic(topic, partitions=PARTITIONS)
+    result = run(version, "produce", cluster, topic=topic, count=COUNT)
+    result["topic"] = topic
+    return result
+
+
+def test_an_idempotent_producer_has_every_record_acknowledged_in_order_per_partition(
+    cluster: Cluster, produced: dict[str, Any]
+) -> None:
+    acks = produced["acknowledged"]
+    assert [a["seq"] for a in acks] == list(range(COUNT))
+    assert produced["record-error-total"] == 0 and produced["record-retry-total"] == 0
+    for partition in range(PARTITIONS):
+        sent = [a for a in acks if a["partition"] == partition]
+        assert sent, f"no record went to partition {partition}"
+        # Acknowledged at consecutive offsets in the order sent: nothing lost, nothing twice.
+        assert [a["offset"] for a in sent] == list(range(len(sent)))
+        stored = cluster.records(produced["topic"], partition)
+        assert [(o, k, v) for o, k, v in stored] == [
+            (a["offset"], a["key"].encode(), f"value-{a['seq']}".encode()) for a in sent
+        ]
+
+
+def test_a_group_consumer_reads_every_record_with_its_headers_and_commits_its_position(
+    cluster: Cluster, version: str, produced: dict[str, Any]
+) -> None:
+    topic = produced["topic"]
+    result = run(
+        version, "consume", cluster, topic=topic, group=f"java-consume-{version}", count=COUNT
+    )
+    assert result["assignments"] == [list(range(PARTITIONS))]
+    assert result["generation"] >= 1 and result["member_id"].startswith("java-consumer-")
+    records = result["records"]
+    assert len(records) == COUNT
+    acked = {a["seq"]: a for a in produced["acknowledged"]}
+    ends = {}
+    for partition in range(PARTITIONS):
+        read = [r for r in records if r["partition"] == partition]
+        assert [r["offset"] for r in read] == list(range(len(read)))
+        for r in read:
+            seq = int(r["key"].removeprefix("key-"))
+            assert r["value"] == f"value-{seq}"
+            assert r["headers"] == [["seq", str(seq)], ["source", "java"]]
+            assert (acked[seq]["partition"], acked[seq]["offset"]) == (partition, r["offset"])
+            assert r["timestamp"] == acked[seq]["timestamp"]
+        ends[str(partition)] = len(read)
+    assert result["committed"] == ends
+    assert result["end_offsets"] == ends
+
+
+def test_two_members_split_the_partitions_and_one_takes_them_all_when_the_other_leaves(
+    cluster: Cluster, version: str
+) -> None:
+    topic, partitions, count = f"java-group-{version}", 4, 40
+    cluster.create_topic(topic, partitions=partitions)
+    result = run(
+        version,
+        "group",
+        cluster,
+        topic=topic,
+        group=f"java-group-{version}",
+        partitions=partitions,
+        count=count,
+    )
+    everything = list(range(partitions))
+    assert result["alone"] == everything
+    first, second = result["split"]["first"], result["split"]["second"]
+    assert first and second and sorted(first + second) == everything
+    for member, owned in (("first", first), ("second", second)):
+        read = result["split_read"][member]
+        assert {r["partition"] for r in read} == set(owned), member
+        assert len(read) == count // partitions * len(owned)
+    per_partition = count // partitions
+    assert result["second_committed"] == {str(p): per_partition for p in second}
+    assert result["after_leave"] == everything
+    # The survivor reads only what came after the leave: it starts where each partition's
+    # previous owner committed, so nothing is read twice.
+    after = result["after_leave_read"]
+    assert len(after) == count
+    assert sorted((r["partition"], r["offset"]) for r in after) == [
+        (p, per_partition + i) for p in everything for i in range(per_partition)
+    ]
+    assert all(r["key"].startswith("after-leave-") for r in after)
+    assert result["first_committed"] == {str(p): 2 * per_partition for p in everything}
+    events = result["events"]
+    assert events["second"][0] == {"event": "assigned", "partitions": second}
+    assert events["second"][-1] == {"event": "revoked", "partitions": second}
+    assigned = [e["partitions"] for e in events["first"] if e["event"] == "assigned"]
+    assert assigned[0] == everything and first in assigned and assigned[-1] == everything
+    assert not [e for e in events["first"] + events["second"] if e["event"] == "lost"]
+
+
+def test_the_admin_client_manages_topics_and_groups_and_names_errors_as_kafka_does(
+    cluster: Cluster, version: str
+) -> None:
+    topic, group, missing = f"java-admin-{version}", f"java-admin-{version}", "java-no-such-topic"
+    result = run(
+        version,
+        "admin",
+        cluster,
+        topic=topic,
+        group=group,
+        missing_topic=missing,
+        partitions=PARTITIONS,
+    )
+    create = result["create"]
+    assert (create["partitions"], create["replication_factor"]) == (PARTITIONS, 3)
+    assert create["retention_ms"] == "3600000"
+    described = result["describe_topic"]
+    assert described["name"] == topic and described["topic_id"] == create["topic_id"]
+    assert not described["internal"]
+    assert [p["partition"] for p in described["partitions"]] == list(range(PARTITIONS))
+    for p in described["partitions"]:
+        assert sorted(p["replicas"]) == [0, 1, 2] and sorted(p["isr"]) == [0, 1, 2]
+        assert p["leader"] in p["replicas"]
+    assert result["describe_configs"] == {
+        "retention_ms": "3600000",
+        "retention_ms_source": "DYNAMIC_TOPIC_CONFIG",
+    }
+    described_cluster = result["describe_cluster"]
+    ports = [int(a.rsplit(":", 1)[1]) for a in cluster.bootstrap_servers.split(",")]
+    assert described_cluster["nodes"] == [
+        {"id": i, "host": "127.0.0.1", "port": port} for i, port in enumerate(ports)
+    ]
+    assert described_cluster["controller"] in (0, 1, 2) and described_cluster["cluster_id"]
+    assert topic in result["list_topics"]
+    assert not [t for t in result["list_topics"] if t.startswith("__")]  # internal ones hidden
+    offsets = result["list_offsets"]
+    assert (offsets["earliest_0"], offsets["latest_0"], offsets["latest_1"]) == (0, 5, 0)
+    assert 0 <= offsets["max_timestamp_0"] <= 4
+    listed = {g["group_id"]: g for g in result["list_groups"]}
+    assert listed[group] == {"group_id": group, "simple": False, "state": "Stable"}
+    stable = result["describe_group"]
+    assert (stable["state"], stable["assignor"], stable["simple"]) == ("Stable", "range", False)
+    [member] = stable["members"]
+    assert member["client_id"] == "java-admin-consumer"
+    assert member["assignment"] == list(range(PARTITIONS))
+    assert stable["coordinator"] in (0, 1, 2)
+    left = result["describe_group_after_leave"]
+    assert (left["state"], left["members"]) == ("Empty", [])
+    # Partition 0 had the 5 records; the others, empty, are committed at 0 if at all (the
+    # consumer commits the positions it has, and may not have one yet for an empty partition).
+    assert result["group_offsets"]["0"] == 5
+    assert {v for k, v in result["group_offsets"].items() if k != "0"} <= {0}
+    errors = {e["operation"]: e["exception"] for e in result["errors"]}
+    assert errors == {
+        "create_existing": "TopicExistsException",
+        "describe_missing": "UnknownTopicOrPartitionException",
+        "delete_missing": "UnknownTopicOrPartitionException",
+    }
+    assert result["after_delete"] == {
+        "listed": False,
+        "describe": "UnknownTopicOrPartitionException",
+    }
