@@ -86,7 +86,7 @@ def version(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def produced(cluster: Cluster, version: str) -> dict[str, Any]:
+def produced(version: str, cluster: Cluster) -> dict[str, Any]:
     topic = f"java-produce-{version}"
     cluster.create_topic(topic, partitions=PARTITIONS)
     result = run(version, "produce", cluster, topic=topic, count=COUNT)
@@ -95,7 +95,7 @@ def produced(cluster: Cluster, version: str) -> dict[str, Any]:
 
 
 def test_an_idempotent_producer_has_every_record_acknowledged_in_order_per_partition(
-    cluster: Cluster, produced: dict[str, Any]
+    produced: dict[str, Any], cluster: Cluster
 ) -> None:
     acks = produced["acknowledged"]
     assert [a["seq"] for a in acks] == list(range(COUNT))
@@ -112,7 +112,7 @@ def test_an_idempotent_producer_has_every_record_acknowledged_in_order_per_parti
 
 
 def test_a_group_consumer_reads_every_record_with_its_headers_and_commits_its_position(
-    cluster: Cluster, version: str, produced: dict[str, Any]
+    version: str, cluster: Cluster, produced: dict[str, Any]
 ) -> None:
     topic = produced["topic"]
     result = run(
@@ -139,7 +139,7 @@ def test_a_group_consumer_reads_every_record_with_its_headers_and_commits_its_po
 
 
 def test_two_members_split_the_partitions_and_one_takes_them_all_when_the_other_leaves(
-    cluster: Cluster, version: str
+    version: str, cluster: Cluster
 ) -> None:
     topic, partitions, count = f"java-group-{version}", 4, 40
     cluster.create_topic(topic, partitions=partitions)
@@ -181,7 +181,7 @@ def test_two_members_split_the_partitions_and_one_takes_them_all_when_the_other_
 
 
 def test_the_admin_client_manages_topics_and_groups_and_names_errors_as_kafka_does(
-    cluster: Cluster, version: str
+    version: str, cluster: Cluster
 ) -> None:
     topic, group, missing = f"java-admin-{version}", f"java-admin-{version}", "java-no-such-topic"
     result = run(
