@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage java-clients
+.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage java-clients js-clients
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -37,7 +37,7 @@ run: $(STAMP)
 		--admin-base-port $(ADMIN_BASE_PORT) --control-port $(CONTROL_PORT) --log-format console
 
 ## make test: the whole suite (unit, integration, real processes, the Spark job)
-test: $(STAMP) check-java system-packages java-clients
+test: $(STAMP) check-java system-packages java-clients js-clients
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## make chaos: a long chaos run on broker processes (CHAOS_S seconds, 1800), analysed and
@@ -103,6 +103,23 @@ build/java-clients/%/classpath.txt: $(JAVA_CLIENT_SOURCES)
 	  grep -E "ERROR" $(@D)/maven.log | head -10 >&2; \
 	  echo "could not build the Java client programs against kafka-clients $* (offline?):" \
 	       "their tests skip; \`make java-clients\` tries again" >&2; \
+	  test -z "$$CI"; exit $$?; \
+	fi
+
+## make js-clients: KafkaJS, at the version tests/js/package-lock.json locks, in
+## tests/js/node_modules (npm ci), for tests/cluster/test_kafkajs.py. Quick once installed;
+## without Node.js and npm, or offline, those tests skip.
+js-clients: tests/js/node_modules/.installed-stamp
+tests/js/node_modules/.installed-stamp: tests/js/package.json tests/js/package-lock.json
+	@if ! command -v node > /dev/null || ! command -v npm > /dev/null; then \
+	  echo "no Node.js (node) or npm: the KafkaJS tests skip (Debian: apt-get install nodejs npm)" >&2; \
+	  test -z "$$CI"; exit $$?; \
+	fi; \
+	echo "installing KafkaJS in tests/js (npm ci)"; \
+	if (cd tests/js && npm ci --no-audit --no-fund --loglevel=error); then \
+	  touch $@; \
+	else \
+	  echo "could not install KafkaJS (offline?): the KafkaJS tests skip; \`make js-clients\` tries again" >&2; \
 	  test -z "$$CI"; exit $$?; \
 	fi
 
