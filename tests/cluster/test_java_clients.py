@@ -3,7 +3,7 @@ Purgatory: an idempotent producer, a group consumer on the classic protocol, two
 splitting a topic and one taking it all when the other leaves, and the AdminClient.
 
 Each scenario is one JVM running one program of tests/java (`make java-clients` builds
-them), which prints what the client saw as JSON. PURGATORY_JAVA_LOG_LEVEL=debug shows the
+them), which prints what the client saw as JSON. JAVA_CLIENT_LOG_LEVEL=debug shows the
 client's own log on a failure."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]
 # Keep in step with JAVA_CLIENT_VERSIONS in the Makefile.
 VERSIONS = ["4.1.1", "3.9.1"]
-LOG_LEVEL = os.environ.get("PURGATORY_JAVA_LOG_LEVEL", "warn")
+LOG_LEVEL = os.environ.get("JAVA_CLIENT_LOG_LEVEL", "warn")
 COUNT = 30
 PARTITIONS = 3
 

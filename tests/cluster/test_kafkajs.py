@@ -5,7 +5,7 @@ producer that keeps sending while the leader of a partition is killed.
 
 Each scenario is one Node process running one script of tests/js (`make js-clients`
 installs KafkaJS there), which prints what the client saw as JSON on stdout and KafkaJS's
-log on stderr. PURGATORY_KAFKAJS_LOG_LEVEL=DEBUG puts every request and response in that
+log on stderr. KAFKAJS_LOG_LEVEL=DEBUG puts every request and response in that
 log, shown on a failure."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from purgatory.testing import Cluster
 pytestmark = pytest.mark.cluster
 
 JS = Path(__file__).resolve().parents[1] / "js"
-LOG_LEVEL = os.environ.get("PURGATORY_KAFKAJS_LOG_LEVEL", "WARN")
+LOG_LEVEL = os.environ.get("KAFKAJS_LOG_LEVEL", "WARN")
 PARTITIONS = 3
 COUNT = 30
 
@@ -60,7 +60,7 @@ def command(script: str, cluster: Cluster, **options: object) -> list[str]:
 
 
 def environment() -> dict[str, str]:
-    return {**os.environ, "PURGATORY_KAFKAJS_LOG_LEVEL": LOG_LEVEL}
+    return {**os.environ, "KAFKAJS_LOG_LEVEL": LOG_LEVEL}
 
 
 def answer(script: str, returncode: int, stdout: str, stderr: str) -> dict[str, Any]:

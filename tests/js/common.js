@@ -5,7 +5,7 @@
 
 const { Kafka, logLevel, Partitioners } = require('kafkajs')
 
-const LOG_LEVEL = process.env.PURGATORY_KAFKAJS_LOG_LEVEL || 'WARN'
+const LOG_LEVEL = process.env.KAFKAJS_LOG_LEVEL || 'WARN'
 
 // Every ERROR the client logged, for the scenario's answer (a test can hold a run to none).
 const loggedErrors = []
