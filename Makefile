@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage java-clients js-clients
+.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage kafka-jars java-clients js-clients
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -37,7 +37,7 @@ run: $(STAMP)
 		--admin-base-port $(ADMIN_BASE_PORT) --control-port $(CONTROL_PORT) --log-format console
 
 ## make test: the whole suite (unit, integration, real processes, the Spark job)
-test: $(STAMP) check-java system-packages java-clients js-clients
+test: $(STAMP) check-java system-packages kafka-jars java-clients js-clients
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## make chaos: a long chaos run on broker processes (CHAOS_S seconds, 1800), analysed and
@@ -80,6 +80,32 @@ check-java: $(STAMP)
 	        file=sys.stderr); \
 	  sys.exit(1 if os.environ.get("CI") else 0)'
 	@echo "Java for Spark: ok"
+
+## make kafka-jars: Apache Kafka's jars from Maven Central (tests/oracle/kafka/pom.xml names
+## the version) in build/kafka/<version>/jars, for the tests and benchmarks against the real
+## Kafka (purgatory/testing/real_kafka.py). Quick once there; offline, those tests skip.
+KAFKA_POM := tests/oracle/kafka/pom.xml
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' $(KAFKA_POM))
+KAFKA_DIR := build/kafka/$(KAFKA_VERSION)
+kafka-jars: $(KAFKA_DIR)/.complete
+$(KAFKA_DIR)/.complete: $(KAFKA_POM)
+	@mkdir -p $(KAFKA_DIR)
+	@rm -rf $(KAFKA_DIR)/jars
+	@if ! command -v mvn > /dev/null; then \
+	  echo "Maven (mvn) is not installed: no Apache Kafka jars, the tests against the real Kafka skip" \
+	       "(Debian: apt-get install maven)" >&2; \
+	  test -z "$$CI"; exit $$?; \
+	fi
+	@echo "fetching Apache Kafka $(KAFKA_VERSION)'s jars from Maven Central (log: $(KAFKA_DIR)/maven.log)"
+	@if mvn -B --no-transfer-progress -f $(KAFKA_POM) dependency:copy-dependencies \
+	      -Dkafka.jars=$(CURDIR)/$(KAFKA_DIR)/jars > $(KAFKA_DIR)/maven.log 2>&1; then \
+	  touch $@; \
+	else \
+	  grep -E "ERROR" $(KAFKA_DIR)/maven.log | head -5 >&2; \
+	  echo "could not fetch Apache Kafka's jars (offline?): the tests against the real Kafka skip;" \
+	       "\`make kafka-jars\` tries again" >&2; \
+	  test -z "$$CI"; exit $$?; \
+	fi
 
 ## make java-clients: the programs of tests/java (Apache Kafka's Java client against
 ## Purgatory) built against each of JAVA_CLIENT_VERSIONS of kafka-clients from Maven Central,
