@@ -1,0 +1,36 @@
+"""Running one test of a compiled Go test binary (`go test -c`, built by `make go-clients`)
+from pytest: what the binary holds, and one test run that must pass."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+
+def go_tests(binary: Path) -> list[str]:
+    """The names of the binary's top-level tests."""
+    done = subprocess.run(
+        [str(binary), "-test.list", "^Test"], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout.split()
+
+
+def assert_go_test_passes(
+    binary: Path, name: str, env: dict[str, str], cwd: Path, timeout_s: int
+) -> None:
+    """Run test `name` alone (`-test.timeout` timeout_s, the process 30 s more); it must
+    report PASS and exit 0, or the failure shows the test's output."""
+    command = [str(binary), "-test.run", f"^{name}$", "-test.count", "1", "-test.v"]
+    done = subprocess.run(
+        [*command, "-test.timeout", f"{timeout_s}s"],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s + 30,
+        cwd=cwd,
+        env={**os.environ, **env},
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and f"--- PASS: {name} " in output, (
+        f"{binary.name} {name} exited {done.returncode}:\n{output[-20000:]}"
+    )
