@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage kafka-jars java-clients js-clients
+.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage kafka-jars java-clients go-clients franz-go-suite js-clients
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -37,7 +37,7 @@ run: $(STAMP)
 		--admin-base-port $(ADMIN_BASE_PORT) --control-port $(CONTROL_PORT) --log-format console
 
 ## make test: the whole suite (unit, integration, real processes, the Spark job)
-test: $(STAMP) check-java system-packages kafka-jars java-clients js-clients
+test: $(STAMP) check-java system-packages kafka-jars java-clients go-clients js-clients
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ## make chaos: a long chaos run on broker processes (CHAOS_S seconds, 1800), analysed and
@@ -131,6 +131,40 @@ build/java-clients/%/classpath.txt: $(JAVA_CLIENT_SOURCES)
 	       "their tests skip; \`make java-clients\` tries again" >&2; \
 	  test -z "$$CI"; exit $$?; \
 	fi
+
+## make go-clients: the Go client tests of tests/go (sarama, kafka-go) and franz-go's own kgo
+## integration suite, at the versions tests/go/go.mod pins, downloaded through the Go module
+## proxy and built into build/go-clients/ (sarama.test, kafkago.test, kgo.test), for
+## tests/cluster/test_go_clients.py and test_franz_go_suite.py. Quick once built; without Go
+## or the proxy those tests skip. `make franz-go-suite` runs the whole passing list.
+GO_CLIENTS := build/go-clients
+GO_SOURCES := tests/go/go.mod tests/go/go.sum $(wildcard tests/go/*.go tests/go/*/*.go tests/go/internal/*/*.go)
+go-clients: $(GO_CLIENTS)/.complete
+$(GO_CLIENTS)/.complete: $(GO_SOURCES)
+	@if ! command -v go > /dev/null; then \
+	  echo "Go (go) is not installed: the Go client tests skip (Debian: apt-get install golang-go)" >&2; \
+	  test -z "$$CI"; exit $$?; \
+	fi
+	@mkdir -p $(GO_CLIENTS)
+	@rm -f $@
+	@echo "building the Go client tests and franz-go's kgo suite (log: $(GO_CLIENTS)/go.log)"
+	@if (cd tests/go && go mod download && \
+	      go test -c -o $(CURDIR)/$(GO_CLIENTS)/sarama.test ./sarama && \
+	      go test -c -o $(CURDIR)/$(GO_CLIENTS)/kafkago.test ./kafkago && \
+	      go test -c -o $(CURDIR)/$(GO_CLIENTS)/kgo.test github.com/twmb/franz-go/pkg/kgo && \
+	      go list -m -f '{{.Version}}' github.com/twmb/franz-go > $(CURDIR)/$(GO_CLIENTS)/franz-go.version) \
+	      > $(GO_CLIENTS)/go.log 2>&1; then \
+	  touch $@; \
+	else \
+	  tail -5 $(GO_CLIENTS)/go.log >&2; \
+	  echo "could not build the Go client tests (offline, no Go module proxy?): they skip;" \
+	       "\`make go-clients\` tries again" >&2; \
+	  test -z "$$CI"; exit $$?; \
+	fi
+
+## make franz-go-suite: every test of tests/go/franz_go_passing.txt (CI runs a subset)
+franz-go-suite: $(STAMP) go-clients
+	FRANZ_GO_ALL=1 $(BIN)/python -m pytest -q tests/cluster/test_franz_go_suite.py $(PYTEST_ARGS)
 
 ## make js-clients: KafkaJS, at the version tests/js/package-lock.json locks, in
 ## tests/js/node_modules (npm ci), for tests/cluster/test_kafkajs.py. Quick once installed;
