@@ -202,3 +202,34 @@ def test_mypy_rejects_a_misspelt_or_mistyped_config_read(tmp_path: Path) -> None
     assert 'probe.py:3: error: Incompatible types in assignment (expression has type "int"' in out
     assert "probe.py:4: error: No overload variant" in out
     assert "probe.py:5" not in out
+
+
+def test_every_purgatory_variable_in_the_repository_is_a_config_or_known_not_to_be() -> None:
+    # A broker refuses an unknown PURGATORY_ variable; one that a tool, a test or a container
+    # reads must be listed in NOT_CONFIGS, or a broker started beside it would not start.
+    from purgatory.broker.config.definitions import BY_NAME, ENV_PREFIX, NOT_CONFIGS
+
+    root = Path(__file__).parents[2]
+    configs = {ENV_PREFIX + name.upper().replace(".", "_") for name in BY_NAME}
+    strays = set()
+    for path in root.rglob("*"):
+        parts = path.relative_to(root).parts
+        if (
+            not path.is_file()
+            or parts[0] in (".git", ".venv", "build", "out")
+            or (
+                "node_modules" in parts
+                or path.suffix not in (".py", ".js", ".go", ".sh", ".md", ".yml", "")
+            )
+        ):
+            continue
+        for name in re.findall(
+            r"\bPURGATORY_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")
+        ):
+            if (
+                name not in configs
+                and name not in NOT_CONFIGS
+                and name != "PURGATORY_NO_SUCH_THING"
+            ):
+                strays.add(f"{name} ({path.relative_to(root)})")
+    assert sorted(strays) == []

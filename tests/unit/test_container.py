@@ -157,7 +157,7 @@ def test_the_entrypoint_gives_a_single_broker_an_external_and_an_internal_listen
     # A user's own listeners are all theirs, as in Apache Kafka's image.
     own = entrypoint({"PURGATORY_LISTENERS": "PLAINTEXT://0.0.0.0:9095"}, tmp_path=tmp_path)
     assert "PURGATORY_LISTENERS=PLAINTEXT://0.0.0.0:9095" in own
-    assert not any(line.startswith("PURGATORY_INTER_BROKER") for line in own)
+    assert not any(line.startswith("PURGATORY_INTER_BROKER_LISTENER_NAME") for line in own)
 
 
 def test_the_entrypoint_waits_for_its_config_and_takes_it_over_the_environment(
