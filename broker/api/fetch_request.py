@@ -21,10 +21,13 @@ def fetch_params(
     topics: list[Any],
     name_of: Callable[[Any], str],
     replica_epoch: int = -1,
+    negative_offset_refused: bool = True,
 ) -> FetchParams:
     """``topics`` is the request's topic list, each topic named by ``name_of`` and with
     ``partitions`` that have ``partition``, ``fetch_offset``, ``partition_max_bytes`` and,
-    from Kafka's Fetch v9 (KIP-320), ``current_leader_epoch`` (-1, not checked, before)."""
+    from Kafka's Fetch v9 (KIP-320), ``current_leader_epoch`` (-1, not checked, before).
+    Without ``negative_offset_refused`` a negative ``fetch_offset`` is fetched, and answered
+    OFFSET_OUT_OF_RANGE for its partition alone, as Kafka's listener does."""
     if max_bytes < 0 or min_bytes < 0 or max_wait_ms < 0:
         raise RequestError(
             ErrorCode.INVALID_REQUEST, "max_wait_ms, min_bytes and max_bytes must not be negative"
@@ -34,7 +37,7 @@ def fetch_params(
     for topic in topics:
         name = name_of(topic)
         for p in topic.partitions:
-            if p.partition_max_bytes < 0 or p.fetch_offset < 0:
+            if p.partition_max_bytes < 0 or (negative_offset_refused and p.fetch_offset < 0):
                 raise RequestError(
                     ErrorCode.INVALID_REQUEST,
                     "fetch_offset and partition_max_bytes must not be negative",

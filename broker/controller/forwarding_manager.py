@@ -78,7 +78,9 @@ class ForwardingManager:
             request.timeout_ms,
             lambda reason: every_topic_fails(request, ErrorCode.NOT_CONTROLLER, reason),
             lambda done: all(
-                r.name in self.metadata.topics for r in done.topics if r.error_code == 0
+                r.name in self.metadata.topics
+                for r in done.topics
+                if r.error_code == 0 and not request.validate_only
             ),
         )
         return response

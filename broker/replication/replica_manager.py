@@ -53,6 +53,11 @@ from purgatory.broker.replication.replica_fetcher import LeaderEndPoint, Replica
 from purgatory.broker.replication.replication_metrics import ReplicationMetrics
 from purgatory.protocol.errors import ErrorCode
 
+# Refusals Kafka answers without the partition's log start offset (UNKNOWN_LOG_APPEND_INFO).
+_NO_LOG_INFO = frozenset(
+    {ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE}
+)
+
 
 class ReplicaManager:
     """Owns the partition replicas of this broker and the purgatories where requests wait:
@@ -319,8 +324,14 @@ class ReplicaManager:
                 records, acks, self.scheduler.wall_ms(), kafka_batches_only
             )
         except AppendRefused as exc:
+            # As Kafka's ReplicaManager: a refusal carries the log start offset, except
+            # the batch-size and CRC ones it answers with no log information at all.
+            log_start = -1 if exc.code in _NO_LOG_INFO else partition.log.log_start_offset
             return PartitionResponse(
-                exc.code, error_message=exc.message, record_errors=exc.record_errors
+                exc.code,
+                log_start_offset=log_start,
+                error_message=exc.message,
+                record_errors=exc.record_errors,
             )
         response = PartitionResponse(
             ErrorCode.NONE, appended.base_offset, -1, partition.log.log_start_offset

@@ -10,6 +10,7 @@ address that serves both protocols, and real topic ids (UUIDs).
 from __future__ import annotations
 
 import inspect
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.kafka.configs import ConfigApis, entry_fields
@@ -156,22 +157,32 @@ class ClusterApis:
             else:
                 code, message = r.error_code, r.error_message
                 partitions, factor = r.num_partitions, r.replication_factor
-            state = self.broker.metadata.topics.get(t.name)
             out.append(
                 build(
                     schema.CreatableTopicResult,
                     name=t.name,
-                    topic_id=state.topic_id if state is not None and code == 0 else None,
+                    topic_id=self._created_id(t.name, code, asked.validate_only),
                     error_code=code,
                     error_message=message,
                     num_partitions=partitions,
                     replication_factor=factor,
                     # From v5 Kafka answers every config of the topic created (the Java
                     # AdminClient's CreateTopicsResult.config()); validate_only too.
-                    configs=None if code else self._created_configs(schema, t.configs, version),
+                    # An error has no configs: Kafka's empty list, not null.
+                    configs=[] if code else self._created_configs(schema, t.configs, version),
                 )
             )
         return build(schema.CreateTopicsResponse, throttle_time=0, topics=out)
+
+    def _created_id(self, name: str, code: int, validate_only: bool) -> str | None:
+        """The created topic's id; with ``validate_only`` a fresh one, as Kafka's controller
+        answers the id it would have given (a client may read it from any success)."""
+        if code:
+            return None
+        if validate_only:
+            return uuid.uuid4().hex
+        state = self.broker.metadata.topics.get(name)
+        return state.topic_id if state is not None else None
 
     def _created_configs(self, schema: Any, configs: dict[str, str], version: int) -> list[Any]:
         if version < 5:

@@ -79,6 +79,7 @@ class RecordApis:
             request.max_bytes,
             request.topics,
             (lambda t: t.topic) if names is None else (lambda t: _name_of(names, t.topic_id.hex)),
+            negative_offset_refused=False,  # Kafka: OFFSET_OUT_OF_RANGE, this partition only
         )
         result = self.replica_manager.fetch_messages(params)
         to_response = self._fetch_answers[version]
@@ -104,7 +105,10 @@ class RecordApis:
                         error_code=error,
                         timestamp=timestamp,
                         offset=offset,
-                        leader_epoch=self._leader_epoch(topic.name, p.partition_index),
+                        # No such offset (a timestamp after every record's): no epoch either.
+                        leader_epoch=-1
+                        if error or offset < 0
+                        else self._leader_epoch(topic.name, p.partition_index),
                     )
                 )
             topics.append(build(schema.ListOffsetsTopicResponse, name=topic.name, partitions=parts))

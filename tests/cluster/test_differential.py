@@ -1,0 +1,147 @@
+"""Differential tests with Apache Kafka as the oracle: every scenario of the corpus
+(tests/differential/scenarios.py) runs against a 1-node Apache Kafka 4.3.1 and a 1-broker
+Purgatory with the same settings, and their normalised answers must agree, except for
+the differences listed in KNOWN (each with its reason; docs/protocol.md, "Differences
+from Apache Kafka", says the same). An unlisted difference fails, and so does a listed
+one that no longer occurs (remove it from KNOWN and the docs)."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from purgatory.testing import Cluster
+from purgatory.testing.real_kafka import RealKafka, unavailable
+from tests.differential.harness import Difference, differences, run
+from tests.differential.scenarios import SCENARIOS
+
+pytestmark = pytest.mark.cluster
+
+# The same settings on both: no auto-creation (the corpus asks for unknown topics).
+CONFIG = {
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@dataclass(frozen=True)
+class Known:
+    """A difference we know of: in scenarios matching ``scenario``, at paths matching
+    ``path`` (fnmatch patterns). ``issue``: the issue that brings Kafka's behaviour; none
+    for a deliberate difference."""
+
+    scenario: str
+    path: str
+    reason: str
+    issue: int | None = None
+
+
+KNOWN = [
+    Known(
+        "*",
+        "*.configs.*",
+        "CreateTopics v5+ lists the created topic's configs: Purgatory knows fewer topic "
+        "configs than Kafka (no compression levels, message.downconversion, "
+        "local.retention.*, ...), has its own (remote.log.storage.enable as a plain "
+        "default), smaller defaults for segment.bytes (16 MiB) and retention.bytes "
+        "(256 MiB), and reports min.insync.replicas as a default where Kafka's storage "
+        "format sets a cluster-wide dynamic default",
+        issue=45,
+    ),
+    Known(
+        "find_coordinator_of_a_transaction",
+        "find_txn.coordinators[0].error_code",
+        "no transaction coordinator: FindCoordinator of a transactional id is INVALID_REQUEST "
+        "(Kafka: COORDINATOR_NOT_AVAILABLE while it creates __transaction_state, then the "
+        "coordinator)",
+        issue=46,
+    ),
+    Known(
+        "fetch_*",
+        "*.aborted_transactions",
+        "a read_uncommitted fetch answers an empty aborted-transactions list where Kafka "
+        "answers null; clients read both as none (no transactions)",
+        issue=46,
+    ),
+    Known(
+        "fetch_out_of_range",
+        "*.responses[0].partitions[0].*_offset",
+        "OFFSET_OUT_OF_RANGE carries the partition's real log start offset, high watermark "
+        "and last stable offset, where Kafka answers -1 for all three: more for a client "
+        "to reset with, and no client reads them from an error",
+    ),
+    Known(
+        "fetch_out_of_range",
+        "*.responses[0].partitions[0].high_watermark",
+        "as above (the high watermark of an OFFSET_OUT_OF_RANGE answer)",
+    ),
+    Known(
+        "produce_idempotent_sequences",
+        "retry_of_seq_0.responses[0].partition_responses[0].log_append_time",
+        "a retried idempotent batch is answered log_append_time -1 (the topic keeps create "
+        "time); Kafka echoes the batch's last record timestamp there",
+    ),
+]
+
+
+def known(scenario: str, difference: Difference) -> Known | None:
+    for entry in KNOWN:
+        path = entry.path.replace("[", "[[]")  # an index in a path is literal, not a set
+        if fnmatch.fnmatchcase(scenario, entry.scenario) and fnmatch.fnmatchcase(
+            difference.path, path
+        ):
+            return entry
+    return None
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[RealKafka]:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    with RealKafka(nodes=1, config=CONFIG) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def purgatory() -> Iterator[Cluster]:
+    with Cluster(brokers=1, config=CONFIG) as started:
+        yield started
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_purgatory_answers_as_kafka(name: str, kafka: RealKafka, purgatory: Cluster) -> None:
+    scenario = SCENARIOS[name]
+    async with asyncio.timeout(60):
+        from_kafka, from_purgatory = await asyncio.gather(
+            run(scenario, name, kafka.ports[0]), run(scenario, name, purgatory.ports[0])
+        )
+    if name == "api_versions":
+        report_api_versions(from_kafka[0][1], from_purgatory[0][1])
+    found = differences(from_kafka, from_purgatory)
+    unexplained = [str(d) for d in found if known(name, d) is None]
+    assert not unexplained, "Purgatory answers differently from Kafka:\n" + "\n".join(unexplained)
+    used = {id(known(name, d)) for d in found}
+    stale = [
+        k.path for k in KNOWN if k.scenario == name and id(k) not in used
+    ]  # a listed difference of this very scenario that no longer occurs
+    assert not stale, f"listed in KNOWN but no longer different (remove them): {stale}"
+
+
+def report_api_versions(kafka: dict[str, Any], purgatory: dict[str, Any]) -> None:
+    """The APIs and version ranges of both, as information: printed, compared only for the
+    error code (Purgatory serves fewer APIs and, for some, older versions, on purpose)."""
+    ranges = {
+        side: {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer.pop("api_keys")}
+        for side, answer in (("kafka", kafka), ("purgatory", purgatory))
+    }
+    for key in sorted(ranges["purgatory"]):
+        print(f"api {key}: Kafka {ranges['kafka'].get(key)}, Purgatory {ranges['purgatory'][key]}")
+    print(f"APIs only Kafka serves: {sorted(set(ranges['kafka']) - set(ranges['purgatory']))}")
