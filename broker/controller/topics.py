@@ -125,7 +125,8 @@ def new_topic(
     if problem:
         return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     if topic.name in existing:
-        return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+        # Kafka's words: kafka-topics prints them after "Error while executing topic command : ".
+        return fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
     collides = collision_problem(
         topic.name, collision_index(existing) if collisions is None else collisions
     )

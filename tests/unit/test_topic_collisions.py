@@ -75,6 +75,7 @@ def test_the_refused_topic_writes_no_record_and_the_others_are_created() -> None
 def test_the_same_name_again_is_topic_already_exists_not_a_collision() -> None:
     [result] = create(image_with("a.b"), "a.b").topics
     assert result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert result.error_message == "Topic 'a.b' already exists."  # Kafka's words
 
 
 def test_names_that_differ_otherwise_do_not_collide() -> None:
