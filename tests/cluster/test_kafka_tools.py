@@ -1,0 +1,373 @@
+"""Apache Kafka 4.3.1's own command-line tools (kafka-topics, kafka-console-producer and
+-consumer, kafka-consumer-groups, kafka-configs, kafka-producer-perf-test), run from the jars
+of `make kafka-jars` by tests/kafka_tools.py, against a 3-broker Purgatory: what a user reads
+is what Kafka prints (each expected output was checked against a real Kafka, RealKafka).
+
+kafka-configs --alter (IncrementalAlterConfigs, issue 45) and kafka-transactions (issue 46)
+are marked strict xfail: each says the API is not supported today, and the mark goes when its
+issue lands. Each call is one JVM (about 1.5 s); the file runs about 30 of them, ~40 s in all.
+Without Java 17+ or the jars every test skips."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from purgatory.testing import Cluster
+from tests.kafka_tools import command, kafka_tool, unavailable
+
+pytestmark = pytest.mark.cluster
+
+GROUP_COLUMNS = [
+    *("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"),
+    *("CONSUMER-ID", "HOST", "CLIENT-ID"),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    with Cluster(brokers=3) as started:
+        yield started
+
+
+def tool(name: str, *args: str, stdin: str | None = None) -> str:
+    """Run a Kafka tool that must succeed; its stdout."""
+    done = kafka_tool(name, *args, stdin=stdin)
+    assert done.returncode == 0, f"{name} {' '.join(args)} exited {done.returncode}:\n{done}"
+    return done.stdout
+
+
+def failing(name: str, *args: str) -> str:
+    """Run a Kafka tool that must fail (exit 1); its stdout, where Kafka's tools say why."""
+    done = kafka_tool(name, *args)
+    assert done.returncode == 1, f"{name} {' '.join(args)} exited {done.returncode}:\n{done}"
+    return done.stdout
+
+
+def topics(cluster: Cluster, *args: str) -> str:
+    return tool("kafka-topics", "--bootstrap-server", cluster.bootstrap_servers, *args)
+
+
+def groups(cluster: Cluster, *args: str) -> str:
+    return tool("kafka-consumer-groups", "--bootstrap-server", cluster.bootstrap_servers, *args)
+
+
+def produce(cluster: Cluster, topic: str, lines: list[str], *args: str) -> None:
+    """One record per line through kafka-console-producer."""
+    tool(
+        "kafka-console-producer",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--topic",
+        topic,
+        *args,
+        stdin="".join(f"{line}\n" for line in lines),
+    )
+
+
+def table(output: str) -> list[dict[str, str]]:
+    """The rows of a kafka-consumer-groups table (columns split on blanks), by column."""
+    lines = [line.split() for line in output.splitlines() if line.strip()]
+    start = next(i for i, cells in enumerate(lines) if cells[0] == "GROUP")
+    header = lines[start]
+    return [dict(zip(header, cells, strict=True)) for cells in lines[start + 1 :]]
+
+
+def describe_partitions(output: str) -> list[dict[str, str]]:
+    """The partition lines of kafka-topics --describe: {"Partition": "0", "Leader": ...}."""
+    rows = []
+    for line in output.splitlines():
+        if line.startswith("\t"):
+            fields = dict(re.findall(r"(\w+): ([^\t]*)", line))
+            rows.append(fields)
+    return rows
+
+
+def test_kafka_topics_creates_describes_alters_and_deletes_a_topic(cluster: Cluster) -> None:
+    created = topics(
+        cluster,
+        "--create",
+        "--topic",
+        "tools-orders",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+        "--config",
+        "retention.ms=3600000",
+    )
+    assert created == "Created topic tools-orders.\n"
+    again = failing(
+        "kafka-topics",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--create",
+        "--topic",
+        "tools-orders",
+        "--partitions",
+        "3",
+    )
+    assert again == ("Error while executing topic command : Topic 'tools-orders' already exists.\n")
+    assert "tools-orders" in topics(cluster, "--list").split()
+
+    described = topics(cluster, "--describe", "--topic", "tools-orders")
+    header = described.splitlines()[0]
+    assert re.fullmatch(
+        r"Topic: tools-orders\tTopicId: [\w-]{22}\tPartitionCount: 3\t"
+        r"ReplicationFactor: 3\tConfigs: retention.ms=3600000",
+        header,
+    ), header
+    partitions = describe_partitions(described)
+    assert [p["Partition"] for p in partitions] == ["0", "1", "2"]
+    for p in partitions:
+        replicas = p["Replicas"].split(",")
+        assert sorted(replicas) == ["0", "1", "2"]
+        assert p["Leader"] == replicas[0]  # the preferred replica leads a new topic
+        assert sorted(p["Isr"].split(",")) == ["0", "1", "2"]
+    assert {p["Leader"] for p in partitions} == {"0", "1", "2"}
+
+    topics(cluster, "--alter", "--topic", "tools-orders", "--partitions", "5")
+    grown = describe_partitions(topics(cluster, "--describe", "--topic", "tools-orders"))
+    assert [p["Partition"] for p in grown] == ["0", "1", "2", "3", "4"]
+    assert all(len(p["Replicas"].split(",")) == 3 for p in grown)
+
+    topics(cluster, "--delete", "--topic", "tools-orders")
+    assert "tools-orders" not in topics(cluster, "--list").split()
+
+
+def test_console_producer_keys_come_back_through_the_console_consumer_and_a_group(
+    cluster: Cluster,
+) -> None:
+    servers = cluster.bootstrap_servers
+    cluster.create_topic("tools-keys", partitions=2, replication_factor=3)
+    lines = ["k1:v1", "k2:v2", "k3:v3", "k1:v4"]
+    keyed = ("--reader-property", "parse.key=true", "--reader-property", "key.separator=:")
+    produce(cluster, "tools-keys", lines, *keyed)
+    stored = [r for p in range(2) for r in cluster.records("tools-keys", p)]
+    assert sorted((key, value) for _, key, value in stored) == [
+        (b"k1", b"v1"),
+        (b"k1", b"v4"),
+        (b"k2", b"v2"),
+        (b"k3", b"v3"),
+    ]
+
+    consume = (
+        "--bootstrap-server",
+        servers,
+        "--topic",
+        "tools-keys",
+        "--from-beginning",
+        "--max-messages",
+        "4",
+        "--formatter-property",
+        "print.key=true",
+    )
+    done = kafka_tool("kafka-console-consumer", *consume, "--formatter-property", "key.separator=:")
+    assert done.returncode == 0, done
+    assert sorted(done.stdout.splitlines()) == sorted(lines)
+    assert "Processed a total of 4 messages" in done.stderr
+    # Within a partition, in the order produced (k1 and k1 share one).
+    assert re.search(r"k1:v1\n(.*\n)*k1:v4\n", done.stdout)
+
+    in_group = tool("kafka-console-consumer", *consume, "--group", "tools-readers")
+    assert sorted(in_group.splitlines()) == sorted(line.replace(":", "\t") for line in lines)
+
+    assert "tools-readers" in groups(cluster, "--list").split()
+    done = kafka_tool(
+        "kafka-consumer-groups",
+        "--bootstrap-server",
+        servers,
+        "--describe",
+        "--group",
+        "tools-readers",
+    )
+    assert done.returncode == 0, done
+    assert "Consumer group 'tools-readers' has no active members." in done.stderr
+    described = done.stdout
+    assert [line.split() for line in described.splitlines() if line.startswith("GROUP")] == [
+        GROUP_COLUMNS
+    ]
+    rows = table(described)
+    assert {r["PARTITION"] for r in rows} == {"0", "1"}
+    assert all(r["CURRENT-OFFSET"] == r["LOG-END-OFFSET"] and r["LAG"] == "0" for r in rows)
+    assert all(r["CONSUMER-ID"] == r["HOST"] == r["CLIENT-ID"] == "-" for r in rows)
+
+    produce(cluster, "tools-keys", ["late-1", "late-2"])
+    lagging = table(groups(cluster, "--describe", "--group", "tools-readers"))
+    assert sum(int(r["LAG"]) for r in lagging) == 2
+    ends = {r["PARTITION"]: r["LOG-END-OFFSET"] for r in lagging}
+
+    reset = groups(
+        cluster,
+        "--reset-offsets",
+        "--to-earliest",
+        "--group",
+        "tools-readers",
+        "--topic",
+        "tools-keys",
+        "--execute",
+    )
+    assert sorted((r["PARTITION"], r["NEW-OFFSET"]) for r in table(reset)) == [
+        ("0", "0"),
+        ("1", "0"),
+    ]
+    rewound = table(groups(cluster, "--describe", "--group", "tools-readers"))
+    assert {r["PARTITION"]: (r["CURRENT-OFFSET"], r["LAG"]) for r in rewound} == {
+        p: ("0", end) for p, end in ends.items()
+    }
+
+    deleted = groups(cluster, "--delete", "--group", "tools-readers")
+    assert "Deletion of requested consumer groups ('tools-readers') was successful." in deleted
+    assert "tools-readers" not in groups(cluster, "--list").split()
+
+
+def test_kafka_consumer_groups_shows_a_live_member_and_will_not_delete_its_group(
+    cluster: Cluster,
+) -> None:
+    cluster.create_topic("tools-live", partitions=2, replication_factor=3)
+    produce(cluster, "tools-live", ["a", "b", "c"])
+    consumer = subprocess.Popen(
+        command(
+            "kafka-console-consumer",
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+            "--topic",
+            "tools-live",
+            "--group",
+            "tools-live-group",
+            "--from-beginning",
+            "--command-property",
+            "client.id=watcher",
+            "--command-property",
+            "auto.commit.interval.ms=200",
+        ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert consumer.stdout is not None
+        assert sorted(consumer.stdout.readline().strip() for _ in range(3)) == ["a", "b", "c"]
+        # Assigned and committed (auto-commit, every 200 ms) once both partitions show the
+        # member with no lag.
+        deadline = time.monotonic() + 30
+        while True:
+            rows = table(groups(cluster, "--describe", "--group", "tools-live-group"))
+            if len(rows) == 2 and all(
+                r.get("CLIENT-ID") == "watcher" and r["LAG"] == "0" for r in rows
+            ):
+                break
+            assert time.monotonic() < deadline, f"the member never showed with no lag: {rows}"
+        assert len({r["CONSUMER-ID"] for r in rows}) == 1
+        assert rows[0]["CONSUMER-ID"].startswith("watcher-")
+        assert rows[0]["HOST"] == "/127.0.0.1"
+
+        [member] = table(groups(cluster, "--describe", "--group", "tools-live-group", "--members"))
+        assert member["CLIENT-ID"] == "watcher" and member["#PARTITIONS"] == "2"
+        [state] = table(groups(cluster, "--describe", "--group", "tools-live-group", "--state"))
+        # COORDINATOR (ID) splits in two on blanks, on both lines: "host:port" "(id)".
+        assert state["GROUP"] == "tools-live-group"
+        assert (state["ASSIGNMENT-STRATEGY"], state["STATE"], state["#MEMBERS"]) == (
+            "range",
+            "Stable",
+            "1",
+        )
+
+        refused = groups(cluster, "--delete", "--group", "tools-live-group")
+        assert (
+            "* Group 'tools-live-group' could not be deleted due to: "
+            "org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty."
+        ) in refused
+    finally:
+        consumer.terminate()
+        consumer.wait(30)
+
+
+def test_kafka_configs_describes_a_topic_and_a_broker(cluster: Cluster) -> None:
+    cluster.create_topic("tools-configured", partitions=1, config={"retention.ms": "3600000"})
+    configs = ("kafka-configs", "--bootstrap-server", cluster.bootstrap_servers, "--describe")
+    topic = tool(*configs, "--entity-type", "topics", "--entity-name", "tools-configured")
+    assert topic == (
+        "Dynamic configs for topic tools-configured are:\n"
+        "  retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms="
+        "3600000, DEFAULT_CONFIG:log.retention.ms=604800000}\n"
+    )
+    broker = tool(*configs, "--all", "--entity-type", "brokers", "--entity-name", "0")
+    lines = broker.splitlines()
+    assert lines[0] == "All configs for broker 0 are:"
+    assert (
+        "  broker.id=0 sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.id=0, "
+        "DEFAULT_CONFIG:broker.id=0}"
+    ) in lines
+    assert (
+        "  auto.create.topics.enable=true sensitive=false "
+        "synonyms={DEFAULT_CONFIG:auto.create.topics.enable=true}"
+    ) in lines
+
+
+@pytest.mark.xfail(
+    reason="IncrementalAlterConfigs is issue 45: kafka-configs says 'The "
+    "INCREMENTAL_ALTER_CONFIGS API is not supported by the cluster.'",
+    strict=True,
+)
+def test_kafka_configs_alters_a_topic(cluster: Cluster) -> None:
+    cluster.create_topic("tools-altered", partitions=1)
+    altered = tool(
+        "kafka-configs",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "tools-altered",
+        "--add-config",
+        "retention.ms=1000",
+    )
+    assert altered == "Completed updating config for topic tools-altered.\n"
+
+
+@pytest.mark.xfail(
+    reason="transactions are issue 46: kafka-transactions says 'Failed to list "
+    "transactions: The node does not support LIST_TRANSACTIONS.'",
+    strict=True,
+)
+def test_kafka_transactions_lists_none(cluster: Cluster) -> None:
+    listed = tool("kafka-transactions", "--bootstrap-server", cluster.bootstrap_servers, "list")
+    assert listed.split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+
+
+def test_kafka_producer_perf_test_sends_every_record(cluster: Cluster) -> None:
+    cluster.create_topic("tools-perf", partitions=3, replication_factor=3)
+    report = tool(
+        "kafka-producer-perf-test",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--topic",
+        "tools-perf",
+        "--num-records",
+        "20000",
+        "--throughput",
+        "-1",
+        "--record-size",
+        "100",
+        "--command-property",
+        "acks=all",
+    )
+    final = report.strip().splitlines()[-1]
+    # The figures are this machine's: printed, never asserted on.
+    print(final)
+    assert re.fullmatch(
+        r"20000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+        r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th\.",
+        final,
+    ), final
+    assert sum(len(cluster.records("tools-perf", p)) for p in range(3)) == 20000
