@@ -24,7 +24,11 @@ from purgatory.broker.controller.controller_apis import ControllerApis
 from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.controller_metrics import controller_families
 from purgatory.broker.controller.forwarding_manager import ForwardingManager
-from purgatory.broker.controller.metadata_cache import MetadataCache, partition_changes
+from purgatory.broker.controller.metadata_cache import (
+    MetadataCache,
+    deleted_topics,
+    partition_changes,
+)
 from purgatory.broker.controller.quorum_controller import QuorumController
 from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
@@ -476,6 +480,7 @@ class Broker:
         then the metadata may still give this broker roles an earlier run had, with data
         this run does not have; the records that take them away come before the
         registration, so a broker that sees itself registered sees them too."""
+        deleted = deleted_topics(self.metadata.image, image, changed_topics)
         self.metadata.image = image
         own = image.brokers.get(self.broker_id)
         registered = own is not None and own.incarnation_id == self.incarnation
@@ -493,6 +498,8 @@ class Broker:
             changes = partition_changes(self._applied, MetadataImage())
             self._applied, self._applied_registered = MetadataImage(), False
             self.replica_manager.apply(changes)
+        if deleted:
+            self.group_coordinator.on_topics_deleted(deleted)
         if registered and own is not None and not own.fenced:
             self.has_metadata.set()
         self.forwarding.metadata_changed()

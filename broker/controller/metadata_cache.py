@@ -130,3 +130,17 @@ def partition_changes(
                 changes.append(PartitionChange(name, index, part, topic.topic_id, topic.configs))
     changes.sort(key=lambda c: c.state is not None)
     return changes
+
+
+def deleted_topics(
+    before: MetadataImage, after: MetadataImage, topics: set[str] | None = None
+) -> set[str]:
+    """The topics of ``before`` that ``after`` no longer has, or has again as a new
+    incarnation (another topic id), among ``topics`` (every topic when None)."""
+    old, new = before.topics, after.topics
+    names = set(old) if topics is None else topics & set(old)
+    return {
+        name
+        for name in names
+        if (topic := new.get(name)) is None or topic.topic_id != old[name].topic_id
+    }

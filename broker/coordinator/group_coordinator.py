@@ -61,7 +61,7 @@ class GroupCoordinator:
         self.scheduler = scheduler
         self.create_offsets_topic = create_offsets_topic
         self.manager = GroupMetadataManager(
-            config, replica_manager, scheduler, self._loaded, self._unloaded
+            config, replica_manager, metadata, scheduler, self._loaded, self._unloaded
         )
         replica_manager.leadership_listeners.append(self._leadership)
         self.sessions = MemberSessions(scheduler, self.on_expire_heartbeat)
@@ -120,6 +120,11 @@ class GroupCoordinator:
     def _leadership(self, key: TopicPartition, leader_epoch: int, leads: bool) -> None:
         if key[0] == OFFSETS_TOPIC:
             self.manager.leadership_changed(key[1], leader_epoch, leads)
+
+    def on_topics_deleted(self, topics: set[str]) -> None:
+        """The metadata deleted topics (Kafka's onPartitionsDeleted): the groups here lose
+        their offsets of them."""
+        self.offsets.on_topics_deleted(topics)
 
     def _loaded(self, group: GroupMetadata) -> None:
         """A group read back from its partition: its members must heartbeat again within

@@ -49,6 +49,7 @@ class CommittedOffset(NamedTuple):
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
+    topic_id: str = ""  # of the topic's incarnation when committed
 
 
 class JoinResult(NamedTuple):

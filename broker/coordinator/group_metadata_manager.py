@@ -18,6 +18,7 @@ import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
+from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.coordinator.group_metadata import (
     CommittedOffset,
     GroupMetadata,
@@ -40,6 +41,7 @@ from purgatory.broker.coordinator.group_records import (
 from purgatory.broker.purgatory import Scheduler
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.inter_broker_messages import TopicState
 from purgatory.protocol.records import CorruptRecordError, decode_records, encode_batch
 
 _LOAD_BATCH_BYTES = 1 << 20  # replayed per loop turn, so a long load never stalls others
@@ -64,12 +66,14 @@ class GroupMetadataManager:
         self,
         config: BrokerConfig,
         replica_manager: ReplicaManager,
+        metadata: MetadataCache,
         scheduler: Scheduler,
         on_loaded: Callable[[GroupMetadata], None],
         on_unloaded: Callable[[GroupMetadata], None],
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
+        self.metadata = metadata
         self.scheduler = scheduler
         self.on_loaded = on_loaded
         self.on_unloaded = on_unloaded
@@ -180,14 +184,23 @@ class GroupMetadataManager:
         for group_id, value in groups.items():
             if value is not None:
                 loaded[group_id] = _group_from(group_id, value)
+        topics = self.metadata.topics
+        stale: dict[str, list[TopicPartition]] = {}
         for (group_id, tp), commit in offsets.items():
             if commit is None:
+                continue
+            if _of_deleted_topic(commit, topics.get(tp[0])):
+                stale.setdefault(group_id, []).append(tp)
                 continue
             group = loaded.get(group_id)
             if group is None:  # a group that only commits offsets
                 group = loaded[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now)
             group.offsets[tp] = CommittedOffset(
-                commit.offset, commit.leader_epoch, commit.metadata, commit.commit_timestamp_ms
+                commit.offset,
+                commit.leader_epoch,
+                commit.metadata,
+                commit.commit_timestamp_ms,
+                commit.topic_id,
             )
         self.loading.pop(index, None)
         self.owned.add(index)
@@ -195,6 +208,16 @@ class GroupMetadataManager:
             self.groups[group.group_id] = group
             self.on_loaded(group)
         self.log.info("offsets_partition_loaded", partition=index, groups=len(loaded))
+        for group_id, partitions in stale.items():
+            # Their topic was deleted before a coordinator wrote these tombstones (it
+            # failed meanwhile, or this partition was loading).
+            self.log.info(
+                "offsets_of_deleted_topics_removed", group=group_id, offsets=len(partitions)
+            )
+            self.append(
+                group_id,
+                [(_key(OffsetCommitKey(group_id, t, p)), None) for t, p in partitions],
+            )
 
     # -- storing --------------------------------------------------------------------------
 
@@ -229,7 +252,9 @@ class GroupMetadataManager:
             (
                 _key(OffsetCommitKey(group.group_id, topic, index)),
                 encode(
-                    OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms)
+                    OffsetCommitValue(
+                        o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms, o.topic_id
+                    )
                 ),
             )
             for (topic, index), o in offsets.items()
@@ -274,29 +299,42 @@ class GroupMetadataManager:
             group.group_id, [(_key(GroupMetadataKey(group.group_id)), encode(value))]
         )
 
-    def delete_group(self, group: GroupMetadata, now_ms: int) -> asyncio.Future[int]:
+    def delete_group(
+        self, group: GroupMetadata, now_ms: int, at_once: bool = False
+    ) -> asyncio.Future[int]:
         """The group is Dead and gone from memory now; its record and offsets are deleted
         (tombstones) once stored."""
         group.transition_to(GroupState.DEAD, now_ms)
         self.groups.pop(group.group_id, None)
         self.log.info("group_deleted", group=group.group_id, offsets=len(group.offsets))
-        return self.delete_offsets(group, list(group.offsets), delete_group=True)
+        return self.delete_offsets(group, list(group.offsets), delete_group=True, at_once=at_once)
 
     def delete_offsets(
-        self, group: GroupMetadata, partitions: list[TopicPartition], delete_group: bool = False
+        self,
+        group: GroupMetadata,
+        partitions: list[TopicPartition],
+        delete_group: bool = False,
+        at_once: bool = False,
     ) -> asyncio.Future[int]:
-        """Tombstones for ``partitions`` (and the group itself); applied once stored."""
+        """Tombstones for ``partitions`` (and the group itself); applied once stored, or
+        ``at_once`` (offsets of a deleted topic: no fetch may see them meanwhile)."""
         records: list[Record] = [
             (_key(OffsetCommitKey(group.group_id, t, p)), None) for t, p in partitions
         ]
         if delete_group:
             records.append((_key(GroupMetadataKey(group.group_id)), None))
         future = self.append(group.group_id, records)
+        if at_once:
+            for tp in partitions:
+                group.offsets.pop(tp, None)
 
         def stored(f: asyncio.Future[int]) -> None:
-            if f.result() == ErrorCode.NONE:
+            code = f.result()
+            if code == ErrorCode.NONE and not at_once:  # (at once: a newer commit may be here)
                 for tp in partitions:
                     group.offsets.pop(tp, None)
+            elif code != ErrorCode.NONE and at_once:
+                self.log.warning("offset_tombstones_not_stored", group=group.group_id, error=code)
 
         future.add_done_callback(stored)
         # The caller's copy: a member whose connection closes cancels it, never the
@@ -308,6 +346,16 @@ def _key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
     data = encode(key)
     assert data is not None
     return data
+
+
+def _of_deleted_topic(commit: OffsetCommitValue, topic: TopicState | None) -> bool:
+    """An offset read back whose topic is gone, or made again (a new topic id). This
+    broker's metadata is at least as new as the commit's: a commit names a topic its
+    coordinator knew, and that coordinator led the partition before the metadata this
+    broker leads it by."""
+    if topic is None:
+        return True
+    return bool(commit.topic_id) and commit.topic_id != topic.topic_id
 
 
 def _group_from(group_id: str, value: GroupMetadataValue) -> GroupMetadata:

@@ -27,6 +27,9 @@ class OffsetCommitValue(msgspec.Struct, array_like=True, frozen=True):
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
+    # The incarnation the offset is of (a topic deleted and made again has a new id);
+    # "" in records from before it was kept.
+    topic_id: str = ""
 
 
 class MemberValue(msgspec.Struct, array_like=True, frozen=True):

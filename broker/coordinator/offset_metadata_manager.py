@@ -124,13 +124,15 @@ class OffsetMetadataManager:
         valid: dict[TopicPartition, CommittedOffset] = {}
         now = self.scheduler.wall_ms()
         limit = self.config["offset.metadata.max.bytes"]
+        topics = self.metadata.topics
         for tp, (offset, leader_epoch, metadata) in offsets.items():
             if metadata is not None and len(metadata.encode()) > limit:
                 results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             elif self.metadata.partition(*tp) is None:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                valid[tp] = CommittedOffset(offset, leader_epoch, metadata or "", now)
+                topic_id = topics[tp[0]].topic_id
+                valid[tp] = CommittedOffset(offset, leader_epoch, metadata or "", now, topic_id)
         if not valid:
             return results
         stored = self.manager.store_offsets(group, valid)
@@ -168,6 +170,27 @@ class OffsetMetadataManager:
         if partitions is None:
             return ErrorCode.NONE, dict(committed)
         return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+
+    def on_topics_deleted(self, topics: set[str]) -> None:
+        """Topics are deleted (Kafka's GroupCoordinator.onPartitionsDeleted): every group
+        this broker coordinates forgets its offsets of them now, and tombstones for them go
+        to ``__consumer_offsets`` so the next coordinator forgets them too; an Empty group
+        left without offsets goes. A topic made again under the same name is a new
+        incarnation, read from its start."""
+        now = self.scheduler.wall_ms()
+        for group in self.manager.owned_groups():
+            if group.state is GroupState.DEAD:
+                continue
+            gone = [tp for tp in group.offsets if tp[0] in topics]
+            if not gone:
+                continue
+            self.log.info(
+                "offsets_of_deleted_topics_removed", group=group.group_id, offsets=len(gone)
+            )
+            if group.state is GroupState.EMPTY and len(gone) == len(group.offsets):
+                self.manager.delete_group(group, now, at_once=True)
+            else:
+                self.manager.delete_offsets(group, gone, at_once=True)
 
     def expire_offsets(self) -> None:
         """Offset retention (``GroupMetadata.expired_offsets``); an Empty group left without

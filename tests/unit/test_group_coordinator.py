@@ -12,6 +12,7 @@ import pytest
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.group_metadata import GroupState, JoinResult, SyncResult
+from purgatory.broker.coordinator.group_records import GroupMetadataKey, OffsetCommitKey, encode
 from purgatory.broker.ops.metrics import BrokerMetrics
 from purgatory.protocol.consumer_protocol import (
     Assignment,
@@ -20,6 +21,7 @@ from purgatory.protocol.consumer_protocol import (
     encode_subscription,
 )
 from purgatory.protocol.errors import ErrorCode as E
+from purgatory.protocol.records import decode_records
 from tests.harness import Harness
 
 GROUP = "g"
@@ -388,3 +390,72 @@ async def test_only_empty_groups_are_deleted_and_subscribed_offsets_stay(groups:
     assert deleted.result() == {GROUP: E.NONE}
     assert GROUP not in groups.coordinator.groups
     assert groups.coordinator.offsets.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): None}
+
+
+def offsets_log(g: Groups) -> list[tuple[bytes | None, bytes | None]]:
+    """The records of the harness's ``__consumer_offsets`` partition: (key, value)."""
+    log = g.h.partition(OFFSETS_TOPIC).log
+    return [(r.key, r.value) for r in decode_records(b"".join(log.read(0, 1 << 20)))]
+
+
+async def test_a_deleted_topics_offsets_go_at_once_and_tombstones_keep_them_gone_on_reload(
+    groups: Groups,
+) -> None:
+    groups.h.create("u", 1)
+    commit = groups.coordinator.offsets.commit_offsets(
+        GROUP, -1, "", None, {("t", 0): (4, -1, None), ("u", 0): (9, -1, None)}
+    )
+    await groups.h.settle()
+    assert commit.result() == {("t", 0): E.NONE, ("u", 0): E.NONE}
+    groups.h.delete("t")
+    groups.coordinator.on_topics_deleted({"t"})
+    # At once: a recreated topic's consumer must never be told the old offset.
+    assert groups.coordinator.offsets.fetch_offsets(GROUP, [("t", 0)])[1] == {("t", 0): None}
+    await groups.h.settle()
+    tombstone = (encode(OffsetCommitKey(GROUP, "t", 0)), None)
+    assert offsets_log(groups)[-1] == tombstone
+    groups.h.create("t", 4)  # a new incarnation
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=1, leader_epoch=1)
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=0, leader_epoch=2)
+    await groups.h.settle()
+    code, offsets = groups.coordinator.offsets.fetch_offsets(GROUP, None)
+    assert code == E.NONE and list(offsets) == [("u", 0)] and offsets[("u", 0)][0] == 9
+
+
+async def test_an_empty_group_left_without_offsets_by_a_topic_deletion_goes(
+    groups: Groups,
+) -> None:
+    groups.coordinator.offsets.commit_offsets(GROUP, -1, "", None, {("t", 0): (4, -1, None)})
+    await groups.h.settle()
+    groups.h.delete("t")
+    groups.coordinator.on_topics_deleted({"t"})
+    assert GROUP not in groups.coordinator.groups
+    await groups.h.settle()
+    assert offsets_log(groups)[-1] == (encode(GroupMetadataKey(GROUP)), None)
+
+
+async def test_a_coordinator_loading_offsets_of_a_topic_deleted_meanwhile_drops_them(
+    groups: Groups,
+) -> None:
+    """The coordinator that should have written the tombstones failed first: the next one
+    finds the offsets' topic gone (or made again, with a new topic id) and writes them."""
+    groups.h.create("u", 1)
+    groups.coordinator.offsets.commit_offsets(
+        GROUP, -1, "", None, {("t", 0): (4, -1, None), ("u", 0): (9, -1, None)}
+    )
+    await groups.h.settle()
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=1, leader_epoch=1)
+    groups.h.delete("t")  # no coordinator heard of it
+    groups.h.create("t", 4)
+    groups.h.delete("u")
+    end = groups.h.partition(OFFSETS_TOPIC).log.log_end_offset
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=0, leader_epoch=2)
+    await groups.h.settle()
+    assert groups.coordinator.offsets.fetch_offsets(GROUP, None) == (E.NONE, {})
+    tombstones = offsets_log(groups)[end:]
+    assert sorted(tombstones) == sorted(
+        [
+            (encode(OffsetCommitKey(GROUP, "t", 0)), None),
+            (encode(OffsetCommitKey(GROUP, "u", 0)), None),
+        ]
+    )
