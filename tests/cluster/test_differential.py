@@ -1,5 +1,5 @@
 """Differential tests with Apache Kafka as the oracle: every scenario of the corpus
-(tests/differential/scenarios.py) runs against a 1-node Apache Kafka 4.3.1 and a 1-broker
+(tests/differential/scenarios/) runs against a 1-node Apache Kafka 4.3.1 and a 1-broker
 Purgatory with the same settings, and their normalised answers must agree, except for
 the differences listed in KNOWN (each with its reason; docs/protocol.md, "Differences
 from Apache Kafka", says the same). An unlisted difference fails, and so does a listed

@@ -2,7 +2,7 @@
 against a broker, normalise the answers (drop what legitimately differs between two
 brokers), and list where two runs' answers differ, path by path.
 
-A scenario (tests/differential/scenarios.py) is an async function of a `Client`: every
+A scenario (tests/differential/scenarios/) is an async function of a `Client`: every
 `call` sends one request (built from plain values, tests/kafka_wire.py's kio schemas) and
 records the decoded response under a label. `normalise` turns a response into plain data:
 
@@ -13,7 +13,7 @@ b. replaced by a symbol in order of first appearance (``<member_id#1>``): member
 c. decoded: a config list becomes a map by config name; record bytes become (offset, timestamp, key, value, headers) lists, an empty
    or null record set the empty list;
 d. kept as they are: error codes (by name), offsets, counts, generations, leader ids,
-   structure and order.
+   structure and order, except the order of group members (a broker's hash order): sorted.
 
 `differences(a, b)` lists the paths (``fetch[0].responses[0].partitions[0].high_watermark``)
 where two normalised runs differ, with both values.
@@ -54,28 +54,63 @@ DROPPED = frozenset(
 )
 # (b) Random identifiers: each distinct value becomes a symbol, numbered by first appearance.
 SYMBOLS = frozenset({"member_id", "leader", "producer_id", "topic_id"})
+# Lists whose order is a broker's hash order, not part of the contract: compared sorted.
+# (Their ids must have been seen before, in a list of defined order, for stable symbols.)
+UNORDERED = frozenset({"members"})
 
 Plain = Any
 
 
 class Client:
-    """One connection to one broker, recording each call's decoded response by label."""
+    """One connection to one broker, recording each call's decoded response by label.
+    `connect()` opens another connection of the same scenario (a second group member):
+    its calls are recorded beside this one's, in the order they were sent."""
 
-    def __init__(self, wire: KafkaWire, prefix: str) -> None:
+    def __init__(
+        self,
+        wire: KafkaWire,
+        port: int,
+        prefix: str,
+        responses: list[tuple[str, Any]] | None = None,
+    ) -> None:
         self.wire = wire
+        self.port = port
         self.prefix = prefix
-        self.responses: list[tuple[str, Any]] = []
+        self.responses: list[tuple[str, Any]] = [] if responses is None else responses
+        self.others: list[Client] = []
 
     def topic(self, name: str = "t") -> str:
         """A topic name of this scenario's own (the same on both brokers)."""
         return f"{self.prefix}-{name}"
 
-    async def call(self, label: str, api_key: ApiKey, version: int, **values: Any) -> Any:
-        """Send one request built from plain values, record and return the response."""
+    async def connect(self) -> Client:
+        """Another connection to the same broker, recording into this scenario."""
+        other = Client(await KafkaWire.open(self.port), self.port, self.prefix, self.responses)
+        self.others.append(other)
+        return other
+
+    async def close(self) -> None:
+        for other in self.others:
+            await other.close()
+        await self.wire.close()
+
+    async def call(
+        self,
+        label: str,
+        api_key: ApiKey,
+        version: int,
+        view: Callable[[Any], Any] | None = None,
+        **values: Any,
+    ) -> Any:
+        """Send one request built from plain values, record and return the response
+        (recorded as ``view(response)`` if given: the part of a broker-wide answer that
+        belongs to this scenario)."""
         if any(label == seen for seen, _ in self.responses):
             raise ValueError(f"label {label!r} is used twice in one scenario")
+        slot = len(self.responses)
+        self.responses.append((label, None))  # its place: the order the calls were sent
         response = await self.wire.call(api_key, version, body(api_key, version, **values))
-        self.responses.append((label, response))
+        self.responses[slot] = (label, response if view is None else view(response))
         return response
 
     async def until(
@@ -103,12 +138,11 @@ Scenario = Callable[[Client], Awaitable[None]]
 
 async def run(scenario: Scenario, name: str, port: int) -> list[tuple[str, Plain]]:
     """The scenario's normalised responses from the broker on ``port``."""
-    wire = await KafkaWire.open(port)
-    client = Client(wire, name.replace("_", "-"))
+    client = Client(await KafkaWire.open(port), port, name.replace("_", "-"))
     try:
         await scenario(client)
     finally:
-        await wire.close()
+        await client.close()
     symbols: dict[str, dict[Any, str]] = {}
     return [(label, normalise(response, symbols)) for label, response in client.responses]
 
@@ -162,7 +196,8 @@ def normalise(value: Any, symbols: dict[str, dict[Any, str]], key: str = "") -> 
     if key == "records" and (value is None or isinstance(value, bytes)):
         return decode_records(value or b"")
     if isinstance(value, (tuple, list)):
-        return [normalise(item, symbols, key) for item in value]
+        items = [normalise(item, symbols, key) for item in value]
+        return sorted(items, key=repr) if key in UNORDERED else items
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, datetime.timedelta):

@@ -1,0 +1,200 @@
+"""The corpus's building blocks: the registry (`@scenario`), the API versions the corpus
+speaks, and request helpers (create a topic and wait for it, produce, fetch, list offsets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from purgatory.protocol import kafka_records
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.records import Header
+from tests.differential.harness import Client, Scenario
+
+SCENARIOS: dict[str, Scenario] = {}
+
+TS = 1_700_000_000_000  # every record's create time: timestamps compare exactly
+
+API_VERSIONS = 3
+METADATA = 12
+CREATE_TOPICS = 7
+DELETE_TOPICS = 6
+PRODUCE = 9
+FETCH = 12
+LIST_OFFSETS = 7
+FIND_COORDINATOR = 4
+JOIN_GROUP = 9
+SYNC_GROUP = 5
+HEARTBEAT = 4
+LEAVE_GROUP = 5
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 8
+INIT_PRODUCER_ID = 4
+DESCRIBE_GROUPS = 5
+LIST_GROUPS = 5
+DELETE_GROUPS = 2
+
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+
+
+def scenario(fn: Scenario) -> Scenario:
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+# -- building blocks ---------------------------------------------------------------------
+
+
+def batch(*values: bytes, ts: int = TS, **producer: int) -> bytes:
+    """One uncompressed v2 batch of ``values`` (key ``k<i>``), timestamps ``ts``, ``ts+1``..."""
+    records: list[tuple[int, bytes | None, bytes | None, list[Header]]] = [
+        (ts + i, b"k%d" % i, value, []) for i, value in enumerate(values)
+    ]
+    return kafka_records.encode(records, **producer)
+
+
+async def create(
+    c: Client, label: str, *topics: dict[str, Any], validate_only: bool = False
+) -> Any:
+    return await c.call(
+        label,
+        ApiKey.CREATE_TOPICS,
+        CREATE_TOPICS,
+        topics=[
+            {"num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": [], **t}
+            for t in topics
+        ],
+        timeout=10_000,
+        validate_only=validate_only,
+    )
+
+
+async def topic_ready(c: Client, topic: str) -> None:
+    """Wait (unrecorded) until this broker's metadata has the topic with a leader for every
+    partition, and the leader serves it: Kafka answers CreateTopics once the controller has
+    committed the topic, before its brokers have applied it (a client retries meanwhile),
+    and its metadata cache names the leader a moment before the replica is one."""
+    response = await c.until(
+        ApiKey.METADATA,
+        METADATA,
+        lambda r: all(
+            t.error_code.value == 0 and t.partitions and all(p.leader_id >= 0 for p in t.partitions)
+            for t in r.topics
+        ),
+        topics=[{"name": topic, "topic_id": None}],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    partitions = [p.partition_index for p in response.topics[0].partitions]
+    await c.until(
+        ApiKey.LIST_OFFSETS,
+        LIST_OFFSETS,
+        lambda r: all(p.error_code.value == 0 for t in r.topics for p in t.partitions),
+        replica_id=-1,
+        isolation_level=0,
+        topics=[{"name": topic, "partitions": [_offsets_of(p, LATEST) for p in partitions]}],
+    )
+
+
+async def metadata(c: Client, label: str, topics: list[str] | None) -> Any:
+    return await c.call(
+        label,
+        ApiKey.METADATA,
+        METADATA,
+        topics=None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+async def produce(
+    c: Client, label: str, topic: str, records: bytes, partition: int = 0, acks: int = 1
+) -> Any:
+    return await c.call(
+        label,
+        ApiKey.PRODUCE,
+        PRODUCE,
+        transactional_id=None,
+        acks=acks,
+        timeout=10_000,
+        topic_data=[{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    )
+
+
+async def fetch(
+    c: Client,
+    label: str,
+    topic: str,
+    offset: int,
+    max_wait: int = 0,
+    partition: int = 0,
+    leader_epoch: int = -1,
+) -> Any:
+    return await c.call(
+        label,
+        ApiKey.FETCH,
+        FETCH,
+        replica_id=-1,
+        max_wait=max_wait,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": leader_epoch,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+async def list_offsets(
+    c: Client,
+    label: str,
+    topic: str,
+    timestamp: int,
+    partition: int = 0,
+    leader_epoch: int = -1,
+    version: int = LIST_OFFSETS,
+) -> Any:
+    return await c.call(
+        label,
+        ApiKey.LIST_OFFSETS,
+        version,
+        replica_id=-1,
+        isolation_level=0,
+        topics=[{"name": topic, "partitions": [_offsets_of(partition, timestamp, leader_epoch)]}],
+    )
+
+
+def _offsets_of(partition: int, timestamp: int, leader_epoch: int = -1) -> dict[str, int]:
+    return {
+        "partition_index": partition,
+        "current_leader_epoch": leader_epoch,
+        "timestamp": timestamp,
+    }
+
+
+async def topic_with_records(c: Client, *values: bytes, **config: str) -> str:
+    """Create this scenario's topic (1 partition) and produce ``values`` in one batch."""
+    topic = c.topic()
+    configs = [{"name": k.replace("_", "."), "value": v} for k, v in config.items()]
+    await create(c, "create", {"name": topic, "configs": configs})
+    await topic_ready(c, topic)
+    if values:
+        await produce(c, "produce", topic, batch(*values))
+    return topic
