@@ -339,13 +339,13 @@ class GroupMetadata:
     # -- observation ----------------------------------------------------------------------
 
     def summary(self) -> tuple[str, str, list[tuple[MemberMetadata, bytes, bytes]]]:
-        """What DescribeGroups shows, as Kafka's ``GroupMetadata.summary``: (protocol type,
-        protocol, each member with its metadata and assignment); the protocol, metadata
-        and assignments only while Stable."""
+        """What DescribeGroups shows, as Kafka's ``describeGroups``: (protocol type,
+        protocol, each member with its metadata and assignment); the protocol and metadata
+        only while Stable, the assignment always (a rebalancing member's last one)."""
         stable = self.state is GroupState.STABLE
         protocol = (self.protocol_name or "") if stable else ""
         members = [
-            (m, m.metadata_for(protocol) if stable else b"", m.assignment if stable else b"")
+            (m, m.metadata_for(protocol) if stable else b"", m.assignment)
             for m in self.members.values()
         ]
         return self.protocol_type or "", protocol, members
