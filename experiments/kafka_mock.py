@@ -39,10 +39,10 @@ def _producer(servers: str, **extra: Any) -> Any:
     return Producer({"bootstrap.servers": servers, "linger.ms": 5, **extra})
 
 
-def _create_topic(servers: str, create: bool) -> None:
-    """Create the topic (the mock's CreateTopics never answers: it is auto-created by a
-    first record), wait until every partition has a leader, and until each has
-    acknowledged an acks=all record."""
+def create_topic(servers: str, create: bool, replication_factor: int = 3) -> None:
+    """Create the topic, 3 partitions (the mock's CreateTopics never answers: it is
+    auto-created by a first record), wait until every partition has a leader, and until
+    each has acknowledged an acks=all record."""
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
         NewTopic,
@@ -50,7 +50,9 @@ def _create_topic(servers: str, create: bool) -> None:
 
     admin = AdminClient({"bootstrap.servers": servers})
     if create:
-        futures = admin.create_topics([NewTopic(TOPIC, 3, 3)], operation_timeout=10)
+        futures = admin.create_topics(
+            [NewTopic(TOPIC, 3, replication_factor)], operation_timeout=10
+        )
         for future in futures.values():
             future.result(timeout=20)
     else:
@@ -168,7 +170,7 @@ def end_to_end(servers: str, rate: int, seconds: float) -> dict[str, float]:
 
 
 def measure(servers: str, args: argparse.Namespace, create: bool = True) -> dict[str, Any]:
-    _create_topic(servers, create)
+    create_topic(servers, create)
     return {
         "acks=1": throughput(servers, "1", args.num_records, args.record_size),
         "acks=all": throughput(servers, "all", args.num_records, args.record_size),

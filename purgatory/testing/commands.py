@@ -1,5 +1,5 @@
-"""Arguments of the testing package's benchmarks (`purgatory perf cluster-start`, `purgatory perf
-scale`)."""
+"""Arguments of the testing package's benchmarks (`purgatory perf cluster-start`, `scale`,
+`soak`, `compare`)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,38 @@ def add_perf_commands(sub: Any) -> None:
     soak.add_argument("--out", help="directory for soak.json and soak.png")
     soak.add_argument("--json", action="store_true", help="one line of JSON")
     soak.set_defaults(func=lazy("purgatory.testing.soak_bench", "main"))
+
+    compare = sub.add_parser(
+        "compare",
+        help="Purgatory beside Apache Kafka, franz-go's kfake and librdkafka's mock cluster "
+        "with the same client: start to first record, produce and consume throughput, "
+        "end-to-end latency, RSS",
+        description="Starts each system in turn (--brokers each; Kafka from `make "
+        "kafka-jars`, kfake from `make go-clients`), measures it with confluent-kafka and "
+        "stops it; --runs rounds with the order rotating; prints the medians, Purgatory's "
+        "ratios to Kafka against issue 44's targets, and every sample as JSON.",
+    )
+    compare.add_argument(
+        "--systems",
+        default="purgatory,kafka,kfake,mock",
+        help="any of purgatory, kafka, kfake, mock (default all four)",
+    )
+    compare.add_argument("--brokers", type=int, default=3, help="brokers per system (3)")
+    compare.add_argument("--runs", type=int, default=3, help="rounds of all systems (3)")
+    compare.add_argument(
+        "--num-records", type=int, default=200000, help="records per throughput phase (200000)"
+    )
+    compare.add_argument("--record-size", type=int, default=100, help="bytes per value (100)")
+    compare.add_argument("--rate", type=int, default=200, help="records/s, latency phase (200)")
+    compare.add_argument(
+        "--seconds", type=float, default=5.0, help="length of the latency phase (5)"
+    )
+    output = compare.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="one line of JSON")
+    output.add_argument(
+        "--markdown", action="store_true", help="the medians as a Markdown table, not JSON"
+    )
+    compare.set_defaults(func=lazy("purgatory.testing.compare_bench", "main"))
 
 
 def _counts(text: str) -> list[int]:

@@ -32,18 +32,22 @@ SYSTEMS = ("kafka", "purgatory")
 MIB = 1 << 20
 
 
-def first_acknowledged_record(bootstrap: str, nodes: int, timeout_s: float = 60.0) -> None:
+def first_acknowledged_record(
+    bootstrap: str, nodes: int, timeout_s: float = 60.0, create: bool = True
+) -> None:
     """Create topic ``first`` (replication factor ``nodes``), produce one record with acks=all
-    and wait for its acknowledgement."""
+    and wait for its acknowledgement. ``create=False`` leaves the topic to be created by the
+    record (librdkafka's mock cluster does not answer CreateTopics)."""
     from confluent_kafka import KafkaError, KafkaException, Message, Producer
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic("first", num_partitions=1, replication_factor=nodes)
-    try:
-        admin.create_topics([topic], operation_timeout=timeout_s)["first"].result(timeout_s)
-    except KafkaException as exc:
-        raise RealKafkaError(f"creating the first topic failed: {exc}") from exc
+    if create:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic = NewTopic("first", num_partitions=1, replication_factor=nodes)
+        try:
+            admin.create_topics([topic], operation_timeout=timeout_s)["first"].result(timeout_s)
+        except KafkaException as exc:
+            raise RealKafkaError(f"creating the first topic failed: {exc}") from exc
     outcome: list[KafkaError | None] = []
 
     def delivered(error: KafkaError | None, _message: Message) -> None:
