@@ -16,8 +16,8 @@ UNDEFINED_OFFSET = -1
 
 
 class EpochEndOffset(NamedTuple):
-    """The largest epoch at most the one asked about, and the offset where it ends (the
-    start of the next epoch, or the log end for the latest); both -1 if there is none."""
+    """An epoch (the largest at most the one asked about) and the offset where it ends
+    (the start of the next epoch, or the log end for the latest); both -1 if undefined."""
 
     leader_epoch: int
     end_offset: int
@@ -51,12 +51,23 @@ class LeaderEpochCache:
         self.latest_epoch = epoch
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> EpochEndOffset:
-        if not self._epochs or epoch < self._epochs[0]:
+        """Where ``epoch`` ends, as Kafka's ``LeaderEpochFileCache.endOffsetFor`` answers a
+        follower's or a consumer's OffsetForLeaderEpoch:
+
+        A. no epoch (-1), or one after every epoch held: undefined;
+        B. the latest epoch: the log end offset;
+        C. one before every epoch held (their records deleted): that epoch, ending where
+           the first epoch held starts;
+        D. otherwise the largest epoch at most ``epoch``, ending where the next one starts.
+        """
+        if epoch == UNDEFINED_EPOCH or epoch > self.latest_epoch:  # A
             return UNDEFINED_EPOCH_END
+        if epoch == self.latest_epoch:  # B
+            return EpochEndOffset(epoch, log_end_offset)
         index = bisect.bisect_right(self._epochs, epoch) - 1
-        if index == len(self._epochs) - 1:
-            return EpochEndOffset(self._epochs[index], log_end_offset)
-        return EpochEndOffset(self._epochs[index], self._starts[index + 1])
+        if index < 0:  # C
+            return EpochEndOffset(epoch, self._starts[0])
+        return EpochEndOffset(self._epochs[index], self._starts[index + 1])  # D
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log now ends at ``end_offset``: forget epochs that start at or after it."""

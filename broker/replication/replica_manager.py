@@ -252,14 +252,17 @@ class ReplicaManager:
         """The partition if this broker leads it (in the asker's ``current_leader_epoch``,
         when one is given), else why not: FENCED_LEADER_EPOCH when the asker knows an
         older epoch, UNKNOWN_LEADER_EPOCH when it knows a newer one than this broker (its
-        metadata is ahead of ours), as Kafka's ``localLogWithEpochOrThrow``."""
+        metadata is ahead of ours), NOT_LEADER_OR_FOLLOWER when the epochs agree but this
+        replica follows. As Kafka's ``Partition.getLocalLog``: the epoch is checked first,
+        on a follower's replica too."""
         partition = self.partitions.get((topic, index))
-        if partition is not None and partition.is_leader:
-            if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+        if partition is not None:
+            if 0 <= current_leader_epoch != partition.leader_epoch:
+                if current_leader_epoch < partition.leader_epoch:
+                    return ErrorCode.FENCED_LEADER_EPOCH
+                return ErrorCode.UNKNOWN_LEADER_EPOCH
+            if partition.is_leader:
                 return partition
-            if current_leader_epoch < partition.leader_epoch:
-                return ErrorCode.FENCED_LEADER_EPOCH
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
         if self.metadata.partition(topic, index) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ErrorCode.NOT_LEADER_OR_FOLLOWER

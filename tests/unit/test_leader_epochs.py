@@ -29,13 +29,22 @@ def test_each_epoch_starts_where_its_first_record_went() -> None:
 
 def test_the_end_of_an_epoch_is_the_start_of_the_next_and_the_latest_ends_at_the_log_end() -> None:
     cache = LeaderEpochCache()
-    cache.assign(1, 0)
+    cache.assign(1, 5)
     cache.assign(4, 10)
     assert cache.end_offset_for(1, 25) == EpochEndOffset(1, 10)
     assert cache.end_offset_for(3, 25) == EpochEndOffset(1, 10)  # the largest epoch <= 3
     assert cache.end_offset_for(4, 25) == EpochEndOffset(4, 25)
-    assert cache.end_offset_for(9, 25) == EpochEndOffset(4, 25)
-    assert cache.end_offset_for(0, 25) == EpochEndOffset(-1, -1)  # older than anything held
+
+
+def test_an_epoch_outside_the_cache_is_answered_as_kafkas_leader_epoch_file_cache() -> None:
+    cache = LeaderEpochCache()
+    assert cache.end_offset_for(0, 7) == EpochEndOffset(-1, -1)  # nothing held
+    cache.assign(1, 5)
+    cache.assign(4, 10)
+    assert cache.end_offset_for(9, 25) == EpochEndOffset(-1, -1)  # newer than the latest
+    assert cache.end_offset_for(-1, 25) == EpochEndOffset(-1, -1)  # no epoch
+    # Older than anything held (deleted): that epoch, ending where the first one held starts.
+    assert cache.end_offset_for(0, 25) == EpochEndOffset(0, 5)
 
 
 def test_an_older_or_repeated_epoch_is_not_assigned() -> None:
