@@ -22,6 +22,11 @@ from purgatory.broker.config.definitions import (
 )
 from purgatory.broker.config.listeners import ListenerConfig, listener_config
 from purgatory.broker.config.quorum_configs import parse_roles
+from purgatory.broker.config.topic_configs import (
+    check_topic_consistency,
+    parse_topic_configs,
+    parse_value,
+)
 
 # The names of every config by the type of its value, so that ``config[name]`` is typed
 # and a misspelt name fails mypy (tests/unit/test_config.py holds these to DEFINITIONS).
@@ -45,6 +50,19 @@ IntConfig = Literal[
     "log.local.retention.bytes",
     "log.local.retention.ms",
     "remote.log.manager.task.interval.ms",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
+    "log.roll.ms",
+    "log.roll.jitter.ms",
+    "log.index.size.max.bytes",
+    "log.index.interval.bytes",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.segment.delete.delay.ms",
     "remote.fetch.max.wait.ms",
     "remote.log.reader.threads",
     "remote.log.reader.max.pending.tasks",
@@ -87,12 +105,14 @@ FloatConfig = Literal[
     "remote.storage.latency.ms",
     "remote.storage.latency.p99.ms",
     "remote.storage.error.rate",
+    "log.cleaner.min.cleanable.ratio",
 ]
 BoolConfig = Literal[
     "auto.create.topics.enable",
     "unclean.leader.election.enable",
     "auto.leader.rebalance.enable",
     "controlled.shutdown.enable",
+    "log.preallocate",
 ]
 StrConfig = Literal[
     "listeners",
@@ -110,6 +130,9 @@ StrConfig = Literal[
     "controller.quorum.voters",
     "metadata.log.dir",
     "remote.storage.latency.distribution",
+    "log.cleanup.policy",
+    "compression.type",
+    "log.message.timestamp.type",
     "purgatory.watcher.removal",
     "log.level",
     "log.format",
@@ -183,7 +206,7 @@ def check_consistency(values: Mapping[str, Any]) -> None:
             "remote.storage.latency.p99.ms must be at least remote.storage.latency.ms (the "
             "median) for a log-normal latency"
         )
-    check_topic_consistency({d.topic_name: values[d.name] for d in DEFINITIONS if d.topic_name})
+    _check_local_retention(values)
     members = parse_members(values["cluster.members"])
     voters = parse_members(values["controller.quorum.voters"])
     if members and set(voters) - set(members):
@@ -311,7 +334,15 @@ class BrokerConfig:
         return parse_host_port(self.values["admin.listener"])
 
     def topic_defaults(self) -> dict[str, Any]:
-        return {topic: self.values.get(d.name, d.default) for topic, d in TOPIC_CONFIGS.items()}
+        """Every topic config's value on a topic that does not set it: its broker config's
+        (Kafka's synonym), or its own default."""
+        out = {}
+        for name, topic in TOPIC_CONFIGS.items():
+            if topic.broker is None:
+                out[name] = topic.default
+            else:
+                out[name] = parse_value(name, topic.type, self.values[BY_NAME[topic.broker].name])
+        return out
 
     def describe(self) -> list[dict[str, Any]]:
         return [
@@ -387,31 +418,27 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 def validate_topic_configs(
     configs: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Coerce topic-level configs; raise ConfigError naming a bad or unknown key, or (given
-    the broker's ``defaults``) settings that fight each other."""
-    out: dict[str, Any] = {}
-    for name, raw in configs.items():
-        definition = TOPIC_CONFIGS.get(name)
-        if definition is None:
-            known = ", ".join(sorted(TOPIC_CONFIGS))
-            raise ConfigError(f"unknown topic config {name!r} (known: {known})")
-        out[name] = coerce(definition, raw, source="topic config")
+    """Parse and check topic-level configs (Kafka's names and aliases); raise ConfigError in
+    Kafka's words for a bad or unknown one, or (given the broker's ``defaults``, from
+    ``topic_defaults``) for settings that fight each other."""
+    out = parse_topic_configs(configs)
     if defaults is not None:
         check_topic_consistency({**defaults, **out})
     return out
 
 
-def check_topic_consistency(topic: Mapping[str, Any]) -> None:
-    """Kafka's rule: local retention may not exceed the whole log's."""
+def _check_local_retention(values: Mapping[str, Any]) -> None:
+    """The broker defaults of local retention may not exceed the whole log's."""
     for kind in ("bytes", "ms"):
-        local, total = topic[f"local.retention.{kind}"], topic[f"retention.{kind}"]
+        local, total = values[f"log.local.retention.{kind}"], values[f"log.retention.{kind}"]
         if local >= 0 and (total != -1 and local > total):
             raise ConfigError(
-                f"local.retention.{kind} ({local}) must not exceed retention.{kind} ({total})"
+                f"log.local.retention.{kind} ({local}) must not exceed log.retention.{kind} "
+                f"({total})"
             )
         if local == -1 and total != -1:
             raise ConfigError(
-                f"local.retention.{kind} is -1 (unlimited) but retention.{kind} is {total}"
+                f"log.local.retention.{kind} is -1 (unlimited) but log.retention.{kind} is {total}"
             )
 
 

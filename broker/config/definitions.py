@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from purgatory.broker.config.config_def import ConfigDef
 from purgatory.broker.config.group_configs import GROUP_CONFIGS
-from purgatory.broker.config.log_configs import LOG_CONFIGS, TOPIC_ONLY_CONFIGS
+from purgatory.broker.config.log_configs import LOG_CONFIGS, TOPIC_DEFAULT_CONFIGS
 from purgatory.broker.config.quorum_configs import QUORUM_CONFIGS
 from purgatory.broker.config.replication_configs import REPLICATION_CONFIGS
 from purgatory.broker.config.server_configs import SERVER_CONFIGS
+from purgatory.broker.config.topic_configs import TOPIC_CONFIGS as TOPIC_CONFIGS
 
 ENV_PREFIX = "PURGATORY_"
 # Variables with the prefix that are not broker configs: the command-line tools' default
@@ -28,6 +29,7 @@ NOT_CONFIGS = frozenset(
 DEFINITIONS: tuple[ConfigDef, ...] = (
     *SERVER_CONFIGS,
     *LOG_CONFIGS,
+    *TOPIC_DEFAULT_CONFIGS,
     *REPLICATION_CONFIGS,
     *QUORUM_CONFIGS,
     *GROUP_CONFIGS,
@@ -38,8 +40,3 @@ for _d in DEFINITIONS:
     BY_NAME[_d.name] = _d
     for _alias in _d.aliases:
         BY_NAME[_alias] = _d
-
-# Topic-level configs (CreateTopics `configs`, `purgatory topics create --config`).
-TOPIC_CONFIGS: dict[str, ConfigDef] = {
-    d.topic_name: d for d in (*DEFINITIONS, *TOPIC_ONLY_CONFIGS) if d.topic_name
-}

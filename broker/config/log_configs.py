@@ -3,7 +3,42 @@ ServerLogConfigs and RemoteLogManagerConfig)."""
 
 from __future__ import annotations
 
-from purgatory.broker.config.config_def import ConfigDef, at_least, between, minus_one_or_at_least
+from collections.abc import Callable
+from typing import Any
+
+from purgatory.broker.config.config_def import (
+    ConfigDef,
+    ConfigError,
+    at_least,
+    between,
+    minus_one_or_at_least,
+)
+from purgatory.broker.config.topic_configs import (
+    COMPRESSION_TYPES,
+    LIST,
+    LONG_MAX,
+    TIMESTAMP_TYPES,
+    TOPIC_CONFIGS,
+    check_value,
+    parse_value,
+)
+
+
+def like_topic(topic_name: str) -> Callable[[Any], str | None]:
+    """The check of the topic config ``topic_name``, for the broker config it defaults
+    from (Kafka validates both with one ConfigDef)."""
+    config = TOPIC_CONFIGS[topic_name]
+
+    def check(value: Any) -> str | None:
+        try:
+            parsed = parse_value(topic_name, config.type, value) if config.type == LIST else value
+            check_value(config, parsed)
+        except ConfigError as exc:
+            return str(exc).partition(": ")[2]
+        return None
+
+    return check
+
 
 LOG_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef(
@@ -95,7 +130,7 @@ LOG_CONFIGS: tuple[ConfigDef, ...] = (
         -2,
         "In a tiered topic, local bytes kept of segments already copied to the remote tier. "
         "-2: the value of `retention.bytes`. Topic config: `local.retention.bytes`.",
-        lambda v: None if v >= -2 else "must be -2 (use retention.bytes), -1 or >= 0",
+        like_topic("local.retention.bytes"),
         topic_name="local.retention.bytes",
     ),
     ConfigDef(
@@ -104,7 +139,7 @@ LOG_CONFIGS: tuple[ConfigDef, ...] = (
         -2,
         "In a tiered topic, how long copied segments stay local. -2: the value of "
         "`retention.ms`. Topic config: `local.retention.ms`.",
-        lambda v: None if v >= -2 else "must be -2 (use retention.ms), -1 or >= 0",
+        like_topic("local.retention.ms"),
         topic_name="local.retention.ms",
     ),
     ConfigDef(
@@ -178,15 +213,167 @@ LOG_CONFIGS: tuple[ConfigDef, ...] = (
     ),
 )
 
-# Topic configs with no broker-wide default.
-TOPIC_ONLY_CONFIGS: tuple[ConfigDef, ...] = (
+# The broker defaults of topic configs that only matter to Kafka's disk logs, its cleaner
+# and its codecs (accepted, stored and described; docs/configs.md says what they do here).
+TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef(
-        "remote.log.storage.enable",
+        "log.cleanup.policy",
+        str,
+        "delete",
+        "Default cleanup policy of topics: `delete`, `compact` or `compact,delete`. "
+        "Compaction is not built yet: a compacted topic keeps every record. Topic config: "
+        "`cleanup.policy`.",
+        like_topic("cleanup.policy"),
+        topic_name="cleanup.policy",
+    ),
+    ConfigDef(
+        "compression.type",
+        str,
+        "producer",
+        "Default codec of topics' stored batches (`producer`: as produced). Batches are "
+        "stored as produced whatever it says (no recompression yet). Topic config: "
+        "`compression.type`.",
+        choices=COMPRESSION_TYPES,
+        topic_name="compression.type",
+    ),
+    ConfigDef(
+        "compression.gzip.level",
+        int,
+        -1,
+        "Default gzip level (1-9, -1 the codec's default). Topic config: `compression.gzip.level`.",
+        like_topic("compression.gzip.level"),
+        topic_name="compression.gzip.level",
+    ),
+    ConfigDef(
+        "compression.lz4.level",
+        int,
+        9,
+        "Default lz4 level (1-17). Topic config: `compression.lz4.level`.",
+        like_topic("compression.lz4.level"),
+        topic_name="compression.lz4.level",
+    ),
+    ConfigDef(
+        "compression.zstd.level",
+        int,
+        3,
+        "Default zstd level (-131072 to 22). Topic config: `compression.zstd.level`.",
+        like_topic("compression.zstd.level"),
+        topic_name="compression.zstd.level",
+    ),
+    ConfigDef(
+        "log.message.timestamp.type",
+        str,
+        "CreateTime",
+        "Default timestamp type of topics: `CreateTime` or `LogAppendTime` (the leader "
+        "stamps each batch on append). Topic config: `message.timestamp.type`.",
+        choices=TIMESTAMP_TYPES,
+        topic_name="message.timestamp.type",
+    ),
+    ConfigDef(
+        "log.cleaner.delete.retention.ms",
+        int,
+        86400000,
+        "Default time a compacted topic keeps tombstones (no cleaner yet). Topic config: "
+        "`delete.retention.ms`.",
+        at_least(0),
+        topic_name="delete.retention.ms",
+    ),
+    ConfigDef(
+        "log.cleaner.min.compaction.lag.ms",
+        int,
+        0,
+        "Default least time a record stays uncompacted (no cleaner yet). Topic config: "
+        "`min.compaction.lag.ms`.",
+        at_least(0),
+        topic_name="min.compaction.lag.ms",
+    ),
+    ConfigDef(
+        "log.cleaner.max.compaction.lag.ms",
+        int,
+        LONG_MAX,
+        "Default longest time a record waits to be compacted (no cleaner yet). Topic "
+        "config: `max.compaction.lag.ms`.",
+        at_least(1),
+        topic_name="max.compaction.lag.ms",
+    ),
+    ConfigDef(
+        "log.cleaner.min.cleanable.ratio",
+        float,
+        0.5,
+        "Default dirty ratio past which a compacted log is cleaned (no cleaner yet). Topic "
+        "config: `min.cleanable.dirty.ratio`.",
+        between(0.0, 1.0),
+        topic_name="min.cleanable.dirty.ratio",
+    ),
+    ConfigDef(
+        "log.roll.ms",
+        int,
+        604800000,
+        "Default time after which Kafka rolls a segment that is not full; segments here "
+        "roll by size only. Kafka's `log.roll.hours` is not accepted. Topic config: "
+        "`segment.ms`.",
+        at_least(1),
+        topic_name="segment.ms",
+    ),
+    ConfigDef(
+        "log.roll.jitter.ms",
+        int,
+        0,
+        "Default jitter of `log.roll.ms` (no effect here). Topic config: `segment.jitter.ms`.",
+        at_least(0),
+        topic_name="segment.jitter.ms",
+    ),
+    ConfigDef(
+        "log.index.size.max.bytes",
+        int,
+        10485760,
+        "Default size of a segment's offset index (no effect: no index files). Topic "
+        "config: `segment.index.bytes`.",
+        at_least(4),
+        topic_name="segment.index.bytes",
+    ),
+    ConfigDef(
+        "log.index.interval.bytes",
+        int,
+        4096,
+        "Default bytes between offset index entries (no effect: no index files). Topic "
+        "config: `index.interval.bytes`.",
+        at_least(0),
+        topic_name="index.interval.bytes",
+    ),
+    ConfigDef(
+        "log.flush.interval.messages",
+        int,
+        LONG_MAX,
+        "Default records between fsyncs (no effect: logs live in memory). Topic config: "
+        "`flush.messages`.",
+        at_least(1),
+        topic_name="flush.messages",
+    ),
+    ConfigDef(
+        "log.flush.interval.ms",
+        int,
+        LONG_MAX,
+        "Default milliseconds between fsyncs (no effect: logs live in memory). Topic "
+        "config: `flush.ms`.",
+        at_least(0),
+        topic_name="flush.ms",
+    ),
+    ConfigDef(
+        "log.segment.delete.delay.ms",
+        int,
+        60000,
+        "Default wait before a deleted segment's files go (no effect: no files). Topic "
+        "config: `file.delete.delay.ms`.",
+        at_least(0),
+        topic_name="file.delete.delay.ms",
+    ),
+    ConfigDef(
+        "log.preallocate",
         bool,
         False,
-        "Tiered storage: copy closed segments to the remote tier and keep only "
-        "`local.retention.*` of them locally; fetches below the local log start read from "
-        "the remote tier (and wait in the RemoteFetch purgatory).",
-        topic_name="remote.log.storage.enable",
+        "Default of preallocating segment files (no effect: no files). Topic config: "
+        "`preallocate`.",
+        topic_name="preallocate",
     ),
 )

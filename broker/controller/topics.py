@@ -12,6 +12,7 @@ from typing import Any
 
 from purgatory.broker.config.broker_config import BrokerConfig, validate_topic_configs
 from purgatory.broker.config.config_def import ConfigError
+from purgatory.broker.config.topic_configs import kafka_value
 from purgatory.broker.controller.partition_limits import ReplicaCounts
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.inter_broker_messages import PartitionState, TopicState
@@ -157,7 +158,7 @@ def new_topic(
     return TopicState(
         topic.name,
         topic_id(),
-        {k: str(v) for k, v in configs.items()},
+        {k: kafka_value(v) for k, v in configs.items()},
         [
             PartitionState(p, replicas[0], 0, replicas, list(replicas))
             for p, replicas in enumerate(assignment)

@@ -3,7 +3,7 @@ size- and time-bounded retention of each.
 
 The local tier is a list of ``LogSegment``s, the newest one active (appends go there; it
 rolls when the next batch would take it past ``segment.bytes``). With
-``remote.log.storage.enable``, closed segments are copied to the remote tier (the
+``remote.storage.enable``, closed segments are copied to the remote tier (the
 RemoteLogManager does it and calls ``segment_copied``); copied segments may then be dropped
 locally beyond ``local.retention.bytes`` / ``local.retention.ms``, which moves the *local*
 log start offset. ``retention.bytes`` / ``retention.ms`` bound the whole log, remote tier
@@ -62,7 +62,7 @@ class LogConfig:
             retention_ms=int(configs["retention.ms"]),
             local_retention_bytes=int(configs["local.retention.bytes"]),
             local_retention_ms=int(configs["local.retention.ms"]),
-            remote_storage_enable=bool(configs["remote.log.storage.enable"]),
+            remote_storage_enable=bool(configs["remote.storage.enable"]),
         )
 
     @property

@@ -16,8 +16,8 @@ from purgatory.broker.config.broker_config import (
     validate_topic_configs,
 )
 from purgatory.broker.config.config_def import ConfigError
-from purgatory.broker.config.definitions import DEFINITIONS, TOPIC_CONFIGS
-from purgatory.broker.config.log_configs import TOPIC_ONLY_CONFIGS
+from purgatory.broker.config.definitions import BY_NAME, DEFINITIONS, TOPIC_CONFIGS
+from purgatory.broker.config.topic_configs import kafka_value
 
 DOC = (Path(__file__).parents[2] / "docs" / "configs.md").read_text()
 
@@ -94,7 +94,7 @@ def test_retention_bytes_is_an_alias_of_the_broker_default() -> None:
 
 def test_topic_configs_are_checked() -> None:
     assert validate_topic_configs({"retention.bytes": "100"}) == {"retention.bytes": 100}
-    with pytest.raises(ConfigError, match=r"unknown topic config 'retention\.byte'"):
+    with pytest.raises(ConfigError, match=r"^Unknown topic config name: retention\.byte$"):
         validate_topic_configs({"retention.byte": "1"})
 
 
@@ -136,25 +136,47 @@ def test_settings_that_fight_each_other_are_refused_at_start() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(TOPIC_CONFIGS))
-def test_every_topic_config_is_documented_with_its_broker_default(name: str) -> None:
+def test_every_topic_config_is_documented_with_its_type_and_broker_default(name: str) -> None:
     topic_section = DOC[DOC.index("## Topic configs") :]
-    row = re.search(rf"^\|\s*`{re.escape(name)}`\s*\|([^|]*)\|", topic_section, re.M)
+    row = re.search(rf"^\|\s*`{re.escape(name)}`\s*\|([^|]*)\|([^|]*)\|(.*)$", topic_section, re.M)
     assert row, f"topic config {name} is not in docs/configs.md"
-    definition = TOPIC_CONFIGS[name]
-    expected = "(none; default" if definition in TOPIC_ONLY_CONFIGS else f"`{definition.name}`"
-    assert row.group(1).strip().startswith(expected)
+    topic = TOPIC_CONFIGS[name]
+    assert row.group(1).strip() == topic.type
+    expected = (
+        f"`{topic.broker}`"
+        if topic.broker is not None
+        else f"(none; default `{kafka_value(topic.default)}`)"
+    )
+    assert row.group(2).strip() == expected
+    if topic.effect:  # a config that changes nothing here says so
+        assert f"Here: {topic.effect}" in row.group(3)
 
 
-def test_local_retention_may_not_exceed_the_whole_logs() -> None:
+@pytest.mark.parametrize("name", sorted(TOPIC_CONFIGS))
+def test_every_topic_config_defaults_from_a_broker_config_that_names_it(name: str) -> None:
+    broker = TOPIC_CONFIGS[name].broker
+    assert broker is None or BY_NAME[broker].topic_name == name
+
+
+def test_local_retention_may_not_exceed_the_whole_logs_of_a_tiered_topic() -> None:
     defaults = load_config(environ={}).topic_defaults()
-    with pytest.raises(ConfigError, match=r"local\.retention\.bytes \(2000\) must not exceed"):
+    tiered = {"remote.storage.enable": "true"}
+    with pytest.raises(
+        ConfigError,
+        match=r"^Invalid value 2000 for configuration local\.retention\.bytes: Value must not "
+        r"be more than retention\.bytes property value: 1000$",
+    ):
         validate_topic_configs(
-            {"local.retention.bytes": "2000", "retention.bytes": "1000"}, defaults
+            {**tiered, "local.retention.bytes": "2000", "retention.bytes": "1000"}, defaults
         )
+    with pytest.raises(ConfigError, match=r"Value must not be -1 as retention\.ms value is set"):
+        validate_topic_configs({**tiered, "local.retention.ms": "-1"}, defaults)
+    # Not tiered: Kafka does not compare them.
+    validate_topic_configs({"local.retention.bytes": "2000", "retention.bytes": "1000"}, defaults)
     ok = validate_topic_configs(
         {"remote.log.storage.enable": "true", "local.retention.bytes": "100"}, defaults
     )
-    assert ok == {"remote.log.storage.enable": True, "local.retention.bytes": 100}
+    assert ok == {"remote.storage.enable": True, "local.retention.bytes": 100}
 
 
 def test_a_log_normal_remote_latency_needs_a_p99_above_its_median() -> None:

@@ -17,8 +17,18 @@ from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result
 from purgatory.broker.config.broker_config import validate_topic_configs
 from purgatory.broker.config.config_def import ConfigDef
-from purgatory.broker.config.definitions import DEFINITIONS, TOPIC_CONFIGS
-from purgatory.broker.config.log_configs import TOPIC_ONLY_CONFIGS
+from purgatory.broker.config.definitions import BY_NAME, DEFINITIONS
+from purgatory.broker.config.topic_configs import (
+    BOOLEAN,
+    CONFIG_TYPE_IDS,
+    DOUBLE,
+    INT,
+    LONG,
+    STRING,
+    TOPIC_CONFIGS,
+    TopicConfig,
+    kafka_value,
+)
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_schemas import build, response_module
@@ -36,44 +46,50 @@ DYNAMIC_BROKER_CONFIG = 2
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
-# Kafka's ConfigType numbers.
-_BOOLEAN, _STRING, _INT, _LONG, _DOUBLE = 1, 2, 3, 5, 6
-
 
 class ConfigEntry:
-    """One described config: its value and where it came from, with its synonyms."""
+    """One described config: its value, where it came from (Kafka's ConfigSource), its
+    synonyms (name, value, source; most specific first), Kafka's type and documentation."""
 
-    __slots__ = ("definition", "name", "read_only", "synonyms", "value")
+    __slots__ = ("doc", "name", "read_only", "sensitive", "source", "synonyms", "type_id", "value")
 
     def __init__(
         self,
         name: str,
-        definition: ConfigDef,
-        synonyms: list[tuple[str, str, int]],
+        value: str | None,
+        synonyms: list[tuple[str, str | None, int]],
+        *,
         read_only: bool,
+        type_id: int,
+        doc: str,
+        sensitive: bool = False,
     ) -> None:
         self.name = name
-        self.definition = definition
-        self.synonyms = synonyms  # (name, value, source), most specific first
-        self.value = synonyms[0][1]
+        self.value = None if sensitive else value
+        self.synonyms = synonyms
+        self.source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
         self.read_only = read_only
+        self.type_id = type_id
+        self.doc = doc
+        self.sensitive = sensitive
 
 
-def kafka_value(value: Any) -> str:
-    """A config value as Kafka writes it (``true``, not ``True``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _config_type(definition: ConfigDef) -> int:
+def _broker_type_id(definition: ConfigDef) -> int:
+    """Kafka's ConfigType of a broker config (a topic config's synonym has its type)."""
+    topic = TOPIC_CONFIGS.get(definition.topic_name or "")
+    if topic is not None:
+        return CONFIG_TYPE_IDS[topic.type]
     if definition.type is bool:
-        return _BOOLEAN
+        return CONFIG_TYPE_IDS[BOOLEAN]
     if definition.type is float:
-        return _DOUBLE
+        return CONFIG_TYPE_IDS[DOUBLE]
     if definition.type is int:
-        return _LONG if definition.name.endswith((".ms", ".bytes")) else _INT
-    return _STRING
+        return CONFIG_TYPE_IDS[LONG if definition.name.endswith((".ms", ".bytes")) else INT]
+    return CONFIG_TYPE_IDS[STRING]
+
+
+def _topic_doc(topic: TopicConfig) -> str:
+    return f"{topic.doc} Here: {topic.effect}." if topic.effect else topic.doc
 
 
 class ConfigApis:
@@ -91,8 +107,8 @@ class ConfigApis:
             if isinstance(described, tuple):
                 results.append((resource, *described, []))
             else:
-                keys = resource.configuration_keys
-                entries = [e for e in described if keys is None or e.name in keys]
+                keys = resource.configuration_keys  # none (null or empty): every config
+                entries = [e for e in described if not keys or e.name in keys]
                 results.append((resource, ErrorCode.NONE, None, entries))
         return describe_configs_response(
             version,
@@ -120,20 +136,39 @@ class ConfigApis:
             f"or brokers ({BROKER})",
         )
 
-    def _broker_synonyms(self, definition: ConfigDef) -> list[tuple[str, str, int]]:
+    def _broker_synonyms(self, definition: ConfigDef) -> list[tuple[str, str | None, int]]:
+        """Where a broker config's value comes from, most specific first, as Kafka lists
+        them: a dynamic change, the static config, the default."""
         config = self.broker.config
+        hide = definition.sensitive
         source = config.sources.get(definition.name, "default")
-        default = (definition.name, kafka_value(definition.default), DEFAULT_CONFIG)
+        default = (
+            definition.name,
+            None if hide else kafka_value(definition.default),
+            DEFAULT_CONFIG,
+        )
         if source == "default":
             return [default]
         kind = DYNAMIC_BROKER_CONFIG if source == "dynamic" else STATIC_BROKER_CONFIG
-        return [(definition.name, kafka_value(config.values[definition.name]), kind), default]
+        value = None if hide else kafka_value(config.values[definition.name])
+        return [(definition.name, value, kind), default]
 
     def broker_configs(self) -> list[ConfigEntry]:
-        return [
-            ConfigEntry(d.name, d, self._broker_synonyms(d), read_only=not d.dynamic)
-            for d in DEFINITIONS
-        ]
+        entries = []
+        for d in DEFINITIONS:
+            synonyms = self._broker_synonyms(d)
+            entries.append(
+                ConfigEntry(
+                    d.name,
+                    synonyms[0][1],
+                    synonyms,
+                    read_only=not d.dynamic,
+                    type_id=_broker_type_id(d),
+                    doc=d.doc,
+                    sensitive=d.sensitive,
+                )
+            )
+        return entries
 
     def topic_configs(self, topic: str) -> list[ConfigEntry] | tuple[int, str]:
         state = self.broker.metadata.topics.get(topic)
@@ -142,18 +177,29 @@ class ConfigApis:
         return self.topic_entries(state.configs)
 
     def topic_entries(self, configs: dict[str, Any]) -> list[ConfigEntry]:
-        """Every topic config of a topic created with ``configs`` (valid ones), described."""
+        """Every topic config of a topic created with ``configs`` (valid ones), described as
+        Kafka's ConfigHelper does: the topic's own value (DYNAMIC_TOPIC_CONFIG), then the
+        broker config it defaults from; a topic-only config left unset has no synonym."""
         overrides = validate_topic_configs(configs)
+        defaults = self.broker.config.topic_defaults()
         entries = []
-        for name, definition in sorted(TOPIC_CONFIGS.items()):
-            synonyms = []
+        for name, topic in sorted(TOPIC_CONFIGS.items()):
+            synonyms: list[tuple[str, str | None, int]] = []
             if name in overrides:
                 synonyms.append((name, kafka_value(overrides[name]), DYNAMIC_TOPIC_CONFIG))
-            if definition in TOPIC_ONLY_CONFIGS:
-                synonyms.append((name, kafka_value(definition.default), DEFAULT_CONFIG))
-            else:  # the broker config it defaults from
-                synonyms.extend(self._broker_synonyms(definition))
-            entries.append(ConfigEntry(name, definition, synonyms, read_only=False))
+            if topic.broker is not None:
+                synonyms.extend(self._broker_synonyms(BY_NAME[topic.broker]))
+            value = overrides[name] if name in overrides else defaults[name]
+            entries.append(
+                ConfigEntry(
+                    name,
+                    kafka_value(value),
+                    synonyms,
+                    read_only=False,
+                    type_id=CONFIG_TYPE_IDS[topic.type],
+                    doc=_topic_doc(topic),
+                )
+            )
         return entries
 
 
@@ -190,8 +236,8 @@ def entry_fields(entry: ConfigEntry) -> dict[str, Any]:
         "name": entry.name,
         "value": entry.value,
         "read_only": entry.read_only,
-        "config_source": entry.synonyms[0][2],
-        "is_sensitive": False,
+        "config_source": entry.source,
+        "is_sensitive": entry.sensitive,
     }
 
 
@@ -203,6 +249,6 @@ def _entry(schema: Any, entry: ConfigEntry, synonyms: bool, documentation: bool)
             build(schema.DescribeConfigsSynonym, name=n, value=v, source=s)
             for n, v, s in (entry.synonyms if synonyms else ())
         ],
-        config_type=_config_type(entry.definition),
-        documentation=entry.definition.doc if documentation else None,
+        config_type=entry.type_id,
+        documentation=entry.doc if documentation else None,
     )
