@@ -43,6 +43,7 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -56,8 +57,10 @@ class ApiKey(enum.IntEnum):
     ENVELOPE = 58
     FETCH_SNAPSHOT = 59
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
     @property
     def api_name(self) -> str:
@@ -101,6 +104,9 @@ _NAMES = {
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
     ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
+    ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
 }
 
 # Kafka's inter-broker and controller APIs: served (as Fetch from a follower, replica id

@@ -38,11 +38,16 @@ class BatchMetadata(NamedTuple):
 
 
 class ProducerStateEntry:
-    __slots__ = ("batches", "epoch")
+    __slots__ = ("batches", "epoch", "last_timestamp")
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=BATCHES_RETAINED)
+        self.last_timestamp = -1  # the max timestamp of its last batch (DescribeProducers)
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
 
 
 def _last_sequence(info: BatchInfo) -> int:
@@ -98,6 +103,7 @@ class ProducerStateManager:
         entry = self.producers.get(info.producer_id)
         if entry is None or info.producer_epoch > entry.epoch:
             entry = self.producers[info.producer_id] = ProducerStateEntry(info.producer_epoch)
+        entry.last_timestamp = info.max_timestamp
         entry.batches.append(
             BatchMetadata(
                 info.base_sequence,

@@ -17,6 +17,8 @@ from purgatory.broker.api.kafka.cluster import ClusterApis, create_partitions_re
 from purgatory.broker.api.kafka.configs import ConfigApis, describe_configs_response
 from purgatory.broker.api.kafka.groups import GROUP_APIS, GroupApis
 from purgatory.broker.api.kafka.groups import error_response as group_error_response
+from purgatory.broker.api.kafka.log_info import LOG_INFO_APIS, LogInfoApis
+from purgatory.broker.api.kafka.log_info import error_response as log_info_error_response
 from purgatory.broker.api.kafka.offsets import OffsetApis
 from purgatory.broker.api.kafka.quorum import QuorumApis, describe_quorum_response
 from purgatory.broker.api.kafka.records import RecordApis
@@ -51,6 +53,7 @@ class KafkaListenerApis:
             **GroupApis(broker).handlers(),
             **ConfigApis(broker).handlers(),
             **QuorumApis(broker).handlers(),
+            **LogInfoApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
         assert not missing, f"advertised without a handler: {missing}"
@@ -76,6 +79,8 @@ class KafkaListenerApis:
             return _api_versions(version if body is not None else 0, code)
         if key in GROUP_APIS:
             return group_error_response(key, version, body, code)
+        if key in LOG_INFO_APIS:
+            return log_info_error_response(key, version, body, code)
         if key == ApiKey.PRODUCE:
             if body.acks == 0:
                 return None
