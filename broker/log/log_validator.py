@@ -10,11 +10,16 @@ A batch is stored only if every consumer can read it. Kafka's checks, for a v2 b
 3. the records (INVALID_RECORD, with the index of each bad record in ``record_errors``):
    the payload decompresses, within ``max_uncompressed_bytes``; exactly ``record_count``
    records fill it, each within its length, with offset deltas 0, 1, 2, ...;
-4. timestamps (Kafka's validateTimestamp, INVALID_TIMESTAMP): a record's create time
-   within [now - ``message.timestamp.before.max.ms``, now +
+4. timestamps (Kafka's validateTimestamp, INVALID_TIMESTAMP), on a CreateTime topic: a
+   record's create time within [now - ``message.timestamp.before.max.ms``, now +
    ``message.timestamp.after.max.ms``]. Beyond Kafka: a timestamp below -1 (Kafka's "no
    timestamp") is refused too; no Kafka client can produce one, and ListOffsets by
-   timestamp cannot answer for it.
+   timestamp cannot answer for it;
+5. on a LogAppendTime topic (``message.timestamp.type``), the batch is stamped instead:
+   its timestamp-type bit set and its max timestamp the broker's clock, CRC recomputed
+   (``assign_log_append_time``), as Kafka's LogValidator does in place; consumers read
+   that time as every record's timestamp. A batch of our own protocol keeps its
+   timestamps.
 
 Records are walked by aiokafka's compiled record reader (about 0.25 us per record, a
 quarter of a Python loop), after this module decompressed the payload within the bound:
@@ -30,7 +35,9 @@ import struct
 import zlib
 
 import cramjam
+import msgspec
 from aiokafka.record.default_records import DefaultRecordBatch  # compiled where built
+from crc32c import crc32c
 
 from purgatory.protocol import kafka_records
 from purgatory.protocol.errors import ErrorCode
@@ -50,7 +57,9 @@ from purgatory.protocol.records import (
 
 NO_TIMESTAMP = -1
 LOG_APPEND_TIME_FLAG = 0x08
+_CRC_AT = 17
 _ATTRIBUTES_AT = 21
+_MAX_TIMESTAMP_AT = 35
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _FIRST_TRY = 1 << 16  # bytes a decompression is first given (grown by doubling)
 
@@ -71,17 +80,24 @@ class RecordValidationError(Exception):
 class LogValidator:
     """The checks of one partition's appends from clients (its topic's configs)."""
 
-    __slots__ = ("max_uncompressed_bytes", "timestamp_after_max_ms", "timestamp_before_max_ms")
+    __slots__ = (
+        "log_append_time",
+        "max_uncompressed_bytes",
+        "timestamp_after_max_ms",
+        "timestamp_before_max_ms",
+    )
 
     def __init__(
         self,
         timestamp_before_max_ms: int,
         timestamp_after_max_ms: int,
         max_uncompressed_bytes: int,
+        log_append_time: bool = False,
     ) -> None:
         self.timestamp_before_max_ms = timestamp_before_max_ms
         self.timestamp_after_max_ms = timestamp_after_max_ms
         self.max_uncompressed_bytes = max_uncompressed_bytes
+        self.log_append_time = log_append_time  # message.timestamp.type=LogAppendTime
 
     def validate(self, batch: bytes, now_ms: int) -> BatchInfo:
         """The batch's figures if it may be appended; raises RecordValidationError."""
@@ -175,6 +191,8 @@ class LogValidator:
             return None
         if timestamp < NO_TIMESTAMP:
             return f"timestamp {timestamp} is negative"
+        if self.log_append_time:  # the broker's time replaces it: no bounds
+            return None
         if (
             now_ms - timestamp > self.timestamp_before_max_ms
             or timestamp - now_ms > self.timestamp_after_max_ms
@@ -190,6 +208,20 @@ class LogValidator:
         problem = self._timestamp_problem(timestamp, 0, now_ms)
         if problem is not None:
             raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, problem, ((index, problem),))
+
+    def assign_log_append_time(
+        self, batch: bytes, info: BatchInfo, now_ms: int
+    ) -> tuple[bytes, BatchInfo]:
+        """A validated v2 batch stamped with the broker's time (LogAppendTime): the
+        timestamp-type bit set, ``max_timestamp`` = ``now_ms``, the CRC recomputed over
+        the changed header. A batch of our own protocol is returned as it is."""
+        if len(batch) <= 16 or batch[16] != KAFKA_MAGIC:
+            return batch, info
+        stamped = bytearray(batch)
+        stamped[_ATTRIBUTES_AT + 1] |= LOG_APPEND_TIME_FLAG
+        struct.pack_into(">q", stamped, _MAX_TIMESTAMP_AT, now_ms)
+        struct.pack_into(">I", stamped, _CRC_AT, crc32c(memoryview(stamped)[_ATTRIBUTES_AT:]))
+        return bytes(stamped), msgspec.structs.replace(info, max_timestamp=now_ms)
 
     # -- decompression within a bound ------------------------------------------------------
 

@@ -39,11 +39,13 @@ class LeaderAppend(msgspec.Struct, gc=False):
     """Where a batch the leader took landed: its first offset and the offset the high
     watermark must pass for it to be committed. ``records`` is how many records were
     appended: 0 for an idempotent producer's retry, answered from where its batch landed
-    before (a batch holds at least one record)."""
+    before (a batch holds at least one record). ``log_append_time_ms``: the time the
+    leader stamped the batch with on a LogAppendTime topic, else -1."""
 
     base_offset: int
     required_offset: int
     records: int
+    log_append_time_ms: int = -1
 
 
 @dataclass
@@ -146,8 +148,12 @@ class Partition:
                 raise AppendRefused(exc.code, str(exc)) from exc
             if retried is not None:  # a retry: answered, not appended
                 return LeaderAppend(retried.first_offset, retried.last_offset + 1, 0)
+        append_time = -1
+        if self.validator.log_append_time:
+            records, info = self.validator.assign_log_append_time(records, info, now_ms)
+            append_time = now_ms
         base = log.append(records, info, self.leader_epoch)
-        return LeaderAppend(base, log.log_end_offset, info.record_count)
+        return LeaderAppend(base, log.log_end_offset, info.record_count, append_time)
 
     # -- roles ----------------------------------------------------------------------------
 

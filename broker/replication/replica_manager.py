@@ -213,6 +213,7 @@ class ReplicaManager:
                         int(configs["message.timestamp.before.max.ms"]),
                         int(configs["message.timestamp.after.max.ms"]),
                         self.config["socket.request.max.bytes"],
+                        configs["message.timestamp.type"] == "LogAppendTime",
                     ),
                     bool(configs["unclean.leader.election.enable"]),
                 )
@@ -337,7 +338,10 @@ class ReplicaManager:
                 record_errors=exc.record_errors,
             )
         response = PartitionResponse(
-            ErrorCode.NONE, appended.base_offset, -1, partition.log.log_start_offset
+            ErrorCode.NONE,
+            appended.base_offset,
+            appended.log_append_time_ms,
+            partition.log.log_start_offset,
         )
         if appended.records:  # appended now, not a retry
             metrics = self.metrics

@@ -163,3 +163,24 @@ def test_any_records_after_a_valid_header_are_refused_or_read_never_raised(
     data = compressed(batch(1), codec, tail)
     with contextlib.suppress(RecordValidationError):
         validator.validate(data, NOW)
+
+
+def test_log_append_time_stamps_the_batch_with_the_broker_clock_and_skips_the_bounds() -> None:
+    stamping = LogValidator(0, 0, LIMIT, log_append_time=True)
+    produced = kafka_python_batch(
+        [(NOW - 10 * HOUR, b"k", b"v", []), (NOW + HOUR, b"k", b"w", [])], "gzip"
+    )
+    info = stamping.validate(produced, NOW)  # CreateTime bounds of 0 would refuse both
+    stamped, stamped_info = stamping.assign_log_append_time(produced, info, NOW)
+    assert stamped_info.max_timestamp == NOW
+    assert stamped[22] & 0x08  # the timestamp-type bit: LogAppendTime
+    assert struct.unpack_from(">q", stamped, 35)[0] == NOW
+    assert kafka_records.validate(stamped).record_count == 2  # the CRC is right again
+    decoded = kafka_records.decode(stamped)
+    assert [r.value for r in decoded] == [b"v", b"w"]
+
+
+def test_create_time_leaves_the_batch_as_the_producer_built_it() -> None:
+    produced = batch(2)
+    assert validator.log_append_time is False
+    assert validator.validate(produced, NOW).max_timestamp == NOW + 1

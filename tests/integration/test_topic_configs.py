@@ -1,0 +1,256 @@
+"""Topics the frameworks create, through unmodified Kafka clients (confluent-kafka and
+kafka-python) against a replicated in-process cluster: Kafka Streams' changelog and
+repartition topics, Spring's ``TopicBuilder.compact()``, a LogAppendTime topic the leader
+stamps, Kafka's refusal of a bad config, and DescribeConfigs answering the names asked.
+
+The synchronous clients run in a worker thread while the brokers serve on the test's
+event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from purgatory.broker.server import Broker
+from tests.support import bootstrap, running_cluster, wait_until
+
+T = TypeVar("T")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+# What Kafka Streams 4.x gives its internal topics (InternalTopicManager, with the
+# defaults of StreamsConfig): a changelog is compacted, a repartition topic deletes
+# with unlimited time retention and 50 MiB segments; both are CreateTime.
+STREAMS_CHANGELOG = {
+    "cleanup.policy": "compact",
+    "message.timestamp.type": "CreateTime",
+    "min.compaction.lag.ms": "0",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "min.cleanable.dirty.ratio": "0.5",
+    "delete.retention.ms": "86400000",
+    "segment.ms": "604800000",
+}
+STREAMS_REPARTITION = {
+    "cleanup.policy": "delete",
+    "segment.bytes": "52428800",
+    "retention.ms": "-1",
+    "message.timestamp.type": "CreateTime",
+}
+# Spring Kafka's TopicBuilder.name(...).compact() and the configs a Connect-style
+# compacted config topic is made with.
+SPRING_COMPACT = {"cleanup.policy": "compact"}
+CONNECT_CONFIG_TOPIC = {"cleanup.policy": "compact", "min.insync.replicas": "2"}
+
+
+@pytest.fixture
+async def brokers() -> AsyncIterator[list[Broker]]:
+    async with running_cluster(3, **{"default.replication.factor": 3}) as b:
+        yield b
+
+
+async def in_thread(work: Callable[..., T], *args: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(None, work, *args)
+
+
+async def on_every_broker(brokers: list[Broker], *topics: str) -> None:
+    await wait_until(
+        lambda: all(t in b.metadata.topics for b in brokers for t in topics),
+        message=f"{topics} on every broker",
+    )
+
+
+# -- confluent-kafka ----------------------------------------------------------------------------
+
+
+def confluent_create_and_describe(servers: str, topics: dict[str, dict[str, str]]) -> Any:
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": servers})
+    created = admin.create_topics(
+        [NewTopic(name, 2, 3, config=configs) for name, configs in topics.items()]
+    )
+    for future in created.values():
+        future.result(timeout=20)
+    described = {}
+    for name, configs in topics.items():
+        [future] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name)]).values()
+        entries = future.result(timeout=20)
+        described[name] = {k: (e.value, e.source) for k, e in entries.items() if k in configs}
+    return described
+
+
+async def test_confluent_admin_creates_kafka_streams_and_spring_topics(
+    brokers: list[Broker],
+) -> None:
+    from confluent_kafka.admin import ConfigSource
+
+    topics = {
+        "app-store-changelog": STREAMS_CHANGELOG,
+        "app-agg-repartition": STREAMS_REPARTITION,
+        "spring-compacted": SPRING_COMPACT,
+        "connect-configs": CONNECT_CONFIG_TOPIC,
+    }
+    described = await in_thread(confluent_create_and_describe, bootstrap(brokers), topics)
+    dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    for name, configs in topics.items():
+        assert described[name] == {k: (v, dynamic) for k, v in configs.items()}, name
+    await on_every_broker(brokers, *topics)
+    assert brokers[0].metadata.topics["app-store-changelog"].configs["cleanup.policy"] == "compact"
+
+
+def confluent_refused(servers: str, configs: dict[str, str]) -> tuple[str, str]:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": servers})
+    [future] = admin.create_topics([NewTopic("refused", 1, 1, config=configs)]).values()
+    with pytest.raises(KafkaException) as caught:
+        future.result(timeout=20)
+    error = caught.value.args[0]
+    return error.name(), error.str()
+
+
+async def test_a_bad_topic_config_is_refused_in_kafkas_words(brokers: list[Broker]) -> None:
+    name, message = await in_thread(
+        confluent_refused, bootstrap(brokers), {"cleanup.policy": "compact,shred"}
+    )
+    assert name == "INVALID_CONFIG"
+    assert (
+        "Invalid value shred for configuration cleanup.policy: String must be one of: "
+        "compact, delete" in message
+    )
+    name, message = await in_thread(
+        confluent_refused, bootstrap(brokers), {"message.downconversion.enable": "true"}
+    )
+    assert (name, message) == (
+        "INVALID_CONFIG",
+        "Unknown topic config name: message.downconversion.enable",
+    )
+
+
+# -- kafka-python -------------------------------------------------------------------------------
+
+
+def kafka_python_create_and_describe_by_name(servers: str) -> Any:
+    from kafka.admin import ConfigResource, KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        admin.create_topics(
+            [
+                NewTopic("kp-changelog", 1, 3, topic_configs=STREAMS_CHANGELOG),
+                NewTopic("kp-repartition", 1, 3, topic_configs=STREAMS_REPARTITION),
+            ]
+        )
+        asked = ["cleanup.policy", "retention.ms", "compression.type", "segment.bytes"]
+        described = admin.describe_configs(
+            [ConfigResource("TOPIC", "kp-repartition", configs=dict.fromkeys(asked))],
+            include_synonyms=True,
+            config_filter="all",
+        )
+    finally:
+        admin.close()
+    return described["topic"]["kp-repartition"]
+
+
+async def test_kafka_python_creates_streams_topics_and_describe_answers_the_names_asked(
+    brokers: list[Broker],
+) -> None:
+    described = await in_thread(kafka_python_create_and_describe_by_name, bootstrap(brokers))
+    assert sorted(described) == [
+        "cleanup.policy",
+        "compression.type",
+        "retention.ms",
+        "segment.bytes",
+    ]
+    values = {name: entry["value"] for name, entry in described.items()}
+    assert values == {
+        "cleanup.policy": "delete",
+        "retention.ms": "-1",
+        "segment.bytes": "52428800",
+        "compression.type": "producer",
+    }
+    assert described["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert described["compression.type"]["config_source"] == "DEFAULT_CONFIG"
+    # Synonyms, most specific first: the topic's own value, then the broker default.
+    assert [s["name"] for s in described["retention.ms"]["synonyms"]] == [
+        "retention.ms",
+        "log.retention.ms",
+    ]
+    assert [s["name"] for s in described["compression.type"]["synonyms"]] == ["compression.type"]
+    await on_every_broker(brokers, "kp-changelog", "kp-repartition")
+
+
+# -- LogAppendTime ------------------------------------------------------------------------------
+
+
+def log_append_time_round_trip(servers: str, topic: str) -> dict[str, Any]:
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
+    from kafka import KafkaConsumer, TopicPartition
+
+    reported: list[tuple[int, int]] = []
+    producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+    before = int(time.time() * 1000)
+    for i in range(3):  # a create time of 1970: a LogAppendTime topic does not check it
+        producer.produce(
+            topic,
+            b"v%d" % i,
+            timestamp=1000 + i,
+            on_delivery=lambda e, m: reported.append(m.timestamp()),
+        )
+    producer.flush(20)
+    after = int(time.time() * 1000)
+    consumer = Consumer(
+        {"bootstrap.servers": servers, "group.id": "lat", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 20
+    while len(seen) < 3 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.timestamp())
+    consumer.close()
+    kp = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False)
+    kp.assign([TopicPartition(topic, 0)])
+    kp.seek_to_beginning()
+    kp_seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 20
+    while len(kp_seen) < 3 and time.monotonic() < deadline:
+        for records in kp.poll(timeout_ms=500).values():
+            kp_seen.extend((r.timestamp_type, r.timestamp) for r in records)
+    kp.close()
+    return {
+        "window": (before, after),
+        "log_append_type": TIMESTAMP_LOG_APPEND_TIME,
+        "reported": reported,
+        "seen": seen,
+        "kafka_python": kp_seen,
+    }
+
+
+async def test_a_log_append_time_topic_is_stamped_with_the_brokers_time(
+    brokers: list[Broker],
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    def create() -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+        topic = NewTopic("stamped", 1, 3, config={"message.timestamp.type": "LogAppendTime"})
+        admin.create_topics([topic])["stamped"].result(timeout=20)
+
+    await in_thread(create)
+    await on_every_broker(brokers, "stamped")
+    out = await in_thread(log_append_time_round_trip, bootstrap(brokers), "stamped")
+    low, high = out["window"]
+    assert len(out["seen"]) == 3
+    for kind, stamp in out["seen"]:  # never the producer's 1970 create time
+        assert kind == out["log_append_type"]
+        assert low <= stamp <= high
+    # The produce response's log_append_time reaches the producer.
+    assert all(kind == out["log_append_type"] and low <= t <= high for kind, t in out["reported"])
+    assert [kind for kind, _ in out["kafka_python"]] == [1, 1, 1]  # LogAppendTime
+    assert [t for _, t in out["kafka_python"]] == [t for _, t in out["seen"]]
