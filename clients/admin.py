@@ -1,13 +1,15 @@
 """AdminClient: create, delete, grow and describe topics; leader elections; committed offsets
-and log ends."""
+and log ends; deleting records."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from purgatory.clients.cluster import ClientCluster
+from purgatory.clients.cluster import ClientCluster, by_topic
+from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.clients.coordinator_client import CoordinatorClient
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import messages as m
@@ -263,6 +265,48 @@ class AdminClient:
         """Each partition's ``earliest`` (log start) or ``latest`` (high watermark) offset."""
         timestamp = m.EARLIEST_TIMESTAMP if where == "earliest" else m.LATEST_TIMESTAMP
         return await self.cluster.list_offsets(tps, timestamp)
+
+    async def delete_records(
+        self, offsets: dict[tuple[str, int], int], timeout_ms: int = 30000
+    ) -> dict[tuple[str, int], tuple[int, int]]:
+        """DeleteRecords at each partition's leader: every record below its offset (-1: the
+        high watermark) goes. (error code, low watermark) per partition; the low watermark
+        is the smallest log start of its live replicas once they all start there, -1 with
+        an error. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION, unreachable leaders
+        their connection's error."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        with contextlib.suppress(ConnectionClosed, KafkaError):
+            await self.cluster.refresh(sorted({t for t, _ in offsets}))
+        asked = []
+        for topic, index in offsets:
+            parts = self.cluster.partitions_for(topic)
+            if parts is None or not 0 <= index < len(parts):
+                out[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+            else:
+                asked.append((topic, index))
+
+        async def ask(conn: Connection, group: list[tuple[str, int]]) -> None:
+            request = m.DeleteRecordsRequest(
+                [
+                    m.DeleteRecordsTopic(
+                        t, [m.DeleteRecordsPartition(p, offsets[(t, p)]) for p in ps]
+                    )
+                    for t, ps in by_topic(group).items()
+                ],
+                timeout_ms,
+            )
+            response: m.DeleteRecordsResponse = await conn.send(
+                ApiKey.DELETE_RECORDS, request, timeout_ms=timeout_ms + 5000
+            )
+            for topic in response.topics:
+                for part in topic.partitions:
+                    out[(topic.name, part.partition_index)] = (part.error_code, part.low_watermark)
+
+        errors: dict[tuple[str, int], KafkaError] = {}
+        await self.cluster.per_leader(asked, errors, ask)
+        for tp, error in errors.items():
+            out.setdefault(tp, (error.code, -1))
+        return out
 
     async def list_topics(self) -> list[str]:
         response = await self.cluster.refresh(None)

@@ -40,6 +40,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
@@ -78,6 +79,7 @@ _NAMES = {
     ApiKey.API_VERSIONS: "ApiVersions",
     ApiKey.CREATE_TOPICS: "CreateTopics",
     ApiKey.DELETE_TOPICS: "DeleteTopics",
+    ApiKey.DELETE_RECORDS: "DeleteRecords",
     ApiKey.ALTER_PARTITION: "AlterPartition",
     ApiKey.ENVELOPE: "Envelope",
     ApiKey.FETCH_SNAPSHOT: "FetchSnapshot",
@@ -150,6 +152,7 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.API_VERSIONS, 0): (m.ApiVersionsRequest, m.ApiVersionsResponse),
     (ApiKey.CREATE_TOPICS, 0): (m.CreateTopicsRequest, m.CreateTopicsResponse),
     (ApiKey.DELETE_TOPICS, 0): (m.DeleteTopicsRequest, m.DeleteTopicsResponse),
+    (ApiKey.DELETE_RECORDS, 0): (m.DeleteRecordsRequest, m.DeleteRecordsResponse),
     (ApiKey.CREATE_PARTITIONS, 0): (m.CreatePartitionsRequest, m.CreatePartitionsResponse),
     (ApiKey.INIT_PRODUCER_ID, 0): (m.InitProducerIdRequest, m.InitProducerIdResponse),
     (ApiKey.BROKER_REGISTRATION, 0): (ib.BrokerRegistrationRequest, ib.BrokerRegistrationResponse),

@@ -65,6 +65,9 @@ class MetadataTopic(Message):
     name: str
     topic_id: str
     partitions: list[MetadataPartition]
+    # The topic's own configs (Kafka's DYNAMIC_TOPIC_CONFIG ones: those set when it was
+    # created), by Kafka's name, as Kafka writes the values.
+    configs: dict[str, str] = {}
 
 
 class MetadataResponse(Message):
@@ -239,6 +242,9 @@ class FetchPartitionV2(FetchPartition):
     # agree (the metadata log only), and the high watermark the fetcher has applied.
     last_fetched_epoch: int = -1
     high_watermark: int = -1
+    # A data follower's log start offset (Kafka's Fetch v5 field): the leader answers
+    # DeleteRecords once every live replica's log starts past the offset. -1: not given.
+    log_start_offset: int = -1
 
 
 class FetchTopicV2(FetchTopic):
@@ -309,6 +315,39 @@ class ListOffsetsTopicResponse(Message):
 
 class ListOffsetsResponse(Message):
     topics: list[ListOffsetsTopicResponse]
+
+
+# -- DeleteRecords (21) -------------------------------------------------------------------
+
+
+class DeleteRecordsPartition(Message):
+    partition_index: int
+    offset: int  # the new log start; -1: the high watermark
+
+
+class DeleteRecordsTopic(Message):
+    name: str
+    partitions: list[DeleteRecordsPartition]
+
+
+class DeleteRecordsRequest(Message):
+    topics: list[DeleteRecordsTopic]
+    timeout_ms: int = 30000  # how long to wait for every live replica's log start
+
+
+class DeleteRecordsPartitionResult(Message):
+    partition_index: int
+    low_watermark: int  # the smallest log start of the live replicas; -1 on error
+    error_code: int
+
+
+class DeleteRecordsTopicResult(Message):
+    name: str
+    partitions: list[DeleteRecordsPartitionResult]
+
+
+class DeleteRecordsResponse(Message):
+    topics: list[DeleteRecordsTopicResult]
 
 
 # -- OffsetCommit (8) / OffsetFetch (9) ---------------------------------------------------

@@ -43,7 +43,8 @@ def fetch_params(
                     "fetch_offset and partition_max_bytes must not be negative",
                 )
             epoch = getattr(p, "current_leader_epoch", -1)
-            info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes, epoch)
+            log_start = getattr(p, "log_start_offset", -1)
+            info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes, epoch, log_start)
             partitions.append(((name, p.partition), info))
     return FetchParams(
         replica_id, max_wait_ms, min_bytes, max_bytes, tuple(partitions), replica_epoch

@@ -22,8 +22,9 @@ from purgatory.broker.api.request_limits import (
     check_partition_count,
     check_topic_count,
 )
-from purgatory.broker.api.results import CloseConnection, Deferred, Result
+from purgatory.broker.api.results import CloseConnection, Deferred, Result, answer
 from purgatory.broker.controller.topics import topic_name_problem
+from purgatory.broker.replication.delayed_delete_records import DeleteRecordsOutcome
 from purgatory.broker.replication.delayed_produce import PartitionResponse
 from purgatory.broker.replication.fetch_params import (
     FetchPartitionData,
@@ -53,6 +54,7 @@ class KafkaApis:
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.API_VERSIONS: self.handle_api_versions,
@@ -138,6 +140,32 @@ class KafkaApis:
                 )
             topics.append(m.ListOffsetsTopicResponse(topic.name, parts))
         return m.ListOffsetsResponse(topics)
+
+    def handle_delete_records(self, request: m.DeleteRecordsRequest, version: int) -> Result:
+        check_partition_count(request.topics)
+        asked = [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics]
+        offsets = {
+            (t.name, p.partition_index): p.offset for t in request.topics for p in t.partitions
+        }
+        outcome = self.replica_manager.delete_records(request.timeout_ms, offsets)
+
+        def to_response(results: DeleteRecordsOutcome) -> m.DeleteRecordsResponse:
+            return m.DeleteRecordsResponse(
+                [
+                    m.DeleteRecordsTopicResult(
+                        name,
+                        [
+                            m.DeleteRecordsPartitionResult(
+                                i, results[(name, i)].low_watermark, results[(name, i)].error
+                            )
+                            for i in indexes
+                        ],
+                    )
+                    for name, indexes in asked
+                ]
+            )
+
+        return answer(outcome, to_response)
 
     def handle_offset_for_leader_epoch(
         self, request: m.OffsetForLeaderEpochRequest, version: int
@@ -247,6 +275,7 @@ class KafkaApis:
                         )
                         for p in state.partitions
                     ],
+                    state.configs,
                 )
             )
         return m.MetadataResponse(

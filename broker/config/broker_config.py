@@ -88,6 +88,7 @@ IntConfig = Literal[
     "broker.heartbeat.interval.ms",
     "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests",
+    "delete.records.purgatory.purge.interval.requests",
     "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms",
     "offsets.topic.num.partitions",

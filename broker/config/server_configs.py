@@ -210,6 +210,14 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
         at_least(1),
     ),
     ConfigDef(
+        "delete.records.purgatory.purge.interval.requests",
+        int,
+        1,
+        "The same for the DeleteRecords purgatory (deletions waiting for the replicas' log "
+        "starts).",
+        at_least(1),
+    ),
+    ConfigDef(
         "purgatory.watcher.removal",
         str,
         "eager",

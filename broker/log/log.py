@@ -316,7 +316,7 @@ class Log:
             self.remote_size_bytes -= oldest.size_bytes
             total -= oldest.size_bytes
             deleted_remote.append(oldest)
-            self.log_start_offset = oldest.next_offset
+            self.log_start_offset = max(self.log_start_offset, oldest.next_offset)
         local_bytes = self.size_bytes
         while len(self.segments) > 1:
             oldest_local = self.segments[0]
@@ -328,7 +328,7 @@ class Log:
                 ):
                     break
                 total -= oldest_local.size_bytes
-                self.log_start_offset = oldest_local.next_offset
+                self.log_start_offset = max(self.log_start_offset, oldest_local.next_offset)
                 if self.tiered:  # nothing left to copy below it
                     self._copied_to = oldest_local.next_offset
             elif not _deletable(  # C
@@ -343,6 +343,28 @@ class Log:
             self._drop_oldest_local()
         self._start_moved()
         return deleted_remote
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start up to ``offset`` (Kafka's ``maybeIncrementLogStartOffset``:
+        DeleteRecords on a leader, the leader's log start on a follower); True if it moved.
+        The caller keeps ``offset`` at most the high watermark. Segments (of either tier)
+        wholly below it go now, as does the active one when nothing of it is left; a
+        segment holding ``offset`` stays, and reads below it are out of range."""
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        while self.remote_segments and self.remote_segments[0].next_offset <= offset:
+            self.remote_size_bytes -= self.remote_segments.pop(0).size_bytes
+        while self.segments[0].next_offset <= offset and self.segments[0].batches:
+            if len(self.segments) == 1:  # nothing left of the active segment: a new one
+                self.segments.append(LogSegment(self.log_end_offset))
+                self._segment_bases.append(self.log_end_offset)
+            if self.tiered:  # nothing left to copy below it
+                self._copied_to = max(self._copied_to, self.segments[0].next_offset)
+            self._drop_oldest_local()
+        self.local_log_start_offset = max(self.local_log_start_offset, offset)
+        self.leader_epochs.truncate_from_start(offset)
+        return True
 
     def evict_oldest_segment(self, high_watermark: int) -> int:
         """Delete the oldest closed local segment for the broker's memory budget, as
@@ -472,13 +494,15 @@ class Log:
         return ts, offset
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first local record with timestamp >= ``timestamp``."""
+        """(offset, timestamp) of the first local record with timestamp >= ``timestamp``
+        (none of those below the local start that a segment still holds)."""
+        start = self.local_log_start_offset
         for segment in self.segments:
             if segment.max_timestamp < timestamp:
                 continue
             for batch in segment.batches:
                 for record in decode_records(batch):
-                    if record.timestamp >= timestamp:
+                    if record.timestamp >= timestamp and record.offset >= start:
                         return record.offset, record.timestamp
         return None
 
@@ -493,7 +517,9 @@ class Log:
                 continue
             for batch in segment.batches:
                 for record in decode_records(batch):
-                    if record.offset < below and (best is None or record.timestamp > best[1]):
+                    if self.local_log_start_offset <= record.offset < below and (
+                        best is None or record.timestamp > best[1]
+                    ):
                         best = record.offset, record.timestamp
         return best
 

@@ -108,7 +108,11 @@ class RemoteLeaderEndPoint:
         for (topic, index), info in params.partitions:
             by_topic.setdefault(topic, []).append(
                 m.FetchPartitionV2(
-                    index, info.fetch_offset, info.max_bytes, info.current_leader_epoch
+                    index,
+                    info.fetch_offset,
+                    info.max_bytes,
+                    info.current_leader_epoch,
+                    log_start_offset=info.log_start_offset,
                 )
             )
         topics = []  # loops, not comprehensions: each of those is a call on every round

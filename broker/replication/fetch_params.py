@@ -20,6 +20,7 @@ class PartitionFetchInfo(msgspec.Struct, gc=False):
     fetch_offset: int
     max_bytes: int  # bound for this partition (the first batch may exceed it, KIP-74)
     current_leader_epoch: int = -1  # the epoch the fetcher knows the leader by; -1: any
+    log_start_offset: int = -1  # a follower's own log start; -1: not given (consumers)
 
 
 class FetchParams(msgspec.Struct, gc=False):

@@ -9,6 +9,7 @@ leader sends, with the leader's offsets, and keeps HW = min(leader HW, own LEO).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import msgspec
@@ -35,6 +36,17 @@ class AppendRefused(Exception):
         self.record_errors = record_errors  # (index in the batch, message) per bad record
 
 
+DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
+
+
+class DeleteRecordsRefused(Exception):
+    """A DeleteRecords this leader refuses: the error code and Kafka's message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class LeaderAppend(msgspec.Struct, gc=False):
     """Where a batch the leader took landed: its first offset and the offset the high
     watermark must pass for it to be committed. ``records`` is how many records were
@@ -53,6 +65,7 @@ class FollowerState:
     """What the leader knows of one follower (Kafka's Replica)."""
 
     log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET  # as its fetches tell (for DeleteRecords)
     last_caught_up_ms: int = 0  # the follower had everything the leader had at this time
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = 0  # the leader's LEO when the follower last fetched
@@ -221,9 +234,15 @@ class Partition:
     # -- leader side ---------------------------------------------------------------------
 
     def record_follower_fetch(
-        self, follower_id: int, fetch_offset: int, now_ms: int, broker_epoch: int = -1
+        self,
+        follower_id: int,
+        fetch_offset: int,
+        now_ms: int,
+        broker_epoch: int = -1,
+        log_start_offset: int = UNKNOWN_OFFSET,
     ) -> None:
-        """A follower fetched at ``fetch_offset``: it has everything below it (its LEO).
+        """A follower fetched at ``fetch_offset``: it has everything below it (its LEO),
+        and its log starts at ``log_start_offset``.
 
         Kafka's rule for ``last_caught_up``: caught up now if it asked for the leader's log
         end; caught up as of its previous fetch if it asked for at least what the leader's
@@ -246,6 +265,7 @@ class Partition:
         state.last_fetch_leader_leo = leader_leo
         state.last_fetch_ms = now_ms
 
+        state.log_start_offset = log_start_offset
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (the leader's own included); True if it moved
         up."""
@@ -264,6 +284,37 @@ class Partition:
     def out_of_sync_followers(self, now_ms: int, lag_time_ms: int) -> list[int]:
         """ISR members (the leader aside) not caught up within ``lag_time_ms``."""
         return [
+    def low_watermark(self, live_brokers: AbstractSet[int]) -> int:
+        """The smallest log start offset of the replicas on live brokers, this one
+        included (Kafka's ``lowWatermarkIfLeader``): DeleteRecords is done when it passes
+        the offset asked for. A follower yet to fetch from this leadership counts as -1."""
+        low = self.log.log_start_offset
+        for replica, state in self.followers.items():
+            if replica in live_brokers and state.log_start_offset < low:
+                low = state.log_start_offset
+        return low
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords on this leader (Kafka's ``deleteRecordsOnLeader``): move the log
+        start to ``offset`` (-1: the high watermark) and return the offset the low
+        watermark must reach. Raises ``DeleteRecordsRefused``: OFFSET_OUT_OF_RANGE for an
+        offset below -1 or past the high watermark."""
+        requested = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if requested < 0:
+            raise DeleteRecordsRefused(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"The offset {requested} for partition {self.topic}-{self.index} is not valid",
+            )
+        if requested > self.high_watermark:
+            raise DeleteRecordsRefused(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {requested} of partition "
+                f"{self.topic}-{self.index} since it is larger than the high watermark "
+                f"{self.high_watermark}",
+            )
+        self.log.maybe_increment_log_start_offset(requested)
+        return requested
+
             r
             for r in self.isr
             if r != self.broker_id
@@ -289,6 +340,14 @@ class Partition:
     # -- observation ----------------------------------------------------------------------
 
     def describe(self) -> ReplicaInfo:
+    def follower_update_log_start_offset(self, leader_log_start_offset: int) -> bool:
+        """The leader's log start, from its fetch answer (records deleted there): this
+        replica's log starts there too, never past its own high watermark; True if it
+        moved."""
+        return self.log.maybe_increment_log_start_offset(
+            min(leader_log_start_offset, self.high_watermark)
+        )
+
         """This replica as the admin state dump (GET /v1/state) shows it."""
         log = self.log
         return ReplicaInfo(

@@ -210,8 +210,9 @@ class ReplicaFetcher:
         asked = []  # a loop, not a generator: this runs every round
         for key, partition in self.partitions.items():
             if key in keys:
+                log = partition.log
                 info = PartitionFetchInfo(
-                    partition.log.log_end_offset, partition_max, partition.leader_epoch
+                    log.log_end_offset, partition_max, partition.leader_epoch, log.log_start_offset
                 )
                 asked.append((key, info))
         return FetchParams(
@@ -371,6 +372,7 @@ class ReplicaFetcher:
                 return False
             self.stats.bytes += len(data.records)
         partition.follower_update_high_watermark(data.high_watermark)
+        partition.follower_update_log_start_offset(data.log_start_offset)
         self.stats.lag[partition.key] = max(0, data.high_watermark - log.log_end_offset)
         return True
 

@@ -30,6 +30,11 @@ from purgatory.broker.purgatory import (
     SystemTimer,
     WatcherRemoval,
 )
+from purgatory.broker.replication.delayed_delete_records import (
+    DelayedDeleteRecords,
+    DeleteRecordsOutcome,
+    DeleteRecordsResult,
+)
 from purgatory.broker.replication.delayed_fetch import DelayedFetch
 from purgatory.broker.replication.delayed_produce import (
     DelayedProduce,
@@ -48,7 +53,11 @@ from purgatory.broker.replication.fetch_params import (
 from purgatory.broker.replication.isr_changes import AlterIsr, IsrChanges
 from purgatory.broker.replication.log_memory_budget import LogMemoryBudget
 from purgatory.broker.replication.log_read import LogReadResult, read_from_local_log
-from purgatory.broker.replication.partition import AppendRefused, Partition
+from purgatory.broker.replication.partition import (
+    AppendRefused,
+    DeleteRecordsRefused,
+    Partition,
+)
 from purgatory.broker.replication.replica_fetcher import LeaderEndPoint, ReplicaFetcherManager
 from purgatory.broker.replication.replication_metrics import ReplicationMetrics
 from purgatory.protocol.errors import ErrorCode
@@ -62,7 +71,8 @@ _NO_LOG_INFO = frozenset(
 class ReplicaManager:
     """Owns the partition replicas of this broker and the purgatories where requests wait:
     "Fetch" (long polls, consumers' and followers'), "Produce" (acks=-1 waiting for the
-    ISR) and "RemoteFetch" (reads from the remote tier). Each purgatory has its own timer,
+    ISR), "RemoteFetch" (reads from the remote tier) and "DeleteRecords" (deletions
+    waiting for the replicas' log starts). Each purgatory has its own timer,
     as in Kafka, so its NumDelayedOperations is its timer's size. Leaders learn followers'
     progress from their fetches and move the high watermark; followers replicate through
     the ReplicaFetcherManager; the RemoteLogManager tiers the logs of tiered topics."""
@@ -95,7 +105,10 @@ class ReplicaManager:
         self.remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] = (
             self._purgatory("RemoteFetch", "fetch.purgatory.purge.interval.requests")
         )
-        # The operations parked in those three, by the answer a connection awaits: one
+        self.delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
+            self._purgatory("DeleteRecords", "delete.records.purgatory.purge.interval.requests")
+        )
+        # The operations parked in those four, by the answer a connection awaits: one
         # whose connection closes completes at once (``abandon``). A dict entry, not a
         # callback on the future: no object more per operation for the cycle collector.
         self.parked: dict[asyncio.Future[Any], DelayedOperation] = {}
@@ -109,7 +122,12 @@ class ReplicaManager:
             self.partitions.values,
             structlog.get_logger("log_memory").bind(broker_id=self.broker_id),
         )
-        purgatories = (self.fetch_purgatory, self.produce_purgatory, self.remote_fetch_purgatory)
+        purgatories = (
+            self.fetch_purgatory,
+            self.produce_purgatory,
+            self.remote_fetch_purgatory,
+            self.delete_records_purgatory,
+        )
         for source in (
             self.replication_metrics.collect,
             self.fetchers.collect_metrics,
@@ -172,6 +190,7 @@ class ReplicaManager:
         self.fetch_purgatory.cancel_all()
         self.produce_purgatory.cancel_all()
         self.remote_fetch_purgatory.cancel_all()
+        self.delete_records_purgatory.cancel_all()
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -246,6 +265,7 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
         self.remote_fetch_purgatory.check_and_complete(key)
+        self.delete_records_purgatory.check_and_complete(key)
 
     def leader_partition(
         self, topic: str, index: int, current_leader_epoch: int = -1
@@ -356,6 +376,63 @@ class ReplicaManager:
             waiting[key] = ProducePartitionStatus(appended.required_offset, response)
         return response
 
+    # -- DeleteRecords --------------------------------------------------------------------
+
+    def delete_records(
+        self, timeout_ms: int, offsets: dict[TopicPartition, int]
+    ) -> DeleteRecordsOutcome | asyncio.Future[DeleteRecordsOutcome]:
+        """Move each led partition's log start to its offset (-1: the high watermark), as
+        Kafka's ``ReplicaManager.deleteRecords``; the outcome now when every partition
+        failed or every live replica already starts there, else a future of it once they
+        do (or the timeout passes) in the DeleteRecords purgatory. Errors per partition:
+        INVALID_TOPIC_EXCEPTION for an internal topic, UNKNOWN_TOPIC_OR_PARTITION,
+        NOT_LEADER_OR_FOLLOWER, POLICY_VIOLATION for a compact-only topic,
+        OFFSET_OUT_OF_RANGE past the high watermark, REQUEST_TIMED_OUT."""
+        results: DeleteRecordsOutcome = {}
+        pending: dict[TopicPartition, int] = {}
+        live = self.metadata.live_brokers
+        for key, offset in offsets.items():
+            code = self._delete_records_error(key)
+            partition = code if code else self.leader_partition(*key)
+            if isinstance(partition, ErrorCode):
+                results[key] = DeleteRecordsResult(partition)
+                self.metrics.record_error("DeleteRecords", partition)
+                continue
+            try:
+                required = partition.delete_records_on_leader(offset)
+            except DeleteRecordsRefused as exc:
+                results[key] = DeleteRecordsResult(exc.code)
+                self.metrics.record_error("DeleteRecords", exc.code)
+                continue
+            self.log.info(
+                "records_deleted", topic=key[0], partition=key[1], log_start_offset=required
+            )
+            results[key] = DeleteRecordsResult(
+                ErrorCode.REQUEST_TIMED_OUT, partition.low_watermark(live)
+            )
+            pending[key] = required
+        if not pending:
+            return results
+        operation = DelayedDeleteRecords(timeout_ms, pending, results, self)
+        if self.delete_records_purgatory.try_complete_else_watch(operation, tuple(pending)):
+            return operation.done.result()
+        self.parked[operation.done] = operation
+        return operation.done
+
+    def _delete_records_error(self, key: TopicPartition) -> ErrorCode:
+        """Why records of this topic may not be deleted at all, else NONE."""
+        if key[0] in INTERNAL_TOPICS:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        topic = self.metadata.topics.get(key[0])
+        if topic is None:
+            return ErrorCode.NONE  # (leader_partition tells)
+        policy = topic.configs.get("cleanup.policy")
+        if policy is None:
+            policy = self.config.topic_defaults().get("cleanup.policy", "delete")
+        if "delete" not in str(policy):  # Kafka: only a log with the delete policy
+            return ErrorCode.POLICY_VIOLATION
+        return ErrorCode.NONE
+
     # -- replication ----------------------------------------------------------------------
 
     def _follower_fetched(self, params: FetchParams) -> None:
@@ -373,10 +450,13 @@ class ReplicaManager:
             ):
                 continue  # not ours, or a fetch of another leadership: it proves nothing
             partition.record_follower_fetch(
-                replica_id, info.fetch_offset, now, params.replica_epoch
+                replica_id, info.fetch_offset, now, params.replica_epoch, info.log_start_offset
             )
             if partition.maybe_increment_high_watermark():
                 self._check_waiting(partition.key)
+            elif self.delete_records_purgatory.watched:
+                # (The low watermark may have moved: Kafka checks on every follower fetch.)
+                self.delete_records_purgatory.check_and_complete(partition.key)
             if partition.may_join_isr(replica_id) and not partition.isr_change_pending:
                 self.isr_changes.propose(partition, [*partition.isr, replica_id])
 

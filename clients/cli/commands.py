@@ -1,4 +1,5 @@
-"""`purgatory topics|produce|consume` and `purgatory perf produce|consume|echo` (declarations)."""
+"""`purgatory topics|produce|consume|consumer-groups|delete-records` and `purgatory perf
+produce|consume|echo` (declarations)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,8 @@ def add_commands(sub: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="topic config, e.g. retention.bytes=1048576 (repeatable)",
+        help="topic config, Kafka's names and values, e.g. cleanup.policy=compact "
+        "(repeatable); docs/configs.md lists them",
     )
     create.add_argument(
         "--if-not-exists", action="store_true", help="no error if the topic exists already"
@@ -115,7 +117,9 @@ def add_commands(sub: Any) -> None:
         "are skipped. Default: the controller places the new ones",
     )
     _bootstrap(alter)
-    describe = tsub.add_parser("describe", help="partitions, leaders, replicas of topics")
+    describe = tsub.add_parser(
+        "describe", help="partitions, leaders, replicas and the configs topics set"
+    )
     describe.add_argument("topics", nargs="*", help="default: all topics")
     describe.add_argument(
         "--topic", dest="topic_option", action="append", default=[], help=argparse.SUPPRESS
@@ -292,6 +296,32 @@ def add_commands(sub: Any) -> None:
     _bootstrap(groups)
     groups.set_defaults(
         func=lazy("purgatory.clients.cli.consumer_groups", "consumer_groups_command")
+    )
+
+    records = sub.add_parser(
+        "delete-records",
+        help="delete every record below an offset of some partitions (kafka-delete-records.sh)",
+        description="Each partition's log then starts at its offset (-1: the high "
+        "watermark), on every replica; consumers from the earliest start there. The "
+        'offset file is Kafka\'s: {"partitions": [{"topic": "t", "partition": 0, '
+        '"offset": 4}], "version": 1}. Exits 1 if any partition failed.',
+    )
+    records.add_argument(
+        "--offset-json-file",
+        required=True,
+        metavar="FILE",
+        help="the partitions and the offset to delete up to, in Kafka's JSON format",
+    )
+    records.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=30000,
+        help="how long the leaders wait for every replica's log start (default 30000)",
+    )
+    _json(records, "each partition's low watermark or error")
+    _bootstrap(records)
+    records.set_defaults(
+        func=lazy("purgatory.clients.cli.delete_records", "delete_records_command")
     )
 
 

@@ -127,6 +127,7 @@ async def _topics(args: argparse.Namespace) -> int:
                             "name": t.name,
                             "topic_id": t.topic_id,
                             "error": error_name(t.error_code),
+                            "configs": t.configs,
                             "partitions": [
                                 {
                                     "partition": p.partition_index,
@@ -145,7 +146,10 @@ async def _topics(args: argparse.Namespace) -> int:
             rows: list[tuple[object, ...]] = []
             for t in response.topics:
                 if t.error_code:
-                    rows.append((t.name, None, None, None, None, error_name(t.error_code)))
+                    rows.append((t.name, None, None, None, None, error_name(t.error_code), ""))
+                # As kafka-topics --describe: the configs the topic sets (not its
+                # defaults), on its first row.
+                configs = ",".join(f"{k}={v}" for k, v in sorted(t.configs.items()))
                 rows += [
                     (
                         t.name,
@@ -154,11 +158,12 @@ async def _topics(args: argparse.Namespace) -> int:
                         ",".join(map(str, p.replica_nodes)),
                         ",".join(map(str, p.isr_nodes)),
                         "",
+                        "" if i else configs,
                     )
-                    for p in t.partitions
+                    for i, p in enumerate(t.partitions)
                 ]
             title = f"cluster {response.cluster_id} (controller {response.controller_id})"
-            columns = ("topic", "partition", "leader", "replicas", "isr", "error")
+            columns = ("topic", "partition", "leader", "replicas", "isr", "error", "configs")
             print_table(table(title, columns, rows))
             return 1 if any(t.error_code for t in response.topics) else 0
     return 0

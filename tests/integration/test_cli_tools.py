@@ -85,6 +85,29 @@ async def test_a_table_in_a_pipe_keeps_every_name_and_value_whole(broker: Broker
         assert row.count("│") == 6 and " default " in row, row  # 5 columns, one line
 
 
+async def test_topics_create_takes_kafkas_configs_and_describe_shows_the_ones_set(
+    broker: Broker,
+) -> None:
+    boot = bootstrap([broker])
+    code, out, err = await cli(
+        "topics", "create", "compacted", "--config", "cleanup.policy=compact, delete",
+        "--config", "min.compaction.lag.ms=100", "--bootstrap", boot,
+    )  # fmt: skip
+    assert code == 0 and "created topic compacted" in out, err
+    code, out, err = await cli("topics", "describe", "compacted", "--json", "--bootstrap", boot)
+    assert code == 0, err
+    [topic] = json.loads(out)
+    assert topic["configs"] == {"cleanup.policy": "compact,delete", "min.compaction.lag.ms": "100"}
+    code, out, _ = await cli("topics", "describe", "compacted", "--bootstrap", boot)
+    assert "cleanup.policy=compact,delete,min.compaction.lag.ms=100" in out
+    # A bad value: refused in Kafka's words.
+    code, _, err = await cli(
+        "topics", "create", "refused", "--config", "segment.ms=0", "--bootstrap", boot
+    )
+    assert code == 1
+    assert "Invalid value 0 for configuration segment.ms: Value must be at least 1" in err
+
+
 async def test_the_bootstrap_and_admin_address_come_from_the_environment(
     broker: Broker,
 ) -> None:

@@ -9,6 +9,7 @@ Kafka's ``AbstractRequest.getErrorResponse`` does.
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -21,9 +22,10 @@ from purgatory.broker.api.kafka.log_info import LOG_INFO_APIS, LogInfoApis
 from purgatory.broker.api.kafka.log_info import error_response as log_info_error_response
 from purgatory.broker.api.kafka.offsets import OffsetApis
 from purgatory.broker.api.kafka.quorum import QuorumApis, describe_quorum_response
-from purgatory.broker.api.kafka.records import RecordApis
+from purgatory.broker.api.kafka.records import RecordApis, delete_records_response
 from purgatory.broker.api.results import Result
 from purgatory.broker.network.request_channel import Request
+from purgatory.broker.replication.delayed_delete_records import DeleteRecordsResult
 from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -225,6 +227,11 @@ class KafkaListenerApis:
                     )
                     for name in names
                 ],
+            )
+        if key == ApiKey.DELETE_RECORDS:
+            asked = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+            return delete_records_response(
+                version, asked, collections.defaultdict(lambda: DeleteRecordsResult(code))
             )
         if key == ApiKey.CREATE_PARTITIONS:
             return create_partitions_response(

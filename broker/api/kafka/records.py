@@ -1,4 +1,5 @@
-"""The Kafka listener's record APIs: Produce, Fetch, ListOffsets and InitProducerId.
+"""The Kafka listener's record APIs: Produce, Fetch, ListOffsets, DeleteRecords and
+InitProducerId.
 
 Each handler turns a kio request into the replica manager's domain parameters and its
 answer into the response of the request's version. Produce and Fetch wait in the same
@@ -8,11 +9,13 @@ protocol/kafka_fetch.py, which carries the purgatory wait as a tagged field (KIP
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.fetch_request import fetch_params
 from purgatory.broker.api.request_limits import check_partition_count
-from purgatory.broker.api.results import Deferred, Result
+from purgatory.broker.api.results import Deferred, Result, answer
+from purgatory.broker.replication.delayed_delete_records import DeleteRecordsResult
 from purgatory.broker.replication.delayed_produce import PartitionResponse
 from purgatory.broker.replication.fetch_params import (
     FetchPartitionData,
@@ -47,6 +50,7 @@ class RecordApis:
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
 
@@ -118,6 +122,17 @@ class RecordApis:
         partition = self.replica_manager.partitions.get((topic, index))
         return partition.leader_epoch if partition is not None else -1
 
+    # -- DeleteRecords -----------------------------------------------------------------------
+
+    def handle_delete_records(self, request: Any, version: int) -> Result:
+        check_partition_count(request.topics)
+        asked = [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics]
+        offsets = {
+            (t.name, p.partition_index): p.offset for t in request.topics for p in t.partitions
+        }
+        outcome = self.replica_manager.delete_records(millis(request.timeout), offsets)
+        return answer(outcome, lambda results: delete_records_response(version, asked, results))
+
     # -- InitProducerId ----------------------------------------------------------------------
 
     def handle_init_producer_id(self, request: Any, version: int) -> Result:
@@ -133,6 +148,36 @@ class RecordApis:
             producer_id=given.producer_id,
             producer_epoch=given.producer_epoch,
         )
+
+
+def delete_records_response(
+    version: int,
+    asked: list[tuple[str, list[int]]],
+    results: Mapping[TopicPartition, DeleteRecordsResult],
+) -> Any:
+    """The DeleteRecordsResponse answering each partition ``asked`` (topic, indexes) with
+    its result."""
+    schema = response_module(ApiKey.DELETE_RECORDS, version)
+    return build(
+        schema.DeleteRecordsResponse,
+        throttle_time=0,
+        topics=[
+            build(
+                schema.DeleteRecordsTopicResult,
+                name=name,
+                partitions=[
+                    build(
+                        schema.DeleteRecordsPartitionResult,
+                        partition_index=i,
+                        low_watermark=results[(name, i)].low_watermark,
+                        error_code=results[(name, i)].error,
+                    )
+                    for i in indexes
+                ],
+            )
+            for name, indexes in asked
+        ],
+    )
 
 
 def _versions(api_key: ApiKey) -> range:
