@@ -233,6 +233,7 @@ class KafkaApis:
         UNKNOWN_TOPIC_OR_PARTITION means nobody is creating it."""
         creating = creating or {}
         brokers = [m.MetadataBroker(i, h, p) for i, (h, p) in endpoints.items()]
+        set_by_broker = self.broker.config.topic_defaults_set()
         cache = self.broker.metadata.topics
         names = sorted(cache) if topics is None else topics
         out = []
@@ -275,7 +276,7 @@ class KafkaApis:
                         )
                         for p in state.partitions
                     ],
-                    state.configs,
+                    {**set_by_broker, **state.configs} if set_by_broker else state.configs,
                 )
             )
         return m.MetadataResponse(

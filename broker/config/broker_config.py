@@ -24,6 +24,7 @@ from purgatory.broker.config.listeners import ListenerConfig, listener_config
 from purgatory.broker.config.quorum_configs import parse_roles
 from purgatory.broker.config.topic_configs import (
     check_topic_consistency,
+    kafka_value,
     parse_topic_configs,
     parse_value,
 )
@@ -344,6 +345,20 @@ class BrokerConfig:
             else:
                 out[name] = parse_value(name, topic.type, self.values[BY_NAME[topic.broker].name])
         return out
+
+    def topic_defaults_set(self) -> dict[str, str]:
+        """The topic configs whose broker default this broker's config sets (not Kafka's
+        default), as Kafka writes the values: with a topic's own, what kafka-topics
+        --describe lists (every config whose source is not DEFAULT_CONFIG)."""
+        set_here = [
+            name
+            for name, topic in TOPIC_CONFIGS.items()
+            if topic.broker is not None and self.sources.get(BY_NAME[topic.broker].name)
+        ]
+        if not set_here:
+            return {}
+        defaults = self.topic_defaults()
+        return {name: kafka_value(defaults[name]) for name in set_here}
 
     def describe(self) -> list[dict[str, Any]]:
         return [

@@ -147,8 +147,8 @@ async def _topics(args: argparse.Namespace) -> int:
             for t in response.topics:
                 if t.error_code:
                     rows.append((t.name, None, None, None, None, error_name(t.error_code), ""))
-                # As kafka-topics --describe: the configs the topic sets (not its
-                # defaults), on its first row.
+                # As kafka-topics --describe: the configs that are not defaults (the
+                # topic's own and those the broker's config sets), on its first row.
                 configs = ",".join(f"{k}={v}" for k, v in sorted(t.configs.items()))
                 rows += [
                     (

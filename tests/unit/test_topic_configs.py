@@ -130,3 +130,11 @@ def test_a_broker_default_is_checked_as_its_topic_config_is() -> None:
     assert config.topic_defaults()["cleanup.policy"] == ("compact", "delete")
     with pytest.raises(ConfigError, match="String must be one of: compact, delete"):
         load_config(environ={}, overrides={"log.cleanup.policy": "shred"})
+
+
+def test_the_topic_configs_a_broker_sets_are_the_ones_kafka_topics_lists() -> None:
+    assert load_config(environ={}).topic_defaults_set() == {}
+    config = load_config(
+        environ={}, overrides={"log.cleanup.policy": "compact", "min.insync.replicas": "2"}
+    )
+    assert config.topic_defaults_set() == {"cleanup.policy": "compact", "min.insync.replicas": "2"}
