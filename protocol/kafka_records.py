@@ -68,6 +68,12 @@ CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
+class InconsistentBatchError(CorruptRecordError):
+    """A well-framed batch (its CRC right) whose header contradicts itself: a record count
+    that disagrees with ``last_offset_delta``. Kafka answers INVALID_RECORD, not
+    CORRUPT_MESSAGE: the bytes arrived as the producer wrote them."""
+
+
 def validate(batch: bytes | memoryview) -> BatchInfo:
     """Check a produced v2 batch (length, magic, CRC-32C, counts, codec) and return its
     header figures, or raise CorruptRecordError. Records are not decompressed."""
@@ -100,7 +106,7 @@ def validate(batch: bytes | memoryview) -> BatchInfo:
     if attributes & CODEC_MASK not in CODECS:
         raise CorruptRecordError(f"unknown compression codec {attributes & CODEC_MASK}")
     if count < 1 or last_delta != count - 1:
-        raise CorruptRecordError(
+        raise InconsistentBatchError(
             f"record_count {count} does not match last_offset_delta {last_delta}"
         )
     if attributes & TRANSACTIONAL_FLAG:

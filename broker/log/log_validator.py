@@ -47,6 +47,7 @@ from purgatory.protocol.kafka_records import (
     CONTROL_FLAG,
     HEADER_SIZE,
     NO_PRODUCER_ID,
+    InconsistentBatchError,
 )
 from purgatory.protocol.records import (
     KAFKA_MAGIC,
@@ -104,6 +105,8 @@ class LogValidator:
         is_kafka = len(batch) > 16 and batch[16] == KAFKA_MAGIC
         try:
             info = kafka_records.validate(batch) if is_kafka else validate_batch(batch)
+        except InconsistentBatchError as exc:  # Kafka's validateBatch
+            raise RecordValidationError(ErrorCode.INVALID_RECORD, str(exc)) from None
         except CorruptRecordError as exc:
             raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
         if not is_kafka:
@@ -151,6 +154,7 @@ class LogValidator:
         seen = 0
         max_timestamp = NO_TIMESTAMP
         errors: list[tuple[int, str]] = []
+        late: list[tuple[int, str]] = []  # every record out of bounds, as Kafka lists them
         try:
             for index, record in enumerate(DefaultRecordBatch(whole)):
                 seen += 1
@@ -160,18 +164,16 @@ class LogValidator:
                 timestamp = record.timestamp
                 problem = self._timestamp_problem(timestamp, attributes, now_ms)
                 if problem is not None:
-                    raise RecordValidationError(
-                        ErrorCode.INVALID_TIMESTAMP, problem, ((index, problem),)
-                    )
+                    late.append((index, problem))
                 if timestamp > max_timestamp:
                     max_timestamp = timestamp
-        except RecordValidationError:
-            raise
         except Exception as exc:  # the reader's CorruptRecordException, and any other
             message = f"record {seen} of {count} does not decode: {exc}"
             raise RecordValidationError(
                 ErrorCode.INVALID_RECORD, message, ((seen, message),)
             ) from None
+        if late:
+            raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, late[0][1], tuple(late))
         if errors:
             raise RecordValidationError(
                 ErrorCode.INVALID_RECORD,

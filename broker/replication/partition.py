@@ -18,7 +18,7 @@ from purgatory.broker.log.log import Log
 from purgatory.broker.log.log_validator import LogValidator, RecordValidationError
 from purgatory.common.broker_state import ReplicaInfo
 from purgatory.protocol.errors import ErrorCode, KafkaError
-from purgatory.protocol.records import is_kafka_batch
+from purgatory.protocol.records import batch_base_offset, is_kafka_batch
 
 UNKNOWN_OFFSET = -1  # a follower's log end before its first fetch from this leadership
 
@@ -130,9 +130,10 @@ class Partition:
         """Validate a producer's batch and append it to the log (Kafka's
         appendRecordsToLeader with its LogValidator, broker/log/log_validator.py; ``now_ms``
         is wall-clock time, for the timestamp bounds). Raises ``AppendRefused``: the batch
-        is too large, acks=-1 finds the ISR below min.insync.replicas, the Kafka listener
-        sent a batch that is not Kafka's v2 (``kafka_batches_only``), the validator refuses
-        it, or the producer's state refuses its sequence."""
+        is too large (for max.message.bytes or a segment), acks=-1 finds the ISR below
+        min.insync.replicas, the Kafka listener sent a batch that is not Kafka's v2
+        (``kafka_batches_only``), the validator refuses it, or the producer's state refuses
+        its sequence."""
         size = len(records)
         if size > self.max_message_bytes:
             raise AppendRefused(
@@ -149,11 +150,21 @@ class Partition:
             raise AppendRefused(
                 ErrorCode.INVALID_RECORD, "Produce v3+ carries record batches of magic 2 only"
             )
+        if kafka_batches_only and batch_base_offset(records) != 0:  # Kafka: clients send 0
+            raise AppendRefused(
+                ErrorCode.INVALID_RECORD,
+                f"a producer's batch has base offset {batch_base_offset(records)}, not 0",
+            )
         try:
             info = self.validator.validate(records, now_ms)
         except RecordValidationError as exc:
             raise AppendRefused(exc.code, exc.message, exc.record_errors) from exc
         log = self.log
+        if size > log.config.segment_bytes:  # Kafka's RecordBatchTooLargeException
+            raise AppendRefused(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"batch of {size} bytes exceeds segment.bytes {log.config.segment_bytes}",
+            )
         if info.producer_id >= 0:  # an idempotent producer: its sequence is checked
             try:
                 retried = log.producer_state.check(info)

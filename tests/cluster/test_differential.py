@@ -83,6 +83,21 @@ KNOWN = [
         "as above (the high watermark of an OFFSET_OUT_OF_RANGE answer)",
     ),
     Known(
+        "produce_offset_deltas_out_of_order",
+        "*.partition_responses[0].*",
+        "a v2 batch whose records' offset deltas are not 0, 1, 2, ... is INVALID_RECORD: "
+        "Kafka stores an uncompressed one as it is (its consumers then read repeated or "
+        "skipped offsets) and rewrites a compressed one; Purgatory never rewrites stored "
+        "bytes, and its reads and time index take the deltas as offsets",
+    ),
+    Known(
+        "produce_negative_timestamp",
+        "*.partition_responses[0].*",
+        "a record timestamp below -1 is INVALID_TIMESTAMP: Kafka stores it (it is only "
+        "'no timestamp' at -1); no Kafka client writes one, and ListOffsets by timestamp "
+        "could not answer for it",
+    ),
+    Known(
         "produce_idempotent_sequences",
         "retry_of_seq_0.responses[0].partition_responses[0].log_append_time",
         "a retried idempotent batch is answered log_append_time -1 (the topic keeps create "

@@ -13,7 +13,8 @@ b. replaced by a symbol in order of first appearance (``<member_id#1>``): member
 c. decoded: a config list becomes a map by config name; record bytes become (offset, timestamp, key, value, headers) lists, an empty
    or null record set the empty list;
 d. kept as they are: error codes (by name), offsets, counts, generations, leader ids,
-   structure and order, except the order of group members (a broker's hash order): sorted.
+   structure and order, except the order of group members and of a Produce answer's
+   partitions (a broker's hash order): sorted.
 
 `differences(a, b)` lists the paths (``fetch[0].responses[0].partitions[0].high_watermark``)
 where two normalised runs differ, with both values.
@@ -46,6 +47,7 @@ DROPPED = frozenset(
         "cluster_id",
         "error_message",
         "message",  # FindCoordinator's per-key error message
+        "batch_index_error_message",  # Produce's per-record error message
         "supported_features",
         "finalized_features",
         "finalized_features_epoch",
@@ -56,7 +58,7 @@ DROPPED = frozenset(
 SYMBOLS = frozenset({"member_id", "leader", "producer_id", "topic_id"})
 # Lists whose order is a broker's hash order, not part of the contract: compared sorted.
 # (Their ids must have been seen before, in a list of defined order, for stable symbols.)
-UNORDERED = frozenset({"members"})
+UNORDERED = frozenset({"members", "partition_responses"})
 
 Plain = Any
 

@@ -9,14 +9,15 @@ protocol/kafka_fetch.py, which carries the purgatory wait as a tagged field (KIP
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.fetch_request import fetch_params
 from purgatory.broker.api.request_limits import check_partition_count
 from purgatory.broker.api.results import Deferred, Result, answer
 from purgatory.broker.replication.delayed_delete_records import DeleteRecordsResult
-from purgatory.broker.replication.delayed_produce import PartitionResponse
+from purgatory.broker.replication.delayed_produce import PartitionResponse, ProduceResult
 from purgatory.broker.replication.fetch_params import (
     FetchPartitionData,
     FetchResult,
@@ -60,14 +61,22 @@ class RecordApis:
         topics = request.topic_data
         check_partition_count(topics, lambda t: t.partition_data)
         entries = [((t.name, p.index), p.records or b"") for t in topics for p in t.partition_data]
+        refused = request_refusals(entries, request.transactional_id)
+        if refused:
+            entries = [entry for entry in entries if entry[0] not in refused]
         acks = request.acks
         timeout_ms = millis(request.timeout)
         responses, done = self.replica_manager.append_records(
             timeout_ms, acks, entries, kafka_batches_only=True
         )
-        if not self.broker.apis.appended(responses, acks):
+        to_response: Callable[[ProduceResult], Any] = self._produce_answers[version]
+        if refused:
+            refusals = list(refused.items())
+            to_response = functools.partial(_with_refusals, to_response, refusals)
+            if not self.broker.apis.appended(responses + refusals, acks):
+                return None
+        elif not self.broker.apis.appended(responses, acks):
             return None
-        to_response = self._produce_answers[version]
         if done is None:
             return to_response(responses)
         return Deferred(done, to_response)
@@ -101,7 +110,12 @@ class RecordApis:
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
-                error, timestamp, offset = offset_for((topic.name, p.partition_index), p.timestamp)
+                key = (topic.name, p.partition_index)
+                error: int = self._epoch_error(key, getattr(p, "current_leader_epoch", -1))
+                if error:
+                    timestamp, offset = -1, -1
+                else:
+                    error, timestamp, offset = offset_for(key, p.timestamp)
                 parts.append(
                     build(
                         schema.ListOffsetsPartitionResponse,
@@ -117,6 +131,20 @@ class RecordApis:
                 )
             topics.append(build(schema.ListOffsetsTopicResponse, name=topic.name, partitions=parts))
         return build(schema.ListOffsetsResponse, throttle_time=0, topics=topics)
+
+    def _epoch_error(self, key: TopicPartition, current_leader_epoch: int) -> ErrorCode:
+        """ListOffsets' check of the epoch the client knows the leader by (-1: none; any
+        other, negative ones too, is compared, as in Kafka): FENCED_LEADER_EPOCH if older
+        than this leader's, UNKNOWN_LEADER_EPOCH if newer. Partitions this broker does not
+        lead are left to the offset lookup's own errors."""
+        partition = self.replica_manager.partitions.get(key)
+        if current_leader_epoch == -1 or partition is None or not partition.is_leader:
+            return ErrorCode.NONE
+        if current_leader_epoch < partition.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch > partition.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.NONE
 
     def _leader_epoch(self, topic: str, index: int) -> int:
         partition = self.replica_manager.partitions.get((topic, index))
@@ -136,11 +164,10 @@ class RecordApis:
     # -- InitProducerId ----------------------------------------------------------------------
 
     def handle_init_producer_id(self, request: Any, version: int) -> Result:
-        given = self.broker.producer_ids.init_producer_id(
-            request.transactional_id,
-            getattr(request, "producer_id", -1),  # from v3
-            getattr(request, "producer_epoch", -1),
-        )
+        """Kafka gives an idempotent producer (no transactional id) a new id at epoch 0
+        whatever id and epoch it sends (its client bumps epochs itself); the epoch bump
+        of KIP-360 is for transactional ids (issue 46) and our own protocol's clients."""
+        given = self.broker.producer_ids.init_producer_id(request.transactional_id)
         return build(
             response_module(ApiKey.INIT_PRODUCER_ID, version).InitProducerIdResponse,
             throttle_time=0,
@@ -178,6 +205,55 @@ def delete_records_response(
             for name, indexes in asked
         ],
     )
+
+
+def _with_refusals(
+    respond: Callable[[ProduceResult], Any], refusals: ProduceResult, appended: ProduceResult
+) -> Any:
+    return respond(appended + refusals)
+
+
+def request_refusals(
+    entries: list[tuple[TopicPartition, bytes]], transactional_id: str | None
+) -> dict[TopicPartition, PartitionResponse]:
+    """Kafka's checks of a Produce request before any append (KafkaApis): a transactional
+    batch needs the request's transactional id, or every partition is refused with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each partition's records are exactly one
+    batch of magic 2 (ProduceRequest.validateRecords), or that partition is INVALID_RECORD,
+    with no log information. Shorter or damaged record sets are the validator's."""
+    if transactional_id is None and any(_transactional(records) for _, records in entries):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return {key: PartitionResponse(error) for key, _ in entries}
+    refused = {}
+    for key, records in entries:
+        problem = _not_one_v2_batch(records)
+        if problem is not None:
+            refused[key] = PartitionResponse(ErrorCode.INVALID_RECORD, error_message=problem)
+    return refused
+
+
+_V2_ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes
+_TRANSACTIONAL_FLAG = 0x10
+
+
+def _transactional(records: bytes) -> bool:
+    return (
+        len(records) > _V2_ATTRIBUTES_LOW
+        and records[16] == 2
+        and bool(records[_V2_ATTRIBUTES_LOW] & _TRANSACTIONAL_FLAG)
+    )
+
+
+def _not_one_v2_batch(records: bytes) -> str | None:
+    if len(records) < 17:
+        return None
+    if records[16] != 2:
+        return "Produce v3+ carries record batches of magic 2 only"
+    end = 12 + int.from_bytes(records[8:12], "big", signed=True)
+    rest = len(records) - end
+    if rest >= 12 and rest >= 12 + int.from_bytes(records[end + 8 : end + 12], "big", signed=True):
+        return "Produce v3+ carries exactly one record batch per partition"
+    return None
 
 
 def _versions(api_key: ApiKey) -> range:

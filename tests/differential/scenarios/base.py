@@ -3,7 +3,10 @@ speaks, and request helpers (create a topic and wait for it, produce, fetch, lis
 
 from __future__ import annotations
 
+import struct
 from typing import Any
+
+from crc32c import crc32c
 
 from purgatory.protocol import kafka_records
 from purgatory.protocol.api import ApiKey
@@ -52,6 +55,39 @@ def batch(*values: bytes, ts: int = TS, **producer: int) -> bytes:
         (ts + i, b"k%d" % i, value, []) for i, value in enumerate(values)
     ]
     return kafka_records.encode(records, **producer)
+
+
+_FIELDS = (
+    "base_offset",
+    "batch_length",
+    "leader_epoch",
+    "magic",
+    "crc",
+    "attributes",
+    "last_offset_delta",
+    "base_timestamp",
+    "max_timestamp",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "record_count",
+)
+
+
+def reheader(data: bytes, body: bytes | None = None, **fields: int) -> bytes:
+    """A v2 batch with header ``fields`` (kafka_records.HEADER's names) and records ``body``
+    replaced, its length and CRC made right again: a well-formed batch saying something
+    wrong."""
+    header = dict(zip(_FIELDS, kafka_records.HEADER.unpack_from(data), strict=True))
+    unknown = set(fields) - set(header)
+    if unknown:
+        raise TypeError(f"no batch header field {sorted(unknown)}")
+    header.update(fields)
+    records = data[kafka_records.HEADER_SIZE :] if body is None else body
+    header["batch_length"] = kafka_records.HEADER_SIZE - 12 + len(records)
+    out = bytearray(kafka_records.HEADER.pack(*header.values()) + records)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
 
 
 async def create(
@@ -111,6 +147,13 @@ async def metadata(c: Client, label: str, topics: list[str] | None) -> Any:
 async def produce(
     c: Client, label: str, topic: str, records: bytes, partition: int = 0, acks: int = 1
 ) -> Any:
+    return await produce_to(c, label, topic, {partition: records}, acks)
+
+
+async def produce_to(
+    c: Client, label: str, topic: str, records: dict[int, bytes], acks: int = 1
+) -> Any:
+    """One Produce of a record set to each of a topic's partitions."""
     return await c.call(
         label,
         ApiKey.PRODUCE,
@@ -118,7 +161,12 @@ async def produce(
         transactional_id=None,
         acks=acks,
         timeout=10_000,
-        topic_data=[{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+        topic_data=[
+            {
+                "name": topic,
+                "partition_data": [{"index": p, "records": r} for p, r in records.items()],
+            }
+        ],
     )
 
 
@@ -189,12 +237,36 @@ def _offsets_of(partition: int, timestamp: int, leader_epoch: int = -1) -> dict[
     }
 
 
-async def topic_with_records(c: Client, *values: bytes, **config: str) -> str:
-    """Create this scenario's topic (1 partition) and produce ``values`` in one batch."""
+async def topic_with_records(c: Client, *values: bytes, partitions: int = 1, **config: str) -> str:
+    """Create this scenario's topic (configs from keyword arguments, ``max_message_bytes``
+    for ``max.message.bytes``) and produce ``values`` in one batch to partition 0."""
     topic = c.topic()
     configs = [{"name": k.replace("_", "."), "value": v} for k, v in config.items()]
-    await create(c, "create", {"name": topic, "configs": configs})
+    await create(c, "create", {"name": topic, "configs": configs, "num_partitions": partitions})
     await topic_ready(c, topic)
     if values:
         await produce(c, "produce", topic, batch(*values))
     return topic
+
+
+async def init_producer_id(c: Client, label: str, pid: int = -1, epoch: int = -1) -> Any:
+    """InitProducerId of an idempotent producer (first waits, unrecorded, until the broker
+    has producer ids to give)."""
+    await c.until(
+        ApiKey.INIT_PRODUCER_ID,
+        INIT_PRODUCER_ID,
+        lambda r: r.error_code.value == 0,
+        transactional_id=None,
+        transaction_timeout=60_000,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    return await c.call(
+        label,
+        ApiKey.INIT_PRODUCER_ID,
+        INIT_PRODUCER_ID,
+        transactional_id=None,
+        transaction_timeout=60_000,
+        producer_id=pid,
+        producer_epoch=epoch,
+    )

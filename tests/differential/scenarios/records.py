@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from purgatory.protocol.api import ApiKey
 from tests.differential.harness import Client
 from tests.differential.scenarios.base import (
     EARLIEST,
-    INIT_PRODUCER_ID,
     LATEST,
     MAX_TIMESTAMP,
     TS,
     batch,
     fetch,
+    init_producer_id,
     list_offsets,
     produce,
     scenario,
@@ -56,24 +55,7 @@ async def produce_corrupt_crc(c: Client) -> None:
 @scenario
 async def produce_idempotent_sequences(c: Client) -> None:
     topic = await topic_with_records(c)
-    await c.until(
-        ApiKey.INIT_PRODUCER_ID,
-        INIT_PRODUCER_ID,
-        lambda r: r.error_code.value == 0,
-        transactional_id=None,
-        transaction_timeout=60_000,
-        producer_id=-1,
-        producer_epoch=-1,
-    )
-    init = await c.call(
-        "init_producer_id",
-        ApiKey.INIT_PRODUCER_ID,
-        INIT_PRODUCER_ID,
-        transactional_id=None,
-        transaction_timeout=60_000,
-        producer_id=-1,
-        producer_epoch=-1,
-    )
+    init = await init_producer_id(c, "init_producer_id")
     pid = {"producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
     await produce(c, "seq_0", topic, batch(b"a", b"b", base_sequence=0, **pid), acks=-1)
     await produce(c, "seq_2", topic, batch(b"c", base_sequence=2, **pid), acks=-1)
