@@ -34,6 +34,7 @@ MAIN_CLASSES = {
     "kafka-configs": "kafka.admin.ConfigCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
 }
 
 # Short-lived JVMs: the client compiler only and a serial collector start fastest.

@@ -98,6 +98,18 @@ KNOWN = [
         "could not answer for it",
     ),
     Known(
+        "delete_records_moves_the_log_start",
+        "fetch_below_the_start.responses[0].partitions[0].*",
+        "a fetch below the new log start: OFFSET_OUT_OF_RANGE with the real offsets, as in "
+        "fetch_out_of_range (and the empty aborted-transactions list, as in fetch_*)",
+    ),
+    Known(
+        "delete_records_moves_the_log_start",
+        "fetch_at_the_start.responses[0].partitions[0].aborted_transactions",
+        "the empty aborted-transactions list, as in fetch_*",
+        issue=46,
+    ),
+    Known(
         "produce_idempotent_sequences",
         "retry_of_seq_0.responses[0].partition_responses[0].log_append_time",
         "a retried idempotent batch is answered log_append_time -1 (the topic keeps create "

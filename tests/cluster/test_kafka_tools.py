@@ -1,5 +1,6 @@
 """Apache Kafka 4.3.1's own command-line tools (kafka-topics, kafka-console-producer and
--consumer, kafka-consumer-groups, kafka-configs, kafka-producer-perf-test), run from the jars
+-consumer, kafka-consumer-groups, kafka-configs, kafka-producer-perf-test,
+kafka-delete-records), run from the jars
 of `make kafka-jars` by tests/kafka_tools.py, against a 3-broker Purgatory: what a user reads
 is what Kafka prints (each expected output was checked against a real Kafka, RealKafka).
 
@@ -10,10 +11,12 @@ Without Java 17+ or the jars every test skips."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -371,3 +374,31 @@ def test_kafka_producer_perf_test_sends_every_record(cluster: Cluster) -> None:
         final,
     ), final
     assert sum(len(cluster.records("tools-perf", p)) for p in range(3)) == 20000
+
+
+def test_kafka_delete_records_moves_every_replicas_log_start(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    topics(cluster, "--create", "--topic", "tools-purged", "--replication-factor", "3")
+    produce(cluster, "tools-purged", [f"r{i}" for i in range(10)])
+    offsets = tmp_path / "offsets.json"
+
+    def delete_records(offset: int) -> list[str]:
+        entry = {"topic": "tools-purged", "partition": 0, "offset": offset}
+        offsets.write_text(json.dumps({"partitions": [entry], "version": 1}))
+        out = tool(
+            "kafka-delete-records",
+            *("--bootstrap-server", cluster.bootstrap_servers, "--offset-json-file", str(offsets)),
+        )
+        return out.splitlines()
+
+    assert delete_records(99) == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        "partition: tools-purged-0\terror: org.apache.kafka.common.errors."
+        "OffsetOutOfRangeException: The requested offset is not within the range of offsets "
+        "maintained by the server.",
+    ]
+    assert delete_records(3)[2:] == ["partition: tools-purged-0\tlow_watermark: 3"]
+    starts = [cluster.state(b).replica("tools-purged") for b in range(3)]
+    assert [r.log_start_offset if r else None for r in starts] == [3, 3, 3]
