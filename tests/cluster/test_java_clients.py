@@ -1,6 +1,7 @@
 """Apache Kafka's Java client (kafka-clients 4.x and 3.x, unmodified) against a 3-broker
 Purgatory: an idempotent producer, a group consumer on the classic protocol, two members
-splitting a topic and one taking it all when the other leaves, and the AdminClient.
+splitting a topic and one taking it all when the other leaves, and the AdminClient (with
+describeLogDirs, describeProducers and describeTopics paged by DescribeTopicPartitions).
 
 Each scenario is one JVM running one program of tests/java (`make java-clients` builds
 them), which prints what the client saw as JSON. JAVA_CLIENT_LOG_LEVEL=debug shows the
@@ -242,3 +243,38 @@ def test_the_admin_client_manages_topics_and_groups_and_names_errors_as_kafka_do
         "listed": False,
         "describe": "UnknownTopicOrPartitionException",
     }
+
+
+def test_the_admin_client_describes_log_dirs_producers_and_topics_page_by_page(
+    version: str, cluster: Cluster
+) -> None:
+    """describeLogDirs, describeProducers, and describeTopics paged one partition per
+    DescribeTopicPartitions answer (the client follows the cursor)."""
+    topic = f"java-log-info-{version}"
+    result = run(version, "log-info", cluster, topic=topic, partitions=PARTITIONS, count=4)
+    # Every broker holds a replica of every partition, in its one in-memory log dir.
+    assert sorted(result["log_dirs"]) == ["0", "1", "2"]
+    for broker, dirs in result["log_dirs"].items():
+        assert list(dirs) == [f"memory:/broker-{broker}"]
+        (described,) = dirs.values()
+        assert described["error"] is None
+        assert described["total_bytes"] is not None and described["usable_bytes"] is not None
+        replicas = described["replicas"]
+        assert sorted(replicas) == [str(p) for p in range(PARTITIONS)]
+        assert all(r["offset_lag"] == 0 and not r["future"] for r in replicas.values())
+        assert replicas["1"]["size"] == 0
+    assert {
+        dirs[f"memory:/broker-{b}"]["replicas"]["0"]["size"]
+        for b, dirs in result["log_dirs"].items()
+    } != {0}
+    # The idempotent producer wrote partition 0 only: sequences 0..3, no transaction.
+    (state,) = result["producers"]["0"]
+    assert (state["producer_epoch"], state["last_sequence"]) == (0, 3)
+    assert state["producer_id"] >= 0 and state["last_timestamp"] > 0
+    assert (state["coordinator_epoch"], state["txn_start_offset"]) == (None, None)
+    assert all(result["producers"][str(p)] == [] for p in range(1, PARTITIONS))
+    assert [p["partition"] for p in result["described_partitions"]] == list(range(PARTITIONS))
+    assert all(
+        p["leader"] in (0, 1, 2) and (p["replicas"], p["isr"]) == (3, 3)
+        for p in result["described_partitions"]
+    )
