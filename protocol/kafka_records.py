@@ -239,6 +239,53 @@ def _decompress(codec: int, data: bytes, base_offset: int) -> bytes:
     raise CorruptRecordError(f"batch at offset {base_offset} has unknown codec {codec}")
 
 
+# An LZ4 frame header of Kafka's own writer: version 1, independent blocks (Kafka's reader
+# refuses linked ones), no checksums, 64 KiB blocks; the last byte is its xxhash32 byte.
+_LZ4_FRAME_HEADER = b"\x04\x22\x4d\x18\x60\x40\x82"
+_LZ4_BLOCK = 1 << 16
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_SNAPPY_BLOCK = 32 * 1024  # the block size of Java's SnappyOutputStream
+
+
+def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """A batch's records compressed with ``codec`` as Kafka's Java client writes them:
+    gzip; snappy in Java's xerial framing of 32 KiB blocks; LZ4 frames of independent
+    64 KiB blocks; zstd. ``level``: the codec's level (None or -1: its default)."""
+    if codec == 0:
+        return bytes(data)
+    if codec == 1:
+        if level is None or level == -1:
+            level = 6  # Java's Deflater.DEFAULT_COMPRESSION
+        return gzip.compress(bytes(data), compresslevel=level, mtime=0)
+    view = memoryview(data)
+    if codec == 2:
+        out = bytearray(_XERIAL_HEADER)
+        for start in range(0, len(view), _SNAPPY_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(view[start : start + _SNAPPY_BLOCK]))
+            out += struct.pack(">i", len(block)) + block
+        return bytes(out)
+    if codec == 3:
+        out = bytearray(_LZ4_FRAME_HEADER)
+        for start in range(0, len(view), _LZ4_BLOCK):
+            chunk = view[start : start + _LZ4_BLOCK]
+            if level:  # Kafka's levels are LZ4 HC's
+                block = bytes(
+                    cramjam.lz4.compress_block(
+                        bytes(chunk), mode="high_compression", compression=level, store_size=False
+                    )
+                )
+            else:
+                block = bytes(cramjam.lz4.compress_block(bytes(chunk), store_size=False))
+            if len(block) >= len(chunk):  # incompressible: stored as it is
+                out += struct.pack("<I", len(chunk) | 0x80000000) + chunk
+            else:
+                out += struct.pack("<I", len(block)) + block
+        return bytes(out + b"\x00\x00\x00\x00")
+    if codec == 4:
+        return bytes(cramjam.zstd.compress(bytes(data), level=3 if level is None else level))
+    raise ValueError(f"unknown codec {codec}")
+
+
 def _snappy(data: bytes) -> bytes:
     """Raw snappy, or Java's xerial framing (what the Java client writes)."""
     if not data.startswith(_XERIAL_MAGIC):

@@ -230,9 +230,9 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
         "compression.type",
         str,
         "producer",
-        "Default codec of topics' stored batches (`producer`: as produced). Batches are "
-        "stored as produced whatever it says (no recompression yet). Topic config: "
-        "`compression.type`.",
+        "Default codec of topics' stored batches: `producer` keeps the producer's; a codec "
+        "(`uncompressed`: none) makes the leader recompress batches in another. Topic "
+        "config: `compression.type`.",
         choices=COMPRESSION_TYPES,
         topic_name="compression.type",
     ),

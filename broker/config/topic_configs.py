@@ -131,13 +131,11 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
     TopicConfig(
         "compression.type",
         STRING,
-        "The codec batches are stored with: `producer` keeps the producer's; a codec "
-        "(`gzip`, `snappy`, `lz4`, `zstd`, `uncompressed`) is Kafka's recompression on "
-        "append.",
+        "The codec batches are stored with: `producer` keeps the producer's; with a codec "
+        "(`gzip`, `snappy`, `lz4`, `zstd`, or `uncompressed`: none) the leader recompresses "
+        "every batch in another codec on append, as Kafka does.",
         OneOf(COMPRESSION_TYPES),
         broker="compression.type",
-        effect="stored and described; batches are stored as the producer compressed them "
-        "(no recompression yet)",
     ),
     TopicConfig(
         "compression.gzip.level",
@@ -145,7 +143,6 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "Level of gzip when `compression.type` is `gzip` (1-9, -1 the codec's default).",
         GZIP_LEVEL,
         broker="compression.gzip.level",
-        effect="stored and described (no recompression yet)",
     ),
     TopicConfig(
         "compression.lz4.level",
@@ -153,7 +150,6 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "Level of lz4 when `compression.type` is `lz4` (1-17).",
         LZ4_LEVEL,
         broker="compression.lz4.level",
-        effect="stored and described (no recompression yet)",
     ),
     TopicConfig(
         "compression.zstd.level",
@@ -161,7 +157,6 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "Level of zstd when `compression.type` is `zstd` (-131072 to 22).",
         ZSTD_LEVEL,
         broker="compression.zstd.level",
-        effect="stored and described (no recompression yet)",
     ),
     TopicConfig(
         "delete.retention.ms",

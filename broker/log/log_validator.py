@@ -15,11 +15,16 @@ A batch is stored only if every consumer can read it. Kafka's checks, for a v2 b
    ``message.timestamp.after.max.ms``]. Beyond Kafka: a timestamp below -1 (Kafka's "no
    timestamp") is refused too; no Kafka client can produce one, and ListOffsets by
    timestamp cannot answer for it;
-5. on a LogAppendTime topic (``message.timestamp.type``), the batch is stamped instead:
-   its timestamp-type bit set and its max timestamp the broker's clock, CRC recomputed
-   (``assign_log_append_time``), as Kafka's LogValidator does in place; consumers read
-   that time as every record's timestamp. A batch of our own protocol keeps its
-   timestamps.
+
+Then ``assign`` makes the batch the topic's (a batch of our own protocol is kept as it
+is):
+
+5. with ``compression.type`` a codec other than the batch's, its records are
+   recompressed with that codec (and level), as Kafka's LogValidator rebuilds such a
+   batch; the records themselves, their offsets and timestamps, are the same bytes;
+6. on a LogAppendTime topic (``message.timestamp.type``) the batch is stamped: its
+   timestamp-type bit set and its max timestamp the broker's clock, which consumers read
+   as every record's timestamp; the create-time bounds of 4 are not checked.
 
 Records are walked by aiokafka's compiled record reader (about 0.25 us per record, a
 quarter of a Python loop), after this module decompressed the payload within the bound:
@@ -33,6 +38,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Mapping
+from typing import Any
 
 import cramjam
 import msgspec
@@ -48,6 +55,7 @@ from purgatory.protocol.kafka_records import (
     HEADER_SIZE,
     NO_PRODUCER_ID,
     InconsistentBatchError,
+    compress,
 )
 from purgatory.protocol.records import (
     KAFKA_MAGIC,
@@ -58,7 +66,10 @@ from purgatory.protocol.records import (
 
 NO_TIMESTAMP = -1
 LOG_APPEND_TIME_FLAG = 0x08
+_LENGTH_AT = 8
 _CRC_AT = 17
+# Kafka's codec ids by compression.type (uncompressed: none).
+CODEC_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _ATTRIBUTES_AT = 21
 _MAX_TIMESTAMP_AT = 35
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -82,8 +93,10 @@ class LogValidator:
     """The checks of one partition's appends from clients (its topic's configs)."""
 
     __slots__ = (
+        "level",
         "log_append_time",
         "max_uncompressed_bytes",
+        "target_codec",
         "timestamp_after_max_ms",
         "timestamp_before_max_ms",
     )
@@ -94,11 +107,35 @@ class LogValidator:
         timestamp_after_max_ms: int,
         max_uncompressed_bytes: int,
         log_append_time: bool = False,
+        target_codec: int | None = None,
+        level: int | None = None,
     ) -> None:
         self.timestamp_before_max_ms = timestamp_before_max_ms
         self.timestamp_after_max_ms = timestamp_after_max_ms
         self.max_uncompressed_bytes = max_uncompressed_bytes
         self.log_append_time = log_append_time  # message.timestamp.type=LogAppendTime
+        self.target_codec = target_codec  # compression.type as a codec; None: producer
+        self.level = level  # compression.<codec>.level of the target codec
+
+    @classmethod
+    def for_topic(cls, configs: Mapping[str, Any], max_uncompressed_bytes: int) -> LogValidator:
+        """The validator of a topic with these (parsed) configs."""
+        compression = configs["compression.type"]
+        target = None if compression == "producer" else CODEC_IDS[compression]
+        level = configs.get(f"compression.{compression}.level")
+        return cls(
+            int(configs["message.timestamp.before.max.ms"]),
+            int(configs["message.timestamp.after.max.ms"]),
+            max_uncompressed_bytes,
+            configs["message.timestamp.type"] == "LogAppendTime",
+            target,
+            None if level is None else int(level),
+        )
+
+    @property
+    def rewrites(self) -> bool:
+        """Whether ``assign`` may change a batch (recompress or stamp it)."""
+        return self.log_append_time or self.target_codec is not None
 
     def validate(self, batch: bytes, now_ms: int) -> BatchInfo:
         """The batch's figures if it may be appended; raises RecordValidationError."""
@@ -211,19 +248,31 @@ class LogValidator:
         if problem is not None:
             raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, problem, ((index, problem),))
 
-    def assign_log_append_time(
-        self, batch: bytes, info: BatchInfo, now_ms: int
-    ) -> tuple[bytes, BatchInfo]:
-        """A validated v2 batch stamped with the broker's time (LogAppendTime): the
-        timestamp-type bit set, ``max_timestamp`` = ``now_ms``, the CRC recomputed over
-        the changed header. A batch of our own protocol is returned as it is."""
-        if len(batch) <= 16 or batch[16] != KAFKA_MAGIC:
+    def assign(self, batch: bytes, info: BatchInfo, now_ms: int) -> tuple[bytes, BatchInfo]:
+        """A validated v2 batch made the topic's (5 and 6 above): recompressed with
+        ``target_codec`` if it has another codec, stamped with ``now_ms`` on a
+        LogAppendTime topic, its length and CRC written again. Unchanged otherwise, and
+        for a batch of our own protocol."""
+        if not self.rewrites or len(batch) <= 16 or batch[16] != KAFKA_MAGIC:
             return batch, info
-        stamped = bytearray(batch)
-        stamped[_ATTRIBUTES_AT + 1] |= LOG_APPEND_TIME_FLAG
-        struct.pack_into(">q", stamped, _MAX_TIMESTAMP_AT, now_ms)
-        struct.pack_into(">I", stamped, _CRC_AT, crc32c(memoryview(stamped)[_ATTRIBUTES_AT:]))
-        return bytes(stamped), msgspec.structs.replace(info, max_timestamp=now_ms)
+        codec = batch[_ATTRIBUTES_AT + 1] & CODEC_MASK
+        target = self.target_codec
+        if target is not None and target != codec:
+            records = memoryview(batch)[HEADER_SIZE:]
+            plain = self._decompress(codec, records) if codec else records
+            out = bytearray(batch[:HEADER_SIZE]) + compress(target, plain, self.level)
+            out[_ATTRIBUTES_AT + 1] = (out[_ATTRIBUTES_AT + 1] & ~CODEC_MASK & 0xFF) | target
+            struct.pack_into(">i", out, _LENGTH_AT, len(out) - _LENGTH_AT - 4)
+        elif self.log_append_time:
+            out = bytearray(batch)
+        else:
+            return batch, info
+        if self.log_append_time:
+            out[_ATTRIBUTES_AT + 1] |= LOG_APPEND_TIME_FLAG
+            struct.pack_into(">q", out, _MAX_TIMESTAMP_AT, now_ms)
+            info = msgspec.structs.replace(info, max_timestamp=now_ms)
+        struct.pack_into(">I", out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+        return bytes(out), msgspec.structs.replace(info, size=len(out))
 
     # -- decompression within a bound ------------------------------------------------------
 

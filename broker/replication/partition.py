@@ -173,9 +173,10 @@ class Partition:
             if retried is not None:  # a retry: answered, not appended
                 return LeaderAppend(retried.first_offset, retried.last_offset + 1, 0)
         append_time = -1
-        if self.validator.log_append_time:
-            records, info = self.validator.assign_log_append_time(records, info, now_ms)
-            append_time = now_ms
+        validator = self.validator
+        if validator.rewrites:  # recompressed or stamped (LogAppendTime)
+            records, info = validator.assign(records, info, now_ms)
+            append_time = now_ms if validator.log_append_time else -1
         base = log.append(records, info, self.leader_epoch)
         return LeaderAppend(base, log.log_end_offset, info.record_count, append_time)
 

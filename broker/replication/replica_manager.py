@@ -228,12 +228,7 @@ class ReplicaManager:
                     Log(LogConfig.from_topic_configs(configs), self.memory_budget.memory),
                     int(configs["max.message.bytes"]),
                     int(configs["min.insync.replicas"]),
-                    LogValidator(
-                        int(configs["message.timestamp.before.max.ms"]),
-                        int(configs["message.timestamp.after.max.ms"]),
-                        self.config["socket.request.max.bytes"],
-                        configs["message.timestamp.type"] == "LogAppendTime",
-                    ),
+                    LogValidator.for_topic(configs, self.config["socket.request.max.bytes"]),
                     bool(configs["unclean.leader.election.enable"]),
                 )
                 self.partitions[key] = partition

@@ -254,3 +254,58 @@ async def test_a_log_append_time_topic_is_stamped_with_the_brokers_time(
     assert all(kind == out["log_append_type"] and low <= t <= high for kind, t in out["reported"])
     assert [kind for kind, _ in out["kafka_python"]] == [1, 1, 1]  # LogAppendTime
     assert [t for _, t in out["kafka_python"]] == [t for _, t in out["seen"]]
+
+
+# -- compression.type ---------------------------------------------------------------------------
+
+
+def produce_gzip_and_consume(servers: str, topics: list[str]) -> dict[str, list[bytes]]:
+    from confluent_kafka import Consumer
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=servers, acks="all", compression_type="gzip")
+    for topic in topics:
+        for i in range(20):
+            producer.send(topic, value=b"v%d-" % i + b"x" * 500, partition=0)
+    producer.flush()
+    producer.close()
+    seen: dict[str, list[bytes]] = {t: [] for t in topics}
+    consumer = Consumer(
+        {"bootstrap.servers": servers, "group.id": "codecs", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(topics)
+    deadline = time.monotonic() + 20
+    while sum(map(len, seen.values())) < 20 * len(topics) and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen[message.topic()].append(message.value())
+    consumer.close()
+    return seen
+
+
+async def test_a_codec_topic_stores_batches_in_its_codec_and_clients_read_them(
+    brokers: list[Broker],
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    codecs = {"uncompressed": 0, "snappy": 2, "lz4": 3, "zstd": 4}
+
+    def create() -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+        created = admin.create_topics(
+            [NewTopic(f"in-{c}", 1, 3, config={"compression.type": c}) for c in codecs]
+        )
+        for future in created.values():
+            future.result(timeout=20)
+
+    await in_thread(create)
+    topics = [f"in-{c}" for c in codecs]
+    await on_every_broker(brokers, *topics)
+    seen = await in_thread(produce_gzip_and_consume, bootstrap(brokers), topics)
+    expected = [b"v%d-" % i + b"x" * 500 for i in range(20)]
+    for codec, number in codecs.items():
+        assert seen[f"in-{codec}"] == expected, codec
+        for broker in brokers:  # the leader recompressed; followers hold its bytes
+            log = broker.replica_manager.partitions[(f"in-{codec}", 0)].log
+            stored = [batch for segment in log.segments for batch in segment.batches]
+            assert stored and all(b[22] & 0x07 == number for b in stored), (codec, broker)

@@ -171,7 +171,7 @@ def test_log_append_time_stamps_the_batch_with_the_broker_clock_and_skips_the_bo
         [(NOW - 10 * HOUR, b"k", b"v", []), (NOW + HOUR, b"k", b"w", [])], "gzip"
     )
     info = stamping.validate(produced, NOW)  # CreateTime bounds of 0 would refuse both
-    stamped, stamped_info = stamping.assign_log_append_time(produced, info, NOW)
+    stamped, stamped_info = stamping.assign(produced, info, NOW)
     assert stamped_info.max_timestamp == NOW
     assert stamped[22] & 0x08  # the timestamp-type bit: LogAppendTime
     assert struct.unpack_from(">q", stamped, 35)[0] == NOW
@@ -184,3 +184,31 @@ def test_create_time_leaves_the_batch_as_the_producer_built_it() -> None:
     produced = batch(2)
     assert validator.log_append_time is False
     assert validator.validate(produced, NOW).max_timestamp == NOW + 1
+
+
+@pytest.mark.parametrize("source", list(CODECS))
+@pytest.mark.parametrize("target", ["uncompressed", "gzip", "snappy", "lz4", "zstd"])
+def test_a_codec_topic_recompresses_every_batch_into_its_codec(source: str, target: str) -> None:
+    from kafka.record.default_records import DefaultRecordBatch
+
+    from purgatory.broker.log.log_validator import CODEC_IDS
+
+    recompressing = LogValidator(2**63 - 1, HOUR, LIMIT, target_codec=CODEC_IDS[target])
+    records = [(NOW + i, b"k%d" % i, b"v" * (i * 50), []) for i in range(40)]
+    produced = kafka_python_batch(records, source)
+    info = recompressing.validate(produced, NOW)
+    stored, stored_info = recompressing.assign(produced, info, NOW)
+    assert stored[22] & 0x07 == CODEC_IDS[target]
+    assert stored_info.size == len(stored)
+    assert kafka_records.validate(stored).record_count == 40  # length and CRC agree
+    assert recompressing.validate(stored, NOW) == stored_info  # and it reads back whole
+    # What another client reads: the same records (kafka-python's own reader).
+    read = [(r.timestamp, r.key, r.value) for r in DefaultRecordBatch(stored)]
+    assert read == [(ts, k, v) for ts, k, v, _ in records]
+
+
+def test_a_batch_already_in_the_topics_codec_is_stored_as_it_came() -> None:
+    recompressing = LogValidator(2**63 - 1, HOUR, LIMIT, target_codec=1)
+    produced = kafka_python_batch([(NOW, b"k", b"v" * 100, [])], "gzip")
+    info = recompressing.validate(produced, NOW)
+    assert recompressing.assign(produced, info, NOW) == (produced, info)
