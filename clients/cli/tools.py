@@ -149,7 +149,7 @@ async def _topics(args: argparse.Namespace) -> int:
                     rows.append((t.name, None, None, None, None, error_name(t.error_code), ""))
                 # As kafka-topics --describe: the configs that are not defaults (the
                 # topic's own and those the broker's config sets), on its first row.
-                configs = ",".join(f"{k}={v}" for k, v in sorted(t.configs.items()))
+                shown = ",".join(f"{k}={v}" for k, v in sorted(t.configs.items()))
                 rows += [
                     (
                         t.name,
@@ -158,7 +158,7 @@ async def _topics(args: argparse.Namespace) -> int:
                         ",".join(map(str, p.replica_nodes)),
                         ",".join(map(str, p.isr_nodes)),
                         "",
-                        "" if i else configs,
+                        "" if i else shown,
                     )
                     for i, p in enumerate(t.partitions)
                 ]
