@@ -214,6 +214,9 @@ class Partition:
                 if r != self.broker_id
             }
             self.high_watermark = max(self.high_watermark, self.log.log_start_offset)
+            # Kafka's makeLeader: the new epoch starts at the log end now, before any append,
+            # so OffsetForLeaderEpoch of a leader that has written nothing yet is its LEO.
+            self.log.leader_epochs.assign(leader_epoch, leo)
         else:
             for r in replicas:
                 if r != self.broker_id and r not in self.followers:
@@ -274,10 +277,10 @@ class Partition:
         elif fetch_offset >= state.last_fetch_leader_leo:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         state.last_fetch_leader_leo = leader_leo
         state.last_fetch_ms = now_ms
 
-        state.log_start_offset = log_start_offset
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (the leader's own included); True if it moved
         up."""
@@ -293,9 +296,6 @@ class Partition:
             return True
         return False
 
-    def out_of_sync_followers(self, now_ms: int, lag_time_ms: int) -> list[int]:
-        """ISR members (the leader aside) not caught up within ``lag_time_ms``."""
-        return [
     def low_watermark(self, live_brokers: AbstractSet[int]) -> int:
         """The smallest log start offset of the replicas on live brokers, this one
         included (Kafka's ``lowWatermarkIfLeader``): DeleteRecords is done when it passes
@@ -327,6 +327,9 @@ class Partition:
         self.log.maybe_increment_log_start_offset(requested)
         return requested
 
+    def out_of_sync_followers(self, now_ms: int, lag_time_ms: int) -> list[int]:
+        """ISR members (the leader aside) not caught up within ``lag_time_ms``."""
+        return [
             r
             for r in self.isr
             if r != self.broker_id
@@ -349,9 +352,6 @@ class Partition:
     def follower_update_high_watermark(self, leader_high_watermark: int) -> None:
         self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
 
-    # -- observation ----------------------------------------------------------------------
-
-    def describe(self) -> ReplicaInfo:
     def follower_update_log_start_offset(self, leader_log_start_offset: int) -> bool:
         """The leader's log start, from its fetch answer (records deleted there): this
         replica's log starts there too, never past its own high watermark; True if it
@@ -360,6 +360,9 @@ class Partition:
             min(leader_log_start_offset, self.high_watermark)
         )
 
+    # -- observation ----------------------------------------------------------------------
+
+    def describe(self) -> ReplicaInfo:
         """This replica as the admin state dump (GET /v1/state) shows it."""
         log = self.log
         return ReplicaInfo(

@@ -244,8 +244,11 @@ class ReplicaFetcher:
         asks = []
         for key in sorted(keys):
             partition = self.partitions[key]
-            latest = partition.log.leader_epochs.latest_epoch
-            if latest < 0:  # nothing written under any epoch: nothing to cut
+            log = partition.log
+            latest = log.leader_epochs.latest_epoch
+            # Nothing written under any epoch, or no records held (an epoch a leader of an
+            # empty log started, as Kafka's makeLeader does): nothing to cut.
+            if latest < 0 or log.log_end_offset == log.log_start_offset:
                 self._truncation_done(partition)
                 continue
             asks.append((key, partition.leader_epoch, latest))

@@ -7,7 +7,8 @@ A scenario (tests/differential/scenarios/) is an async function of a `Client`: e
 records the decoded response under a label. `normalise` turns a response into plain data:
 
 a. dropped: throttle times, hosts and ports, cluster ids, error *messages* (Kafka's text is
-   not part of the contract; the code is), and ApiVersions' client-facing extras;
+   not part of the contract; the code is), ApiVersions' client-facing extras, and log
+   directories' paths and volume sizes;
 b. replaced by a symbol in order of first appearance (``<member_id#1>``): member ids,
    producer ids, topic ids, so equal values stay equal and different ones different;
 c. decoded: a config list becomes a map by config name; record bytes become (offset, timestamp, key, value, headers) lists, an empty
@@ -52,6 +53,10 @@ DROPPED = frozenset(
         "finalized_features",
         "finalized_features_epoch",
         "zk_migration_ready",
+        # DescribeLogDirs: where a broker keeps its logs, and that volume's size.
+        "log_dir",
+        "total_bytes",
+        "usable_bytes",
     }
 )
 # (b) Random identifiers: each distinct value becomes a symbol, numbered by first appearance.

@@ -169,6 +169,22 @@ async def test_offset_for_leader_epoch_says_where_each_epoch_ends_after_a_leader
     assert await epoch_end(new_leader, "nope", 0) == ("UNKNOWN_TOPIC_OR_PARTITION", -1, -1)
 
 
+async def test_a_new_leader_s_epoch_ends_at_its_log_end_before_it_writes_anything(
+    three: list[Broker],
+) -> None:
+    """Kafka's makeLeader puts the new epoch in the cache at once: a consumer asking about
+    the current epoch of a leader that has not appended yet is told the log end."""
+    await create(three[0], "quiet", rf=3)
+    await wait_until(
+        lambda: all(("quiet", 0) in b.replica_manager.partitions for b in three),
+        message="replicas",
+    )
+    state = three[0].metadata.partition("quiet", 0)
+    assert state is not None
+    leader = next(b for b in three if b.broker_id == state.leader_id)
+    assert await epoch_end(leader, "quiet", state.leader_epoch) == ("NONE", state.leader_epoch, 0)
+
+
 async def test_a_confluent_consumer_validates_its_position_after_a_leader_change(
     three: list[Broker],
 ) -> None:
