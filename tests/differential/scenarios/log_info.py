@@ -16,6 +16,7 @@ from tests.differential.scenarios.base import (
     topic_ready,
     topic_with_records,
 )
+from tests.differential.scenarios.delete_records import delete_records
 
 OFFSET_FOR_LEADER_EPOCH = 4
 DESCRIBE_LOG_DIRS = 4
@@ -70,6 +71,19 @@ async def offset_for_leader_epoch(c: Client) -> None:
 async def offset_for_leader_epoch_of_an_empty_log(c: Client) -> None:
     topic = await topic_with_records(c)
     await epoch_end(c, "current_epoch", topic, 0, 0)
+
+
+@scenario
+async def offset_for_leader_epoch_after_delete_records(c: Client) -> None:
+    """An epoch older than every epoch the log still holds (-2 here: a 1-node log has only
+    epoch 0) is answered as itself, ending where the first one held now starts."""
+    topic = await topic_with_records(c, b"a", b"b", b"c", b"d")
+    await epoch_end(c, "older_than_any", topic, -2, 0)
+    await delete_records(c, "delete_to_2", topic, 2)
+    await epoch_end(c, "older_than_any_after", topic, -2, 0)
+    await epoch_end(c, "current_after", topic, 0, 0)
+    await delete_records(c, "delete_all", topic, -1)
+    await epoch_end(c, "older_than_any_when_empty", topic, -2, 0)
 
 
 # -- DescribeLogDirs -------------------------------------------------------------------------
