@@ -196,3 +196,21 @@ async def test_a_follower_takes_the_leaders_log_start_up_to_its_own_high_waterma
     assert follower.follower_update_log_start_offset(8)
     assert follower.log.log_start_offset == 6
     assert not follower.follower_update_log_start_offset(-1)
+
+
+def test_in_a_tiered_log_the_remote_segments_below_the_start_go_too() -> None:
+    log = Log(
+        LogConfig(segment_bytes=3 * 60, local_retention_bytes=2 * 60, remote_storage_enable=True)
+    )
+    for i in range(8):  # segments [0-5], [6-11], [12-15] (active)
+        append(log, b"%02d" % (2 * i), b"%02d" % (2 * i + 1))
+    for segment in log.segments_to_copy(16):
+        log.segment_copied(segment)
+    log.delete_old_segments(None)
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, 12)
+    assert log.maybe_increment_log_start_offset(7)
+    assert [s.base_offset for s in log.remote_segments] == [6]  # [0-5] gone, [6-11] holds 7
+    assert (log.log_start_offset, log.local_log_start_offset) == (7, 12)
+    assert log.in_remote_tier(7) and not log.in_remote_tier(6)
+    assert log.maybe_increment_log_start_offset(14)
+    assert log.remote_segments == [] and log.local_log_start_offset == 14
