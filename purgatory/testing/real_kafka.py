@@ -125,8 +125,12 @@ def unavailable() -> str | None:
 
 def new_cluster_id() -> str:
     """A cluster id as Kafka writes one (`kafka-storage random-uuid`): 16 random bytes in
-    URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    URL-safe base64 without padding, never starting with "-" (Kafka's Uuid.randomUuid
+    draws again: kafka-storage would read such an id as an option, and fail)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def rss_bytes(pid: int) -> int:
