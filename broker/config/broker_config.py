@@ -23,10 +23,10 @@ from purgatory.broker.config.definitions import (
 from purgatory.broker.config.listeners import ListenerConfig, listener_config
 from purgatory.broker.config.quorum_configs import parse_roles
 from purgatory.broker.config.topic_configs import (
+    broker_default,
     check_topic_consistency,
     kafka_value,
     parse_topic_configs,
-    parse_value,
 )
 
 # The names of every config by the type of its value, so that ``config[name]`` is typed
@@ -43,6 +43,8 @@ IntConfig = Literal[
     "message.max.bytes",
     "log.retention.bytes",
     "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
     "log.memory.max.bytes",
     "log.segment.bytes",
     "log.message.timestamp.before.max.ms",
@@ -58,11 +60,14 @@ IntConfig = Literal[
     "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms",
     "log.roll.ms",
+    "log.roll.hours",
     "log.roll.jitter.ms",
+    "log.roll.jitter.hours",
     "log.index.size.max.bytes",
     "log.index.interval.bytes",
     "log.flush.interval.messages",
     "log.flush.interval.ms",
+    "log.flush.scheduler.interval.ms",
     "log.segment.delete.delay.ms",
     "remote.fetch.max.wait.ms",
     "remote.log.reader.threads",
@@ -338,13 +343,7 @@ class BrokerConfig:
     def topic_defaults(self) -> dict[str, Any]:
         """Every topic config's value on a topic that does not set it: its broker config's
         (Kafka's synonym), or its own default."""
-        out = {}
-        for name, topic in TOPIC_CONFIGS.items():
-            if topic.broker is None:
-                out[name] = topic.default
-            else:
-                out[name] = parse_value(name, topic.type, self.values[BY_NAME[topic.broker].name])
-        return out
+        return {name: broker_default(topic, self.values) for name, topic in TOPIC_CONFIGS.items()}
 
     def topic_defaults_set(self) -> dict[str, str]:
         """The topic configs whose broker default this broker's config sets (not Kafka's
@@ -353,7 +352,7 @@ class BrokerConfig:
         set_here = [
             name
             for name, topic in TOPIC_CONFIGS.items()
-            if topic.broker is not None and self.sources.get(BY_NAME[topic.broker].name)
+            if any(self.sources.get(synonym) for synonym, _ in topic.synonyms)
         ]
         if not set_here:
             return {}
@@ -445,8 +444,12 @@ def validate_topic_configs(
 
 def _check_local_retention(values: Mapping[str, Any]) -> None:
     """The broker defaults of local retention may not exceed the whole log's."""
-    for kind in ("bytes", "ms"):
-        local, total = values[f"log.local.retention.{kind}"], values[f"log.retention.{kind}"]
+    retention = {
+        "bytes": values["log.retention.bytes"],
+        "ms": broker_default(TOPIC_CONFIGS["retention.ms"], values),
+    }
+    for kind, total in retention.items():
+        local = values[f"log.local.retention.{kind}"]
         if local >= 0 and (total != -1 and local > total):
             raise ConfigError(
                 f"log.local.retention.{kind} ({local}) must not exceed log.retention.{kind} "

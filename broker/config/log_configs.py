@@ -79,11 +79,24 @@ LOG_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "log.retention.ms",
         int,
-        604800000,
-        "Milliseconds a log keeps a segment after its newest record's timestamp (7 days). "
-        "-1: unlimited. Topic config: `retention.ms`.",
+        None,
+        "Milliseconds a log keeps a segment after its newest record's timestamp. -1: "
+        "unlimited. Unset: `log.retention.minutes`, else `log.retention.hours` (7 days), as "
+        "in Kafka. Topic config: `retention.ms`.",
         minus_one_or_at_least(0),
         topic_name="retention.ms",
+    ),
+    ConfigDef(
+        "log.retention.minutes",
+        int,
+        None,
+        "`log.retention.ms` in minutes, when that is unset.",
+    ),
+    ConfigDef(
+        "log.retention.hours",
+        int,
+        168,
+        "`log.retention.ms` in hours, when that and `log.retention.minutes` are unset.",
     ),
     ConfigDef(
         "log.segment.bytes",
@@ -308,20 +321,34 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "log.roll.ms",
         int,
-        604800000,
+        None,
         "Default time after which Kafka rolls a segment that is not full; segments here "
-        "roll by size only. Kafka's `log.roll.hours` is not accepted. Topic config: "
-        "`segment.ms`.",
+        "roll by size only. Unset: `log.roll.hours`. Topic config: `segment.ms`.",
         at_least(1),
         topic_name="segment.ms",
     ),
     ConfigDef(
+        "log.roll.hours",
+        int,
+        168,
+        "`log.roll.ms` in hours, when that is unset.",
+        at_least(1),
+    ),
+    ConfigDef(
         "log.roll.jitter.ms",
         int,
-        0,
-        "Default jitter of `log.roll.ms` (no effect here). Topic config: `segment.jitter.ms`.",
+        None,
+        "Default jitter of `log.roll.ms` (no effect here). Unset: `log.roll.jitter.hours`. "
+        "Topic config: `segment.jitter.ms`.",
         at_least(0),
         topic_name="segment.jitter.ms",
+    ),
+    ConfigDef(
+        "log.roll.jitter.hours",
+        int,
+        0,
+        "`log.roll.jitter.ms` in hours, when that is unset.",
+        at_least(0),
     ),
     ConfigDef(
         "log.index.size.max.bytes",
@@ -353,11 +380,18 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "log.flush.interval.ms",
         int,
-        LONG_MAX,
-        "Default milliseconds between fsyncs (no effect: logs live in memory). Topic "
-        "config: `flush.ms`.",
+        None,
+        "Default milliseconds between fsyncs (no effect: logs live in memory). Unset: "
+        "`log.flush.scheduler.interval.ms`. Topic config: `flush.ms`.",
         at_least(0),
         topic_name="flush.ms",
+    ),
+    ConfigDef(
+        "log.flush.scheduler.interval.ms",
+        int,
+        LONG_MAX,
+        "How often Kafka checks whether a log needs flushing (no effect here); "
+        "`log.flush.interval.ms` when that is unset.",
     ),
     ConfigDef(
         "log.segment.delete.delay.ms",

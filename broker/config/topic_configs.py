@@ -3,11 +3,10 @@ broker config it defaults from, and the parsing that refuses a bad value in Kafk
 (``Invalid value X for configuration Y: ...``, ``Unknown topic config name: Y``).
 
 Names, types, ranges and defaults are Kafka 4.3's (``LogConfig``'s ConfigDef and
-``ServerTopicConfigSynonyms``). Two deliberate differences: ``segment.bytes`` may be as
-small as 14 bytes (logs live in memory; Kafka's floor is 1 MiB), and a topic config whose
-broker default Kafka spells in hours (``log.retention.hours``, ``log.roll.hours``)
-defaults from the milliseconds form only. ``remote.log.storage.enable``, this project's
-first name for ``remote.storage.enable``, is still accepted and stored under Kafka's name.
+``ServerTopicConfigSynonyms``). One deliberate difference: ``segment.bytes`` may be as
+small as 14 bytes (logs live in memory; Kafka's floor is 1 MiB).
+``remote.log.storage.enable``, this project's first name for ``remote.storage.enable``, is
+still accepted and stored under Kafka's name.
 
 A parsed value is an int, float, bool, str or (a LIST) a tuple of str; ``kafka_value``
 writes it back as Kafka describes it.
@@ -110,6 +109,14 @@ class TopicConfig:
     broker: str | None = None
     default: Any = None
     effect: str = ""
+
+    @property
+    def synonyms(self) -> tuple[tuple[str, int], ...]:
+        """The broker configs it defaults from, Kafka's order (ServerTopicConfigSynonyms),
+        each with the factor to milliseconds: the first one with a value gives it."""
+        if self.broker is None:
+            return ()
+        return UNIT_SYNONYMS.get(self.broker, ((self.broker, 1),))
 
 
 _NO_DISK = "no effect: logs live in memory"
@@ -383,6 +390,36 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
 )
 
 TOPIC_CONFIGS: dict[str, TopicConfig] = {c.name: c for c in TOPIC_CONFIG_DEFS}
+
+# Broker defaults Kafka also takes in other units (KafkaConfig's logRetentionTimeMillis,
+# logRollTimeMillis, ...): the first one set wins.
+_HOUR, _MINUTE = 3_600_000, 60_000
+UNIT_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "log.retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", _MINUTE),
+        ("log.retention.hours", _HOUR),
+    ),
+    "log.roll.ms": (("log.roll.ms", 1), ("log.roll.hours", _HOUR)),
+    "log.roll.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOUR)),
+    "log.flush.interval.ms": (
+        ("log.flush.interval.ms", 1),
+        ("log.flush.scheduler.interval.ms", 1),
+    ),
+}
+
+
+def broker_default(topic: TopicConfig, values: Mapping[str, Any]) -> Any:
+    """The value a topic config takes from the broker's config ``values`` (its own default
+    for a topic-only config): its first synonym that has one, in milliseconds; a negative
+    retention is -1 (unlimited), as Kafka's logRetentionTimeMillis."""
+    for name, factor in topic.synonyms:
+        value = values.get(name)
+        if value is not None:
+            if factor == 1:
+                return parse_value(topic.name, topic.type, value) if topic.type == LIST else value
+            return -1 if value < 0 else value * factor
+    return topic.default
 
 
 def _num(value: float | None) -> str:

@@ -109,6 +109,8 @@ def test_every_config_is_documented_with_its_default(definition) -> None:  # typ
     default = (
         str(definition.default).lower()
         if isinstance(definition.default, bool)
+        else "(none)"
+        if definition.default is None
         else str(definition.default)
     )
     row = re.search(rf"^\|\s*`{re.escape(definition.name)}`\s*\|([^|]*)\|([^|]*)\|", DOC, re.M)

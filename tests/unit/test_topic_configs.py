@@ -138,3 +138,27 @@ def test_the_topic_configs_a_broker_sets_are_the_ones_kafka_topics_lists() -> No
         environ={}, overrides={"log.cleanup.policy": "compact", "min.insync.replicas": "2"}
     )
     assert config.topic_defaults_set() == {"cleanup.policy": "compact", "min.insync.replicas": "2"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "retention_ms"),
+    [
+        ({}, 604800000),  # log.retention.hours=168, Kafka's default
+        ({"log.retention.hours": "1"}, 3_600_000),
+        ({"log.retention.hours": "1", "log.retention.minutes": "2"}, 120_000),
+        ({"log.retention.minutes": "2", "log.retention.ms": "5"}, 5),
+        ({"log.retention.hours": "-5"}, -1),  # negative: unlimited, as Kafka reads it
+    ],
+)
+def test_retention_ms_defaults_from_the_first_of_kafkas_unit_synonyms_set(
+    overrides: dict[str, str], retention_ms: int
+) -> None:
+    config = load_config(environ={}, overrides=overrides)
+    assert config.topic_defaults()["retention.ms"] == retention_ms
+
+
+def test_segment_ms_defaults_from_log_roll_hours() -> None:
+    assert load_config(environ={}).topic_defaults()["segment.ms"] == 604800000
+    config = load_config(environ={}, overrides={"log.roll.hours": "2"})
+    assert config.topic_defaults()["segment.ms"] == 7_200_000
+    assert config.topic_defaults_set() == {"segment.ms": "7200000"}

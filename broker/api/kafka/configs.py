@@ -136,31 +136,39 @@ class ConfigApis:
             f"or brokers ({BROKER})",
         )
 
-    def _broker_synonyms(self, definition: ConfigDef) -> list[tuple[str, str | None, int]]:
-        """Where a broker config's value comes from, most specific first, as Kafka lists
-        them: a dynamic change, the static config, the default."""
+    def _broker_synonyms(self, *names: str) -> list[tuple[str, str | None, int]]:
+        """Where the value of broker configs ``names`` (Kafka's synonyms of one config, in
+        its order) comes from, most specific first, as Kafka's ConfigHelper lists them:
+        the dynamic changes, then the static configs, then the defaults (a config whose
+        default is null, like ``log.retention.ms``, has none)."""
         config = self.broker.config
-        hide = definition.sensitive
-        source = config.sources.get(definition.name, "default")
-        default = (
-            definition.name,
-            None if hide else kafka_value(definition.default),
-            DEFAULT_CONFIG,
-        )
-        if source == "default":
-            return [default]
-        kind = DYNAMIC_BROKER_CONFIG if source == "dynamic" else STATIC_BROKER_CONFIG
-        value = None if hide else kafka_value(config.values[definition.name])
-        return [(definition.name, value, kind), default]
+        chain: dict[int, list[tuple[str, str | None, int]]] = {
+            DYNAMIC_BROKER_CONFIG: [],
+            STATIC_BROKER_CONFIG: [],
+            DEFAULT_CONFIG: [],
+        }
+        for name in names:
+            definition = BY_NAME[name]
+            hide = definition.sensitive
+            source = config.sources.get(name)
+            if source is not None:
+                kind = DYNAMIC_BROKER_CONFIG if source == "dynamic" else STATIC_BROKER_CONFIG
+                value = None if hide else kafka_value(config.values[name])
+                chain[kind].append((name, value, kind))
+            if definition.default is not None:
+                default = None if hide else kafka_value(definition.default)
+                chain[DEFAULT_CONFIG].append((name, default, DEFAULT_CONFIG))
+        return [*chain[DYNAMIC_BROKER_CONFIG], *chain[STATIC_BROKER_CONFIG], *chain[DEFAULT_CONFIG]]
 
     def broker_configs(self) -> list[ConfigEntry]:
         entries = []
         for d in DEFINITIONS:
-            synonyms = self._broker_synonyms(d)
+            synonyms = self._broker_synonyms(d.name)
+            value = self.broker.config.values[d.name]
             entries.append(
                 ConfigEntry(
                     d.name,
-                    synonyms[0][1],
+                    None if value is None else kafka_value(value),
                     synonyms,
                     read_only=not d.dynamic,
                     type_id=_broker_type_id(d),
@@ -187,8 +195,7 @@ class ConfigApis:
             synonyms: list[tuple[str, str | None, int]] = []
             if name in overrides:
                 synonyms.append((name, kafka_value(overrides[name]), DYNAMIC_TOPIC_CONFIG))
-            if topic.broker is not None:
-                synonyms.extend(self._broker_synonyms(BY_NAME[topic.broker]))
+            synonyms.extend(self._broker_synonyms(*(n for n, _ in topic.synonyms)))
             value = overrides[name] if name in overrides else defaults[name]
             entries.append(
                 ConfigEntry(
