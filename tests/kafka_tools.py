@@ -35,6 +35,7 @@ MAIN_CLASSES = {
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
 }
 
 # Short-lived JVMs: the client compiler only and a serial collector start fastest.

@@ -402,3 +402,42 @@ def test_kafka_delete_records_moves_every_replicas_log_start(
     assert delete_records(3)[2:] == ["partition: tools-purged-0\tlow_watermark: 3"]
     starts = [cluster.state(b).replica("tools-purged") for b in range(3)]
     assert [r.log_start_offset if r else None for r in starts] == [3, 3, 3]
+
+
+def test_kafka_log_dirs_describes_each_brokers_in_memory_log_dir(cluster: Cluster) -> None:
+    """kafka-log-dirs --describe (DescribeLogDirs): every broker's one log dir, named
+    memory:/broker-<id>, with the size of each replica of the topic asked for."""
+    topics(
+        cluster,
+        "--create",
+        "--topic",
+        "tools-dirs",
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "3",
+    )
+    topics(cluster, "--create", "--topic", "tools-dirs-other")
+    produce(cluster, "tools-dirs", ["a", "b", "c"])
+    out = tool(
+        "kafka-log-dirs",
+        *("--bootstrap-server", cluster.bootstrap_servers, "--describe"),
+        *("--topic-list", "tools-dirs"),
+    )
+    lines = out.splitlines()
+    assert lines[:2] == [
+        "Querying brokers for log directories information",
+        "Received log directory information from brokers 0,1,2",
+    ]
+    described = json.loads(lines[2])
+    assert described["version"] == 1
+    sizes: dict[str, list[int]] = {}
+    for broker in described["brokers"]:
+        (log_dir,) = broker["logDirs"]
+        assert (log_dir["logDir"], log_dir["error"]) == (f"memory:/broker-{broker['broker']}", None)
+        for p in log_dir["partitions"]:
+            assert (p["offsetLag"], p["isFuture"]) == (0, False)
+            sizes.setdefault(p["partition"], []).append(p["size"])
+    assert sorted(sizes) == ["tools-dirs-0", "tools-dirs-1"]  # the other topic not asked for
+    held = [size for replicas in sizes.values() for size in replicas]
+    assert len(held) == 2 * 3 and sum(held) > 0  # 2 partitions, 3 replicas each
