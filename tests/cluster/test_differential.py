@@ -71,6 +71,12 @@ KNOWN = [
         issue=46,
     ),
     Known(
+        "every_version_of_produce_fetch_and_list_offsets",
+        "fetch_v*.aborted_transactions",
+        "as in fetch_*: the empty aborted-transactions list",
+        issue=46,
+    ),
+    Known(
         "fetch_out_of_range",
         "*.responses[0].partitions[0].*_offset",
         "OFFSET_OUT_OF_RANGE carries the partition's real log start offset, high watermark "

@@ -107,16 +107,19 @@ class Client:
         api_key: ApiKey,
         version: int,
         view: Callable[[Any], Any] | None = None,
+        lenient: bool = False,
         **values: Any,
     ) -> Any:
         """Send one request built from plain values, record and return the response
         (recorded as ``view(response)`` if given: the part of a broker-wide answer that
-        belongs to this scenario)."""
+        belongs to this scenario). ``lenient``: values for fields this version does not
+        have are left out (one set of values for every version of an API)."""
         if any(label == seen for seen, _ in self.responses):
             raise ValueError(f"label {label!r} is used twice in one scenario")
         slot = len(self.responses)
         self.responses.append((label, None))  # its place: the order the calls were sent
-        response = await self.wire.call(api_key, version, body(api_key, version, **values))
+        request = body(api_key, version, lenient, **values)
+        response = await self.wire.call(api_key, version, request)
         self.responses[slot] = (label, response if view is None else view(response))
         return response
 
@@ -157,25 +160,28 @@ async def run(scenario: Scenario, name: str, port: int) -> list[tuple[str, Plain
 # -- requests from plain values --------------------------------------------------------
 
 
-def body(api_key: ApiKey, version: int, **values: Any) -> Any:
+def body(api_key: ApiKey, version: int, lenient: bool = False, **values: Any) -> Any:
     """A kio request of this version from plain values: nested entities as dicts (or lists
-    of dicts), durations in ms; fields not given keep their schema default."""
-    return _entity(request_class(api_key, version), values)
+    of dicts), durations in ms; fields not given keep their schema default; fields the
+    version does not have are an error, or left out if ``lenient``."""
+    return _entity(request_class(api_key, version), values, lenient)
 
 
-def _entity(cls: type, values: dict[str, Any]) -> Any:
+def _entity(cls: type, values: dict[str, Any], lenient: bool = False) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(values) - set(fields)
-    if unknown:
+    if unknown and not lenient:
         raise TypeError(f"{cls.__qualname__} has no field {sorted(unknown)}")
     kwargs: dict[str, Any] = {}
     for name, value in values.items():
+        if name in unknown:
+            continue
         field = fields[name]
         kind = classify_field(field)
         if isinstance(kind, EntityTupleField) and value is not None:
-            kwargs[name] = tuple(_entity(kind.type_, item) for item in value)
+            kwargs[name] = tuple(_entity(kind.type_, item, lenient) for item in value)
         elif isinstance(kind, EntityField) and value is not None:
-            kwargs[name] = _entity(kind.type_, value)
+            kwargs[name] = _entity(kind.type_, value, lenient)
         elif field.metadata.get("kafka_type", "").startswith("timedelta"):
             kwargs[name] = datetime.timedelta(milliseconds=value)
         elif isinstance(value, list):

@@ -313,7 +313,8 @@ class _ProduceAnswer:
 class _FetchAnswer:
     """Turns a FetchResult into the FetchResponse of one version: batches of our own
     protocol converted to v2 (Kafka clients read only those), topic ids from the
-    metadata, UNKNOWN_TOPIC_ID for ids not known (v13+)."""
+    metadata, UNKNOWN_TOPIC_ID for ids not known (v13+; a partition a known topic does
+    not have stays UNKNOWN_TOPIC_OR_PARTITION, as in Kafka)."""
 
     __slots__ = ("broker", "version")
 
@@ -327,9 +328,11 @@ class _FetchAnswer:
         parts: list[FetchPartition] = []
         known = self.broker.metadata.topics
         by_ids = self.version >= 13
+        unknown_id = False
         for (topic, index), data in result.partitions:
             if topic != current:
                 state = known.get(topic)
+                unknown_id = by_ids and state is None
                 if state is not None:
                     topic_id = topic_id_bytes(state.topic_id)
                 elif topic.startswith(_UNKNOWN_ID):
@@ -339,7 +342,7 @@ class _FetchAnswer:
                 parts = []
                 topics.append(FetchTopic(topic, topic_id, parts))
                 current = topic
-            parts.append(_partition(index, data, by_ids))
+            parts.append(_partition(index, data, unknown_id))
         return FetchResponseBody(self.version, topics, result.wait_ms)
 
 
@@ -352,9 +355,9 @@ def _name_of(names: dict[str, str], topic_id: str) -> str:
     return names.get(topic_id) or _UNKNOWN_ID + topic_id
 
 
-def _partition(index: int, data: FetchPartitionData, by_ids: bool) -> FetchPartition:
+def _partition(index: int, data: FetchPartitionData, unknown_id: bool) -> FetchPartition:
     error = data.error
-    if by_ids and error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    if unknown_id and error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         error = ErrorCode.UNKNOWN_TOPIC_ID
     records = as_kafka_batches(data.records) if data.records else b""
     return FetchPartition(index, error, data.high_watermark, data.log_start_offset, records)

@@ -179,35 +179,40 @@ async def fetch(
     partition: int = 0,
     leader_epoch: int = -1,
 ) -> Any:
+    topics = [{"topic": topic, "partitions": [fetched(partition, offset, leader_epoch)]}]
     return await c.call(
-        label,
-        ApiKey.FETCH,
-        FETCH,
-        replica_id=-1,
-        max_wait=max_wait,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": leader_epoch,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
+        label, ApiKey.FETCH, FETCH, lenient=True, **consumer_fetch(topics, max_wait)
     )
+
+
+def consumer_fetch(topics: list[dict[str, Any]], max_wait: int = 0) -> dict[str, Any]:
+    """A consumer's Fetch of ``topics``, its fields for every version (a ``lenient`` call
+    sends those its version has)."""
+    return {
+        "replica_id": -1,
+        "replica_state": {"replica_id": -1, "replica_epoch": -1},
+        "max_wait": max_wait,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": topics,
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def fetched(partition: int, offset: int, leader_epoch: int = -1) -> dict[str, int]:
+    """One partition of a consumer's Fetch."""
+    return {
+        "partition": partition,
+        "current_leader_epoch": leader_epoch,
+        "fetch_offset": offset,
+        "last_fetched_epoch": -1,
+        "log_start_offset": -1,
+        "partition_max_bytes": 1 << 20,
+    }
 
 
 async def list_offsets(
