@@ -9,9 +9,10 @@ Two measures per target (3 brokers each, topic of 3 partitions, replication fact
   creation: a follower that asked before its leader knew the new partition backs off
   ``replica.fetch.backoff.ms``, as in Kafka, and acks=all waits for it);
 - end-to-end latency at a low rate: ``--rate`` records/s for ``--seconds`` seconds to one
-  partition, read by a consumer with ``fetch.wait.max.ms`` 500 (librdkafka's default): a
-  broker that parks fetches answers when the record arrives, one that answers an empty
-  fetch at MaxWait (the mock) makes records wait up to half a second.
+  partition, after a second of the same unmeasured, read by a consumer with
+  ``fetch.wait.max.ms`` 500 (librdkafka's default) that is already fetching: a broker
+  that parks fetches answers when the record arrives, one that answers an empty fetch at
+  MaxWait (the mock) makes records wait up to half a second.
 
 Prints one JSON document; figures are reported as measured, targets beside them.
 """
@@ -123,7 +124,10 @@ def throughput(servers: str, acks: str, records: int, size: int) -> dict[str, fl
     }
 
 
-def end_to_end(servers: str, rate: int, seconds: float) -> dict[str, float]:
+def end_to_end(servers: str, rate: int, seconds: float, warmup: float = 1.0) -> dict[str, float]:
+    """Records at ``rate``/s to partition 0 for ``warmup`` + ``seconds``, each carrying the
+    time it was produced; the latencies of those produced after the warm-up, as the
+    consumer received them."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -139,12 +143,14 @@ def end_to_end(servers: str, rate: int, seconds: float) -> dict[str, float]:
     producer.flush(10)
     high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)[1]
     consumer.assign([TopicPartition(TOPIC, 0, high)])
-    consumer.poll(1.0)  # connected and fetching
-    total = int(rate * seconds)
+    _fetching(consumer, producer)
+    warm = int(rate * warmup)
+    total = warm + int(rate * seconds)
     latencies: list[float] = []
     start = time.perf_counter()
-    sent = 0
-    while len(latencies) < total and time.perf_counter() - start < seconds + 10:
+    measured_from = start + warmup
+    sent = received = 0
+    while received < total and time.perf_counter() - start < warmup + seconds + 10:
         due = start + sent / rate
         if sent < total and time.perf_counter() >= due:
             producer.produce(TOPIC, _SENT_AT.pack(time.perf_counter()), partition=0)
@@ -154,7 +160,10 @@ def end_to_end(servers: str, rate: int, seconds: float) -> dict[str, float]:
         msg = consumer.poll(0.001)
         value = msg.value() if msg is not None and msg.error() is None else None
         if value is not None and len(value) == _SENT_AT.size:
-            latencies.append((time.perf_counter() - _SENT_AT.unpack(value)[0]) * 1000)
+            received += 1
+            sent_at = _SENT_AT.unpack(value)[0]
+            if sent_at >= measured_from:
+                latencies.append((time.perf_counter() - sent_at) * 1000)
     consumer.close()
     producer.flush(10)
     latencies.sort()
@@ -162,11 +171,37 @@ def end_to_end(servers: str, rate: int, seconds: float) -> dict[str, float]:
         return {"received": 0}
     return {
         "received": len(latencies),
-        "sent": sent,
+        "sent": sent - warm,
         "p50_ms": round(statistics.median(latencies), 1),
         "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 1),
         "max_ms": round(latencies[-1], 1),
     }
+
+
+def _fetching(consumer: Any, producer: Any, timeout: float = 30.0) -> None:
+    """Wait until ``consumer``'s group coordinator answers and it reads a record produced
+    after its assignment: the latency run measures a consumer already fetching, not its
+    start. (A consumer with a group.id looks up its coordinator even when it only assigns;
+    the first lookup makes Apache Kafka create __consumer_offsets, 50 partitions, which
+    slowed its first seconds of records by up to 2 s.)"""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            consumer.committed([TopicPartition(TOPIC, 0)], timeout=5)
+            break
+        except KafkaException:  # the coordinator not yet elected or loaded
+            if time.monotonic() > deadline:
+                raise
+            consumer.poll(0.1)
+    producer.produce(TOPIC, b"fetching", partition=0)
+    producer.flush(10)
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.1)
+        if msg is not None and msg.error() is None and msg.value() == b"fetching":
+            return
+    raise RuntimeError(f"the consumer read nothing of {TOPIC} in {timeout:.0f} s")
 
 
 def measure(servers: str, args: argparse.Namespace, create: bool = True) -> dict[str, Any]:
