@@ -278,3 +278,59 @@ def test_the_admin_client_describes_log_dirs_producers_and_topics_page_by_page(
         p["leader"] in (0, 1, 2) and (p["replicas"], p["isr"]) == (3, 3)
         for p in result["described_partitions"]
     )
+
+
+def test_a_consumer_validates_its_position_with_offset_for_leader_epoch_after_a_leader_change(
+    version: str, cluster: Cluster, tmp_path: Path
+) -> None:
+    """KIP-320: the consumer reads 5 records, the partition's leadership moves (a new
+    leader epoch), and it validates its position (OffsetForLeaderEpoch) before reading the
+    next 5: every record once, in order, the later ones under the new epoch."""
+    topic, count = f"java-validate-{version}", 5
+    cluster.create_topic(topic, partitions=1)
+    go = tmp_path / "leader-moved"
+    served_before = _offset_for_leader_epoch_requests(cluster)
+    command = [
+        "java",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        f"-Dorg.slf4j.simpleLogger.defaultLogLevel={LOG_LEVEL}",
+        "-cp",
+        classpath(version),
+        "dev.purgatory.javaclients.JavaClients",
+        "validate",
+        *("--bootstrap", cluster.bootstrap_servers, "--topic", topic),
+        *("--count", str(count), "--go-file", str(go)),
+    ]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as jvm:
+        try:
+            assert jvm.stdout is not None
+            assert jvm.stdout.readline().strip() == "READY"
+            before = cluster.partition(topic)
+            other = next(r for r in before.replicas if r != before.leader)
+            cluster.elect_leader(topic, 0, other)
+            go.touch()
+            out, err = jvm.communicate(timeout=120)
+        finally:
+            if jvm.poll() is None:
+                jvm.kill()
+    assert jvm.returncode == 0, f"validate exited {jvm.returncode}:\n{out}\n{err[-20000:]}"
+    records = json.loads(out.strip().splitlines()[-1])["records"]
+    assert [(r["offset"], r["value"]) for r in records] == [
+        (i, f"value-{i}") for i in range(2 * count)
+    ]
+    assert records[-1]["leader_epoch"] > records[0]["leader_epoch"]
+    assert _offset_for_leader_epoch_requests(cluster) > served_before
+
+
+def _offset_for_leader_epoch_requests(cluster: Cluster) -> float:
+    return sum(
+        value
+        for b in range(3)
+        for (name, labels), value in cluster.metrics(b).items()
+        if name == "purgatory_requests_total"
+        and ("request", "OffsetForLeaderEpoch") in labels
+        and ("listener", "PURGATORY") not in labels  # the followers' own, on our protocol
+    )

@@ -51,6 +51,7 @@ public final class JavaClients {
         scenarios.put("group", GroupRebalance::run);
         scenarios.put("admin", AdminScenario::run);
         scenarios.put("log-info", LogInfoScenario::run);
+        scenarios.put("validate", ValidateAfterLeaderChange::run);
         Scenario scenario = scenarios.get(args[0]);
         if (scenario == null) {
             System.err.println("unknown scenario " + args[0] + "; one of " + scenarios.keySet());
