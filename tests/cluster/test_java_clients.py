@@ -1,7 +1,8 @@
 """Apache Kafka's Java client (kafka-clients 4.x and 3.x, unmodified) against a 3-broker
 Purgatory: an idempotent producer, a group consumer on the classic protocol, two members
-splitting a topic and one taking it all when the other leaves, and the AdminClient (with
-describeLogDirs, describeProducers and describeTopics paged by DescribeTopicPartitions).
+splitting a topic and one taking it all when the other leaves, the AdminClient (with
+describeLogDirs, describeProducers and describeTopics paged by DescribeTopicPartitions), and
+topics made with Kafka Streams' configs and a LogAppendTime lz4 topic.
 
 Each scenario is one JVM running one program of tests/java (`make java-clients` builds
 them), which prints what the client saw as JSON. JAVA_CLIENT_LOG_LEVEL=debug shows the
@@ -278,6 +279,53 @@ def test_the_admin_client_describes_log_dirs_producers_and_topics_page_by_page(
         p["leader"] in (0, 1, 2) and (p["replicas"], p["isr"]) == (3, 3)
         for p in result["described_partitions"]
     )
+
+
+def test_the_admin_client_creates_kafka_streams_topics_and_a_log_append_time_topic(
+    version: str, cluster: Cluster
+) -> None:
+    """Kafka Streams' changelog and repartition configs through createTopics, read back
+    from CreateTopicsResult.config and describeConfigs; a bad config refused in Kafka's
+    words; a LogAppendTime topic in lz4 stamping a gzip producer's records, which the Java
+    consumer (Kafka's strict lz4 reader) reads."""
+    result = run(version, "topic-configs", cluster, prefix=f"java-streams-{version}")
+    assert result["created_changelog"]["cleanup.policy"] == "compact"
+    assert result["created_changelog"]["max.compaction.lag.ms"] == "9223372036854775807"
+    changelog = result["changelog"]
+    assert changelog["cleanup.policy"] == {
+        "value": "compact",
+        "source": "DYNAMIC_TOPIC_CONFIG",
+        "type": "LIST",
+        "synonyms": [
+            "DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact",
+            "DEFAULT_CONFIG:log.cleanup.policy=delete",
+        ],
+    }
+    assert changelog["min.cleanable.dirty.ratio"]["type"] == "DOUBLE"
+    assert changelog["segment.ms"]["synonyms"] == [
+        "DYNAMIC_TOPIC_CONFIG:segment.ms=604800000",
+        "DEFAULT_CONFIG:log.roll.hours=168",
+    ]
+    repartition = result["repartition"]
+    assert {k: v["value"] for k, v in repartition.items()} == {
+        "cleanup.policy": "delete",
+        "segment.bytes": "52428800",
+        "retention.ms": "-1",
+        "message.timestamp.type": "CreateTime",
+    }
+    assert repartition["retention.ms"]["type"] == "LONG"
+    assert result["refused"] == {
+        "error": "InvalidConfigurationException",
+        "message": "Invalid value shred for configuration cleanup.policy: String must be one "
+        "of: compact, delete",
+    }
+    stamped = result["stamped"]
+    low, high = stamped["window"]
+    assert [r["value"] for r in stamped["records"]] == ["v0", "v1", "v2"]
+    for record in stamped["records"]:
+        assert record["timestamp_type"] == "LOG_APPEND_TIME"
+        assert low <= record["timestamp"] <= high
+    assert all(low <= t <= high for t in stamped["acknowledged"])  # log_append_time
 
 
 def test_a_consumer_validates_its_position_with_offset_for_leader_epoch_after_a_leader_change(
