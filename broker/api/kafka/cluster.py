@@ -44,21 +44,35 @@ class ClusterApis:
     # -- Metadata ----------------------------------------------------------------------------
 
     def handle_metadata(self, request: Any, version: int) -> Result:
+        """Topics by name, or (v10+) by topic id: a known id is answered as its name, an
+        unknown one UNKNOWN_TOPIC_ID, first, as Kafka lists them."""
         topics: list[str] | None
+        unknown_ids: list[str] = []
         if request.topics is None or (version == 0 and not request.topics):
             topics = None  # v0 asks for every topic with an empty list, later versions with null
         else:
-            topics = [t.name for t in request.topics if t.name is not None]
+            topics = []
+            names = self.broker.metadata.topic_names
+            for t in request.topics:
+                topic_id = getattr(t, "topic_id", None)
+                if t.name is not None:
+                    topics.append(t.name)
+                elif topic_id is not None:
+                    name = names.get(topic_id.hex)
+                    if name is None:
+                        unknown_ids.append(topic_id.hex)
+                    else:
+                        topics.append(name)
         allow = getattr(request, "allow_auto_topic_creation", True)
         answer = self.broker.apis.handle_metadata(m.MetadataRequest(topics, allow), 0)
         if inspect.isawaitable(answer):
-            return self._after(answer, version)
-        return self._metadata(answer, version)
+            return self._after(answer, version, unknown_ids)
+        return self._metadata(answer, version, unknown_ids)
 
-    async def _after(self, answer: Any, version: int) -> Any:
-        return self._metadata(await answer, version)
+    async def _after(self, answer: Any, version: int, unknown_ids: list[str]) -> Any:
+        return self._metadata(await answer, version, unknown_ids)
 
-    def _metadata(self, answer: m.MetadataResponse, version: int) -> Any:
+    def _metadata(self, answer: m.MetadataResponse, version: int, unknown_ids: list[str]) -> Any:
         schema = response_module(ApiKey.METADATA, version)
         live = self.broker.metadata.live_brokers
         brokers = [
@@ -89,13 +103,24 @@ class ClusterApis:
             )
             for t in answer.topics
         ]
+        unknown = [
+            build(
+                schema.MetadataResponseTopic,
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                name=None,
+                topic_id=topic_id,
+                is_internal=False,
+                partitions=[],
+            )
+            for topic_id in unknown_ids
+        ]
         return build(
             schema.MetadataResponse,
             throttle_time=0,
             brokers=brokers,
             cluster_id=answer.cluster_id,
             controller_id=answer.controller_id,
-            topics=topics,
+            topics=unknown + topics,
         )
 
     # -- DescribeCluster ---------------------------------------------------------------------
@@ -148,7 +173,11 @@ class ClusterApis:
         created = await self.broker.forwarding.create_topics(wanted) if wanted.topics else None
         results = {r.name: r for r in created.topics} if created is not None else {}
         out = []
+        answered: set[str] = set()
         for t in asked.topics:
+            if t.name in answered:
+                continue  # a name asked twice: one answer, as Kafka gives (INVALID_REQUEST)
+            answered.add(t.name)
             r = results.get(t.name)
             if r is None:
                 code: int = ErrorCode.INVALID_REQUEST

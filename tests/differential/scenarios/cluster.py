@@ -121,6 +121,42 @@ async def create_topics_invalid_config(c: Client) -> None:
     )
 
 
+@scenario
+async def create_topics_assignments_duplicates_and_collisions(c: Client) -> None:
+    on_0 = [{"partition_index": 0, "broker_ids": [0]}]
+    await create(c, "assignment_and_partition_count", {"name": c.topic("c"), "assignments": on_0})
+    await create(c, "same_name_twice", {"name": c.topic("d")}, {"name": c.topic("d")})
+    await create(c, "dotted", {"name": c.topic("e.f")})
+    await create(c, "colliding_with_dotted", {"name": c.topic("e_f")})
+    await create(c, "name_of_249", {"name": c.topic("g").ljust(249, "x")})
+    # Last: Kafka creates this one and Purgatory does not (KNOWN), so its topic id comes
+    # after every other's.
+    manual = {"num_partitions": -1, "replication_factor": -1}
+    await create(c, "manual_assignment", {"name": c.topic("a"), **manual, "assignments": on_0})
+    on_7 = [{"partition_index": 0, "broker_ids": [7]}]
+    await create(
+        c, "assignment_to_missing_broker", {"name": c.topic("b"), **manual, "assignments": on_7}
+    )
+
+
+@scenario
+async def metadata_by_topic_id(c: Client) -> None:
+    created = await create(c, "create", {"name": c.topic()})
+    await topic_ready(c, c.topic())
+    for label, topic_id in (
+        ("by_id", created.topics[0].topic_id),
+        ("by_unknown_id", uuid.UUID(int=4242)),
+    ):
+        await c.call(
+            label,
+            ApiKey.METADATA,
+            METADATA,
+            topics=[{"name": None, "topic_id": topic_id}],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+
+
 # -- DeleteTopics ------------------------------------------------------------------------
 
 

@@ -65,6 +65,9 @@ async def join(
     member_id: str = "",
     session_timeout: int = 30_000,
     instance: str | None = None,
+    rebalance_timeout: int = 30_000,
+    protocol_type: str = "consumer",
+    protocols: tuple[str, ...] = ("range",),
 ) -> Any:
     """JoinGroup of a consumer subscribed to the scenario's topic (``instance``: a static
     member's group.instance.id)."""
@@ -74,11 +77,11 @@ async def join(
         JOIN_GROUP,
         group_id=group,
         session_timeout=session_timeout,
-        rebalance_timeout=30_000,
+        rebalance_timeout=rebalance_timeout,
         member_id=member_id,
         group_instance_id=instance,
-        protocol_type="consumer",
-        protocols=[{"name": "range", "metadata": subscription(c.topic())}],
+        protocol_type=protocol_type,
+        protocols=[{"name": p, "metadata": subscription(c.topic())} for p in protocols],
         reason=None,
     )
 
@@ -91,8 +94,10 @@ async def sync(
     generation: int,
     *others: str,
     instance: str | None = None,
+    protocol: tuple[str, str] = ("consumer", "range"),
 ) -> Any:
-    """SyncGroup; the leader's gives the member partition 0 and ``others`` none."""
+    """SyncGroup; the leader's gives the member partition 0 and ``others`` none
+    (``protocol``: the type and name it says the group has)."""
     assignments = [{"member_id": member_id, "assignment": assignment(c.topic(), 0)}]
     assignments += [{"member_id": m, "assignment": assignment(c.topic())} for m in others]
     return await c.call(
@@ -103,8 +108,8 @@ async def sync(
         generation_id=generation,
         member_id=member_id,
         group_instance_id=instance,
-        protocol_type="consumer",
-        protocol_name="range",
+        protocol_type=protocol[0],
+        protocol_name=protocol[1],
         assignments=assignments,
     )
 

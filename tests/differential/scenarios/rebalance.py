@@ -109,3 +109,38 @@ async def group_admin_of_unknown_and_offsets_only_groups(c: Client) -> None:
     await list_groups(c, "list_consumer_type", [], ["consumer"])
     await delete_groups(c, "delete", group, c.topic("nogroup"))
     await offset_fetch(c, "offset_fetch_after_delete", group, [topic])
+
+
+@scenario
+async def group_member_that_does_not_rejoin_is_removed(c: Client) -> None:
+    """A member that does not rejoin within the rebalance timeout (1.5 s) is dropped: the
+    join that started the rebalance completes without it, as the new leader."""
+    group = c.topic("group")
+    await topic_with_records(c, b"a")
+    await coordinator_ready(c, group)
+    a = (await join(c, "a_join_without_member_id", group, rebalance_timeout=1500)).member_id
+    gen1 = (await join(c, "a_join", group, a, rebalance_timeout=1500)).generation_id
+    await sync(c, "a_sync", group, a, gen1)
+    b = (await join(c, "b_join_without_member_id", group, rebalance_timeout=1500)).member_id
+    joined = await join(c, "b_join_without_a", group, b, rebalance_timeout=1500)
+    await heartbeat(c, "a_heartbeat_after_removal", group, a, gen1)
+    await join(c, "a_join_after_removal", group, a, rebalance_timeout=1500)
+    await sync(c, "b_sync", group, b, joined.generation_id)
+    await describe_groups(c, "describe", group)
+
+
+@scenario
+async def group_protocol_mismatches(c: Client) -> None:
+    group = c.topic("group")
+    await topic_with_records(c, b"a")
+    await coordinator_ready(c, group)
+    a = (await join(c, "join_without_member_id", group)).member_id
+    generation = (await join(c, "join", group, a)).generation_id
+    await sync(c, "sync_other_protocol_type", group, a, generation, protocol=("connect", "range"))
+    await sync(c, "sync_other_protocol", group, a, generation, protocol=("consumer", "sticky"))
+    await sync(c, "sync", group, a, generation)
+    await join(c, "join_other_protocol_type", group, protocol_type="connect")
+    await join(c, "join_no_common_protocol", group, protocols=("roundrobin",))
+    await join(c, "join_no_protocols", group, protocols=())
+    await join(c, "join_empty_protocol_type", c.topic("group2"), protocol_type="")
+    await describe_groups(c, "describe", group)
