@@ -175,11 +175,11 @@ async def test_kafka_python_creates_streams_topics_and_describe_answers_the_name
     }
     assert described["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
     assert described["compression.type"]["config_source"] == "DEFAULT_CONFIG"
-    # Synonyms, most specific first: the topic's own value, then the broker default, which
-    # Kafka gives in hours (log.retention.ms and .minutes have no default).
+    # Synonyms, most specific first: the topic's own value, then the broker's, as Kafka
+    # lists them: none before log.retention.ms itself, which has no default (its default
+    # comes from log.retention.hours).
     assert [(s["name"], s["value"]) for s in described["retention.ms"]["synonyms"]] == [
         ("retention.ms", "-1"),
-        ("log.retention.hours", "168"),
     ]
     assert [s["name"] for s in described["compression.type"]["synonyms"]] == ["compression.type"]
     await on_every_broker(brokers, "kp-changelog", "kp-repartition")

@@ -138,9 +138,11 @@ class ConfigApis:
 
     def _broker_synonyms(self, *names: str) -> list[tuple[str, str | None, int]]:
         """Where the value of broker configs ``names`` (Kafka's synonyms of one config, in
-        its order) comes from, most specific first, as Kafka's ConfigHelper lists them:
-        the dynamic changes, then the static configs, then the defaults (a config whose
-        default is null, like ``log.retention.ms``, has none)."""
+        its order, the config itself first) comes from, most specific first, as Kafka's
+        ConfigHelper lists them: the dynamic changes, then the static configs, then the
+        defaults (a config whose default is null, like ``log.retention.ms``, has none);
+        and, as Kafka drops them, none before the first entry of ``names[0]`` itself (so
+        ``retention.ms`` left to ``log.retention.hours`` lists no synonym at all)."""
         config = self.broker.config
         chain: dict[int, list[tuple[str, str | None, int]]] = {
             DYNAMIC_BROKER_CONFIG: [],
@@ -158,7 +160,13 @@ class ConfigApis:
             if definition.default is not None:
                 default = None if hide else kafka_value(definition.default)
                 chain[DEFAULT_CONFIG].append((name, default, DEFAULT_CONFIG))
-        return [*chain[DYNAMIC_BROKER_CONFIG], *chain[STATIC_BROKER_CONFIG], *chain[DEFAULT_CONFIG]]
+        ordered = [
+            *chain[DYNAMIC_BROKER_CONFIG],
+            *chain[STATIC_BROKER_CONFIG],
+            *chain[DEFAULT_CONFIG],
+        ]
+        first = next((i for i, (name, _, _) in enumerate(ordered) if name == names[0]), None)
+        return [] if first is None else ordered[first:]
 
     def broker_configs(self) -> list[ConfigEntry]:
         entries = []
