@@ -46,13 +46,20 @@ class Known:
 KNOWN = [
     Known(
         "*",
-        "*.configs.*",
-        "CreateTopics v5+ lists the created topic's configs: Purgatory knows fewer topic "
-        "configs than Kafka (no compression levels, message.downconversion, "
-        "local.retention.*, ...), has its own (remote.log.storage.enable as a plain "
-        "default), smaller defaults for segment.bytes (16 MiB) and retention.bytes "
-        "(256 MiB), and reports min.insync.replicas as a default where Kafka's storage "
-        "format sets a cluster-wide dynamic default",
+        "*.configs.segment.bytes.value",
+        "a topic's segment.bytes defaults to 16 MiB (Kafka: 1 GiB): logs live in memory",
+    ),
+    Known(
+        "*",
+        "*.configs.retention.bytes.value",
+        "a topic's retention.bytes defaults to 256 MiB (Kafka: unlimited): logs live in memory",
+    ),
+    Known(
+        "*",
+        "*.configs.min.insync.replicas.config_source",
+        "min.insync.replicas is DEFAULT_CONFIG where Kafka's storage format sets it as a "
+        "cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG); cluster-wide dynamic "
+        "configs come with AlterConfigs",
         issue=45,
     ),
     Known(
