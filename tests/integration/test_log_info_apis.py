@@ -113,6 +113,22 @@ async def new_leader_elected(brokers: list[Broker], topic: str, after_epoch: int
     await wait_until(elected, message="a new leader")
 
 
+def leader_of(brokers: list[Broker], topic: str) -> tuple[Broker, int]:
+    """The broker leading ``topic``-0, and its leader epoch."""
+    state = brokers[0].metadata.partition(topic, 0)
+    assert state is not None
+    return next(b for b in brokers if b.broker_id == state.leader_id), state.leader_epoch
+
+
+async def fail_over(brokers: list[Broker], topic: str) -> Broker:
+    """Stop the leader of ``topic``-0 (and forget it); the new leader, once all know it."""
+    leader, epoch = leader_of(brokers, topic)
+    await leader.stop()
+    brokers.remove(leader)
+    await new_leader_elected(brokers, topic, epoch)
+    return leader_of(brokers, topic)[0]
+
+
 def requests_served(brokers: list[Broker]) -> set[str]:
     """The Kafka APIs the brokers were sent (names, as in purgatory_requests_total)."""
     return {stats.name for b in brokers for stats in b.metrics._requests.values() if stats.count}
@@ -123,7 +139,7 @@ def requests_served(brokers: list[Broker]) -> set[str]:
 
 @pytest.fixture
 async def three() -> AsyncIterator[list[Broker]]:
-    async with running_cluster(3, **{"num.partitions": 1}) as brokers:
+    async with running_cluster(3, num_partitions=1) as brokers:
         yield brokers
 
 
@@ -134,23 +150,16 @@ async def test_offset_for_leader_epoch_says_where_each_epoch_ends_after_a_leader
     await wait_until(
         lambda: all(("t", 0) in b.replica_manager.partitions for b in three), message="replicas"
     )
-    old = three[0].metadata.partition("t", 0)
-    assert old is not None
-    leader = next(b for b in three if b.broker_id == old.leader_id)
+    leader, before = leader_of(three, "t")
     assert (await produce(leader, "t", batch(b"a", b"b"))).error_code.value == 0
     await wait_until(
         lambda: all(b.replica_manager.partitions[("t", 0)].log.log_end_offset == 2 for b in three),
         message="replicated",
     )
-    await leader.stop()
-    three.remove(leader)
-    await new_leader_elected(three, "t", old.leader_epoch)
-    state = three[0].metadata.partition("t", 0)
-    assert state is not None
-    new_leader = next(b for b in three if b.broker_id == state.leader_id)
+    new_leader = await fail_over(three, "t")
+    epoch = leader_of(three, "t")[1]
     follower = next(b for b in three if b is not new_leader)
     assert (await produce(new_leader, "t", batch(b"c"))).base_offset == 2
-    epoch, before = state.leader_epoch, old.leader_epoch
 
     # The old epoch ends where the new one's first record went; the new one at the log end.
     assert await epoch_end(new_leader, "t", before, epoch) == ("NONE", before, 2)
@@ -179,10 +188,8 @@ async def test_a_new_leader_s_epoch_ends_at_its_log_end_before_it_writes_anythin
         lambda: all(("quiet", 0) in b.replica_manager.partitions for b in three),
         message="replicas",
     )
-    state = three[0].metadata.partition("quiet", 0)
-    assert state is not None
-    leader = next(b for b in three if b.broker_id == state.leader_id)
-    assert await epoch_end(leader, "quiet", state.leader_epoch) == ("NONE", state.leader_epoch, 0)
+    leader, epoch = leader_of(three, "quiet")
+    assert await epoch_end(leader, "quiet", epoch) == ("NONE", epoch, 0)
 
 
 async def test_a_confluent_consumer_validates_its_position_after_a_leader_change(
@@ -225,14 +232,49 @@ async def test_a_confluent_consumer_validates_its_position_after_a_leader_change
         consumer.assign([confluent_kafka.TopicPartition("v", 0, 0)])
         await asyncio.to_thread(send, b"one")
         assert await asyncio.to_thread(read, 1) == [b"one"]
-        state = three[0].metadata.partition("v", 0)
-        assert state is not None
-        leader = next(b for b in three if b.broker_id == state.leader_id)
-        await leader.stop()
-        three.remove(leader)
-        await new_leader_elected(three, "v", state.leader_epoch)
+        await fail_over(three, "v")
         await asyncio.to_thread(send, b"two")
         assert await asyncio.to_thread(read, 1) == [b"two"]
+    finally:
+        await asyncio.to_thread(consumer.close)
+    assert "OffsetForLeaderEpoch" in requests_served(three)
+
+
+async def test_a_kafka_python_consumer_validates_its_position_after_a_leader_change(
+    three: list[Broker],
+) -> None:
+    """kafka-python 3 validates its position too (its fetcher's KIP-320 path) once the
+    partition's leader epoch moves, and reads on without a reset or a repeat."""
+    consumer_module = pytest.importorskip("kafka")
+    await create(three[0], "kp-v", rf=3)
+    await wait_until(
+        lambda: all(("kp-v", 0) in b.replica_manager.partitions for b in three),
+        message="replicas",
+    )
+    consumer = await asyncio.to_thread(  # it bootstraps at once: not on the brokers' loop
+        consumer_module.KafkaConsumer,
+        bootstrap_servers=bootstrap(three),
+        metadata_max_age_ms=200,
+        enable_auto_commit=False,
+    )
+    partition = consumer_module.TopicPartition("kp-v", 0)
+
+    def read(count: int) -> list[tuple[int, bytes]]:
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 20
+        while len(got) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=100).values():
+                got.extend((r.offset, r.value) for r in records)
+        return got
+
+    try:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        await produce(leader_of(three, "kp-v")[0], "kp-v", batch(b"one"))
+        assert await asyncio.to_thread(read, 1) == [(0, b"one")]
+        new_leader = await fail_over(three, "kp-v")
+        await produce(new_leader, "kp-v", batch(b"two"))
+        assert await asyncio.to_thread(read, 1) == [(1, b"two")]
     finally:
         await asyncio.to_thread(consumer.close)
     assert "OffsetForLeaderEpoch" in requests_served(three)
@@ -243,7 +285,7 @@ async def test_a_confluent_consumer_validates_its_position_after_a_leader_change
 
 @pytest.fixture
 async def one() -> AsyncIterator[Broker]:
-    async with running_cluster(1, **{"num.partitions": 1}) as brokers:
+    async with running_cluster(1, num_partitions=1) as brokers:
         yield brokers[0]
 
 
