@@ -160,10 +160,26 @@ class ClusterApis:
             _timeout_ms(request),
             request.validate_only,
         )
-        refused = [t.name for t in request.topics if t.assignments]
+        # Answered here, never forwarded: manual assignments (not supported) and, as
+        # Kafka's ControllerConfigurationValidator refuses them, configs of null value.
+        refused: dict[str, tuple[int, str]] = {}
+        for t in request.topics:
+            nulls = [c.name for c in t.configs if c.value is None]
+            if t.assignments:
+                refused[t.name] = (
+                    ErrorCode.INVALID_REQUEST,
+                    "manual replica assignments are not supported",
+                )
+            elif nulls:
+                refused[t.name] = (
+                    ErrorCode.INVALID_CONFIG,
+                    f"Null value not supported for topic configs: {','.join(nulls)}",
+                )
         return self._create(asked, refused, version)
 
-    async def _create(self, asked: m.CreateTopicsRequest, refused: list[str], version: int) -> Any:
+    async def _create(
+        self, asked: m.CreateTopicsRequest, refused: dict[str, tuple[int, str]], version: int
+    ) -> Any:
         schema = response_module(ApiKey.CREATE_TOPICS, version)
         wanted = m.CreateTopicsRequest(
             [t for t in asked.topics if t.name not in refused],
@@ -179,9 +195,10 @@ class ClusterApis:
                 continue  # a name asked twice: one answer, as Kafka gives (INVALID_REQUEST)
             answered.add(t.name)
             r = results.get(t.name)
+            code: int
+            message: str | None
             if r is None:
-                code: int = ErrorCode.INVALID_REQUEST
-                message: str | None = "manual replica assignments are not supported"
+                code, message = refused[t.name]
                 partitions, factor = -1, -1
             else:
                 code, message = r.error_code, r.error_message

@@ -111,5 +111,7 @@ async def create_topics_bad_config_values(c: Client) -> None:
     for index, (name, value) in enumerate(bad):
         topic = {"name": c.topic(f"bad{index}"), "configs": [{"name": name, "value": value}]}
         await create(c, f"{name}={value}", topic)
+    null = {"name": c.topic("null"), "configs": [{"name": "retention.ms", "value": None}]}
+    await create(c, "null_value", null)
     lags = {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}
     await create(c, "lags_out_of_order", {"name": c.topic("lags"), "configs": configs(lags)})
