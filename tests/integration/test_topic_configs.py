@@ -1,7 +1,9 @@
 """Topics the frameworks create, through unmodified Kafka clients (confluent-kafka and
 kafka-python) against a replicated in-process cluster: Kafka Streams' changelog and
 repartition topics, Spring's ``TopicBuilder.compact()``, a LogAppendTime topic the leader
-stamps, Kafka's refusal of a bad config, and DescribeConfigs answering the names asked.
+stamps, topics in a codec the leader recompresses into, Kafka's refusal of a bad config,
+DescribeConfigs answering the names asked, and broker defaults set at start described as
+Kafka describes them.
 
 The synchronous clients run in a worker thread while the brokers serve on the test's
 event loop."""
@@ -310,3 +312,45 @@ async def test_a_codec_topic_stores_batches_in_its_codec_and_clients_read_them(
             log = broker.replica_manager.partitions[(f"in-{codec}", 0)].log
             stored = [batch for segment in log.segments for batch in segment.batches]
             assert stored and all(b[22] & 0x07 == number for b in stored), (codec, broker)
+
+
+# -- broker defaults ----------------------------------------------------------------------------
+
+
+def kafka_python_describe(servers: str, topic: str, names: list[str]) -> Any:
+    from kafka.admin import ConfigResource, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        described = admin.describe_configs(
+            [ConfigResource("TOPIC", topic, configs=dict.fromkeys(names))],
+            include_synonyms=True,
+            config_filter="all",
+        )
+    finally:
+        admin.close()
+    return described["topic"][topic]
+
+
+async def test_a_topic_follows_the_broker_defaults_set_at_start_as_kafka_describes_them() -> None:
+    overrides = {"log.cleanup.policy": "compact", "log.retention.hours": "1"}
+    async with running_cluster(1, **overrides) as brokers:
+        from purgatory.clients.admin import AdminClient
+
+        async with AdminClient(bootstrap(brokers)) as admin:
+            await admin.create_topic("defaults", 1, 1)
+        names = ["cleanup.policy", "retention.ms"]
+        described = await in_thread(kafka_python_describe, bootstrap(brokers), "defaults", names)
+        log = brokers[0].replica_manager.partitions[("defaults", 0)].log
+    policy = described["cleanup.policy"]
+    assert (policy["value"], policy["config_source"]) == ("compact", "STATIC_BROKER_CONFIG")
+    assert [(s["name"], s["value"], s["source"]) for s in policy["synonyms"]] == [
+        ("log.cleanup.policy", "compact", "STATIC_BROKER_CONFIG"),
+        ("log.cleanup.policy", "delete", "DEFAULT_CONFIG"),
+    ]
+    # log.retention.hours=1 gives retention.ms; as Kafka, no synonym is listed before
+    # log.retention.ms itself, so its source reads DEFAULT_CONFIG.
+    retention = described["retention.ms"]
+    assert (retention["value"], retention["config_source"]) == ("3600000", "DEFAULT_CONFIG")
+    assert retention["synonyms"] == []
+    assert log.config.retention_ms == 3_600_000  # and the log keeps an hour
