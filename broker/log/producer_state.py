@@ -35,19 +35,24 @@ class BatchMetadata(NamedTuple):
     last_seq: int
     first_offset: int
     last_offset: int
+    max_timestamp: int = -1
 
 
 class ProducerStateEntry:
-    __slots__ = ("batches", "epoch", "last_timestamp")
+    __slots__ = ("batches", "epoch")
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=BATCHES_RETAINED)
-        self.last_timestamp = -1  # the max timestamp of its last batch (DescribeProducers)
 
     @property
     def last_sequence(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_timestamp(self) -> int:
+        """The max timestamp of its last batch (DescribeProducers)."""
+        return self.batches[-1].max_timestamp if self.batches else -1
 
 
 def _last_sequence(info: BatchInfo) -> int:
@@ -103,13 +108,13 @@ class ProducerStateManager:
         entry = self.producers.get(info.producer_id)
         if entry is None or info.producer_epoch > entry.epoch:
             entry = self.producers[info.producer_id] = ProducerStateEntry(info.producer_epoch)
-        entry.last_timestamp = info.max_timestamp
         entry.batches.append(
             BatchMetadata(
                 info.base_sequence,
                 _last_sequence(info),
                 base_offset,
                 base_offset + info.record_count - 1,
+                info.max_timestamp,
             )
         )
 

@@ -136,7 +136,7 @@ async def test_describe_log_dirs_sizes_every_replica_held_and_the_budget_left(h:
     assert result.usable_bytes == result.total_bytes - size
 
 
-async def test_describe_producers_forgets_a_producer_whose_batches_were_truncated(
+async def test_describe_producers_answers_what_the_log_still_holds_after_a_truncation(
     h: Harness,
 ) -> None:
     h.create("t")
@@ -146,8 +146,11 @@ async def test_describe_producers_forgets_a_producer_whose_batches_were_truncate
     second = kafka_records.encode(
         [(6_000, None, b"b", [])], producer_id=12, producer_epoch=0, base_sequence=0
     )
-    await h.produce_batch("t", first, acks=1)
-    await h.produce_batch("t", second, acks=1)
+    third = kafka_records.encode(
+        [(7_000, None, b"c", [])], producer_id=11, producer_epoch=2, base_sequence=1
+    )
+    for batch in (first, second, third):
+        await h.produce_batch("t", batch, acks=1)
 
     def producers() -> dict[int, tuple[int, int, int]]:
         answer = ask(
@@ -160,6 +163,6 @@ async def test_describe_producers_forgets_a_producer_whose_batches_were_truncate
             for s in p.active_producers
         }
 
-    assert producers() == {11: (2, 0, 5_000), 12: (0, 0, 6_000)}
-    h.partition("t").log.truncate_to(1)  # producer 12's batch is gone
+    assert producers() == {11: (2, 1, 7_000), 12: (0, 0, 6_000)}
+    h.partition("t").log.truncate_to(1)  # producer 12's batch is gone, and 11's second
     assert producers() == {11: (2, 0, 5_000)}
