@@ -61,6 +61,7 @@ _MAGIC_AT = 16
 
 NO_PRODUCER_ID = -1
 CODEC_MASK = 0x07
+LOG_APPEND_TIME_FLAG = 0x08  # the timestamp type: the broker's, in max_timestamp
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -126,10 +127,13 @@ def validate(batch: bytes | memoryview) -> BatchInfo:
 
 def decode(batch: bytes | memoryview) -> list[ConsumerRecord]:
     """The records of one stored v2 batch with absolute offsets and timestamps (none for a
-    control batch: transaction markers are not application records)."""
-    (base_offset, _, _, _, crc, attributes, _, base_ts, _, _, _, _, count) = HEADER.unpack_from(
-        batch
+    control batch: transaction markers are not application records). In a LogAppendTime
+    batch every record's timestamp is the batch's max timestamp, as Kafka's clients read
+    it."""
+    (base_offset, _, _, _, crc, attributes, _, base_ts, max_ts, _, _, _, count) = (
+        HEADER.unpack_from(batch)
     )
+    log_append_time = attributes & LOG_APPEND_TIME_FLAG
     if crc32c(memoryview(batch)[_CRC_START:]) != crc:
         raise CorruptRecordError(f"batch at offset {base_offset} fails its CRC-32C")
     if attributes & CONTROL_FLAG:
@@ -155,7 +159,13 @@ def decode(batch: bytes | memoryview) -> list[ConsumerRecord]:
             if pos != end or end > len(data):
                 raise CorruptRecordError(f"a record of batch {base_offset} overruns its length")
             out.append(
-                ConsumerRecord(base_offset + offset_delta, base_ts + ts_delta, key, value, headers)
+                ConsumerRecord(
+                    base_offset + offset_delta,
+                    max_ts if log_append_time else base_ts + ts_delta,
+                    key,
+                    value,
+                    headers,
+                )
             )
     except (IndexError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(f"batch at offset {base_offset} does not decode: {exc}") from None

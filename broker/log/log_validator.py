@@ -53,6 +53,7 @@ from purgatory.protocol.kafka_records import (
     CODECS,
     CONTROL_FLAG,
     HEADER_SIZE,
+    LOG_APPEND_TIME_FLAG,
     NO_PRODUCER_ID,
     InconsistentBatchError,
     compress,
@@ -65,7 +66,6 @@ from purgatory.protocol.records import (
 )
 
 NO_TIMESTAMP = -1
-LOG_APPEND_TIME_FLAG = 0x08
 _LENGTH_AT = 8
 _CRC_AT = 17
 # Kafka's codec ids by compression.type (uncompressed: none).

@@ -177,7 +177,7 @@ def test_log_append_time_stamps_the_batch_with_the_broker_clock_and_skips_the_bo
     assert struct.unpack_from(">q", stamped, 35)[0] == NOW
     assert kafka_records.validate(stamped).record_count == 2  # the CRC is right again
     decoded = kafka_records.decode(stamped)
-    assert [r.value for r in decoded] == [b"v", b"w"]
+    assert [(r.value, r.timestamp) for r in decoded] == [(b"v", NOW), (b"w", NOW)]
 
 
 def test_create_time_leaves_the_batch_as_the_producer_built_it() -> None:
