@@ -75,7 +75,7 @@ class DelayedProduce(DelayedOperation):
             elif not partition.is_leader:  # case A
                 response.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif partition.high_watermark >= required:  # case B
-                if len(partition.isr) < partition.min_insync_replicas:
+                if len(partition.isr) < partition.effective_min_isr:
                     response.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             else:
                 continue

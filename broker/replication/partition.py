@@ -119,8 +119,14 @@ class Partition:
     def under_replicated(self) -> bool:
         return self.is_leader and len(self.isr) < len(self.replicas)
 
+    @property
+    def effective_min_isr(self) -> int:
+        """min.insync.replicas, at most the replication factor (Kafka's effectiveMinIsr):
+        a topic of fewer replicas than its min.insync.replicas still takes acks=-1."""
+        return min(self.min_insync_replicas, len(self.replicas))
+
     def under_min_isr(self) -> bool:
-        return self.is_leader and len(self.isr) < self.min_insync_replicas
+        return self.is_leader and len(self.isr) < self.effective_min_isr
 
     # -- appends ---------------------------------------------------------------------------
 
@@ -140,11 +146,11 @@ class Partition:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {size} bytes exceeds max.message.bytes {self.max_message_bytes}",
             )
-        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+        if acks == -1 and len(self.isr) < self.effective_min_isr:
             raise AppendRefused(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"{len(self.isr)} in-sync replicas {self.isr}, "
-                f"min.insync.replicas is {self.min_insync_replicas}",
+                f"min.insync.replicas is {self.effective_min_isr}",
             )
         if kafka_batches_only and not is_kafka_batch(records):
             raise AppendRefused(

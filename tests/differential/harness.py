@@ -11,8 +11,9 @@ a. dropped: throttle times, hosts and ports, cluster ids, error *messages* (Kafk
    directories' paths and volume sizes;
 b. replaced by a symbol in order of first appearance (``<member_id#1>``): member ids,
    producer ids, topic ids, so equal values stay equal and different ones different;
-c. decoded: a config list becomes a map by config name; record bytes become (offset, timestamp, key, value, headers) lists, an empty
-   or null record set the empty list;
+c. decoded: a config list becomes a map by config name; record bytes become (offset,
+   timestamp, key, value, headers) lists, an empty or null record set the empty list, a
+   partial batch at its end (a size limit cut it; a consumer drops it) left out;
 d. kept as they are: error codes (by name), offsets, counts, generations, leader ids,
    structure and order, except the order of group members and of a Produce answer's
    partitions (a broker's hash order): sorted.
@@ -239,6 +240,8 @@ def decode_records(data: bytes) -> list[list[Any]]:
     pos = 0
     while pos + 12 <= len(data):
         length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if pos + 12 + length > len(data):
+            break  # a partial batch at the end of a fetch (Kafka's size limit cut it)
         batch = data[pos : pos + 12 + length]
         pos += 12 + length
         for r in kafka_records.decode(batch):

@@ -10,6 +10,7 @@ protocol/kafka_fetch.py, which carries the purgatory wait as a tagged field (KIP
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -103,33 +104,45 @@ class RecordApis:
     # -- ListOffsets -------------------------------------------------------------------------
 
     def handle_list_offsets(self, request: Any, version: int) -> Result:
+        """Each partition answered once, under its topic, as Kafka's ReplicaManager
+        answers: one asked twice is INVALID_REQUEST, a special timestamp older than its
+        version UNSUPPORTED_VERSION, then the leader epoch and the offset lookup."""
         check_partition_count(request.topics)
         offset_for = self.replica_manager.fetch_offset_for_timestamp
         schema = response_module(ApiKey.LIST_OFFSETS, version)
-        topics = []
+        asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+        answers: dict[str, dict[int, Any]] = {}
         for topic in request.topics:
-            parts = []
+            parts = answers.setdefault(topic.name, {})
             for p in topic.partitions:
                 key = (topic.name, p.partition_index)
-                error: int = self._epoch_error(key, getattr(p, "current_leader_epoch", -1))
+                if p.partition_index in parts:
+                    continue
+                if asked[key] > 1:
+                    error: int = ErrorCode.INVALID_REQUEST
+                elif p.timestamp < 0 and version < _TIMESTAMP_SINCE.get(p.timestamp, 1 << 15):
+                    error = ErrorCode.UNSUPPORTED_VERSION
+                else:
+                    error = self._epoch_error(key, getattr(p, "current_leader_epoch", -1))
                 if error:
                     timestamp, offset = -1, -1
                 else:
                     error, timestamp, offset = offset_for(key, p.timestamp)
-                parts.append(
-                    build(
-                        schema.ListOffsetsPartitionResponse,
-                        partition_index=p.partition_index,
-                        error_code=error,
-                        timestamp=timestamp,
-                        offset=offset,
-                        # No such offset (a timestamp after every record's): no epoch either.
-                        leader_epoch=-1
-                        if error or offset < 0
-                        else self._leader_epoch(topic.name, p.partition_index),
-                    )
+                parts[p.partition_index] = build(
+                    schema.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=error,
+                    timestamp=timestamp,
+                    offset=offset,
+                    # No such offset (a timestamp after every record's): no epoch either.
+                    leader_epoch=-1
+                    if error or offset < 0
+                    else self._leader_epoch(topic.name, p.partition_index),
                 )
-            topics.append(build(schema.ListOffsetsTopicResponse, name=topic.name, partitions=parts))
+        topics = [
+            build(schema.ListOffsetsTopicResponse, name=name, partitions=list(parts.values()))
+            for name, parts in answers.items()
+        ]
         return build(schema.ListOffsetsResponse, throttle_time=0, topics=topics)
 
     def _epoch_error(self, key: TopicPartition, current_leader_epoch: int) -> ErrorCode:
@@ -205,6 +218,12 @@ def delete_records_response(
             for name, indexes in asked
         ],
     )
+
+
+# The ListOffsets version from which each special timestamp is served, as Kafka's
+# ReplicaManager checks (UNSUPPORTED_VERSION before; any other negative one always):
+# earliest, latest, the max timestamp (KIP-734), the earliest local offset (KIP-405).
+_TIMESTAMP_SINCE = {-2: 0, -1: 0, -3: 7, -4: 8}
 
 
 def _with_refusals(

@@ -157,6 +157,9 @@ async def commit(
     member_id: str = "",
     generation: int = -1,
     instance: str | None = None,
+    partition: int = 0,
+    leader_epoch: int = -1,
+    metadata: str = "m",
 ) -> Any:
     return await c.call(
         label,
@@ -171,10 +174,10 @@ async def commit(
                 "name": topic,
                 "partitions": [
                     {
-                        "partition_index": 0,
+                        "partition_index": partition,
                         "committed_offset": offset,
-                        "committed_leader_epoch": -1,
-                        "committed_metadata": "m",
+                        "committed_leader_epoch": leader_epoch,
+                        "committed_metadata": metadata,
                     }
                 ],
             }
@@ -182,7 +185,9 @@ async def commit(
     )
 
 
-async def offset_fetch(c: Client, label: str, group: str, topics: list[str] | None) -> Any:
+async def offset_fetch(
+    c: Client, label: str, group: str, topics: list[str] | None, partitions: tuple[int, ...] = (0,)
+) -> Any:
     return await c.call(
         label,
         ApiKey.OFFSET_FETCH,
@@ -192,7 +197,7 @@ async def offset_fetch(c: Client, label: str, group: str, topics: list[str] | No
                 "group_id": group,
                 "topics": None
                 if topics is None
-                else [{"name": t, "partition_indexes": [0]} for t in topics],
+                else [{"name": t, "partition_indexes": list(partitions)} for t in topics],
             }
         ],
         require_stable=False,
