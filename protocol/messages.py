@@ -85,6 +85,8 @@ class CreatableTopic(Message):
     num_partitions: int = -1  # -1: the broker's num.partitions
     replication_factor: int = -1  # -1: the broker's default.replication.factor
     configs: dict[str, str] = {}
+    # Manual replica assignments, (partition index, brokers); with -1 for both counts.
+    assignments: list[tuple[int, list[int]]] | None = None
 
 
 class CreateTopicsRequest(Message):

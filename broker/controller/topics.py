@@ -133,8 +133,14 @@ def new_topic(
     )
     if collides:
         return fail(ErrorCode.INVALID_TOPIC_EXCEPTION, collides)
+    manual: list[list[int]] | None = None
+    if topic.assignments is not None:
+        manual_or_error = manual_assignment(topic, brokers)
+        if isinstance(manual_or_error, tuple):
+            return fail(*manual_or_error)
+        manual = manual_or_error
     partitions = topic.num_partitions if topic.num_partitions != -1 else config["num.partitions"]
-    if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+    if manual is None and not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
         return fail(
             ErrorCode.INVALID_PARTITIONS,
             f"num_partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}",
@@ -144,7 +150,7 @@ def new_topic(
         if topic.replication_factor != -1
         else config["default.replication.factor"]
     )
-    if not 1 <= rf <= len(brokers):
+    if manual is None and not 1 <= rf <= len(brokers):
         return fail(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {rf} must be between 1 and the "
@@ -154,7 +160,7 @@ def new_topic(
         configs: dict[str, Any] = validate_topic_configs(topic.configs, config.topic_defaults())
     except ConfigError as exc:
         return fail(ErrorCode.INVALID_CONFIG, str(exc))
-    assignment = assign_replicas(brokers, partitions, rf, start % len(brokers))
+    assignment = manual or assign_replicas(brokers, partitions, rf, start % len(brokers))
     return TopicState(
         topic.name,
         topic_id(),
@@ -164,6 +170,48 @@ def new_topic(
             for p, replicas in enumerate(assignment)
         ],
     )
+
+
+def manual_assignment(
+    topic: CreatableTopic, brokers: list[int]
+) -> list[list[int]] | tuple[ErrorCode, str]:
+    """A CreateTopics entry's manual assignments as each partition's replicas, checked as
+    Kafka's controller does, or the error to answer: INVALID_REQUEST with a partition
+    count or replication factor beside them, INVALID_REPLICA_ASSIGNMENT for a partition
+    given twice, an empty or repeated replica, a broker not in the cluster, replica counts
+    that differ, or indexes that are not 0, 1, 2, ..."""
+    if topic.replication_factor != -1:
+        return ErrorCode.INVALID_REQUEST, (
+            "A manual partition assignment was specified, but replication factor was not set to -1."
+        )
+    if topic.num_partitions != -1:
+        return ErrorCode.INVALID_REQUEST, (
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+        )
+    invalid = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    by_index: dict[int, list[int]] = {}
+    for index, replicas in topic.assignments or ():
+        if index in by_index:
+            return invalid, f"Found multiple manual partition assignments for partition {index}"
+        if not replicas:
+            return invalid, "The manual partition assignment includes an empty replica list."
+        unknown = sorted(set(replicas) - set(brokers))
+        if unknown:
+            return invalid, (
+                f"The manual partition assignment includes broker {unknown[0]}, but no such "
+                "broker is registered."
+            )
+        if len(set(replicas)) != len(replicas):
+            return invalid, "The manual partition assignment includes a broker more than once."
+        if by_index and len(replicas) != len(next(iter(by_index.values()))):
+            return invalid, (
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                "replica(s), but this is not consistent with previous partitions."
+            )
+        by_index[index] = list(replicas)
+    if sorted(by_index) != list(range(len(by_index))) or not by_index:
+        return invalid, "partitions should be a consecutive 0-based integer sequence"
+    return [by_index[i] for i in range(len(by_index))]
 
 
 def create_topics(

@@ -96,17 +96,6 @@ KNOWN = [
         "as above (the high watermark of an OFFSET_OUT_OF_RANGE answer)",
     ),
     Known(
-        "create_topics_assignments_duplicates_and_collisions",
-        "manual_assignment.topics[0].*",
-        "CreateTopics with manual replica assignments is INVALID_REQUEST: not served yet "
-        "(CreatePartitions takes assignments)",
-    ),
-    Known(
-        "create_topics_assignments_duplicates_and_collisions",
-        "assignment_to_missing_broker.topics[0].error_code",
-        "as above: INVALID_REQUEST where Kafka checks the brokers (INVALID_REPLICA_ASSIGNMENT)",
-    ),
-    Known(
         "produce_offset_deltas_out_of_order",
         "*.partition_responses[0].*",
         "a v2 batch whose records' offset deltas are not 0, 1, 2, ... is INVALID_RECORD: "

@@ -132,3 +132,41 @@ def test_unknown_and_repeated_topics_are_refused_and_the_others_grow() -> None:
         ErrorCode.NONE,
     ]
     assert list(grown) == ["u"] and len(grown["u"].partitions) == 3
+
+
+def manual(assignments: list[tuple[int, list[int]]], partitions: int = -1) -> object:
+    return new_topic(
+        m.CreatableTopic("t", partitions, -1, {}, assignments),
+        load_config(environ={}),
+        BROKERS,
+        0,
+        (),
+    )
+
+
+def test_manual_assignments_place_each_partition_with_its_first_replica_leading() -> None:
+    created = manual([(1, [2, 0]), (0, [1, 2])])
+    assert isinstance(created, ib.TopicState)
+    assert [(p.leader_id, p.replicas, p.isr) for p in created.partitions] == [
+        (1, [1, 2], [1, 2]),
+        (2, [2, 0], [2, 0]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("assignments", "partitions", "error"),
+    [
+        ([(0, [0])], 1, ErrorCode.INVALID_REQUEST),  # a count beside the assignments
+        ([(0, [0]), (0, [1])], -1, ErrorCode.INVALID_REPLICA_ASSIGNMENT),  # index twice
+        ([(1, [0])], -1, ErrorCode.INVALID_REPLICA_ASSIGNMENT),  # not from 0
+        ([(0, [])], -1, ErrorCode.INVALID_REPLICA_ASSIGNMENT),  # no replica
+        ([(0, [1, 1])], -1, ErrorCode.INVALID_REPLICA_ASSIGNMENT),  # a broker twice
+        ([(0, [7])], -1, ErrorCode.INVALID_REPLICA_ASSIGNMENT),  # no such broker
+        ([(0, [0]), (1, [0, 1])], -1, ErrorCode.INVALID_REPLICA_ASSIGNMENT),  # counts differ
+    ],
+)
+def test_manual_assignments_are_checked_as_kafkas_controller_does(
+    assignments: list[tuple[int, list[int]]], partitions: int, error: ErrorCode
+) -> None:
+    refused = manual(assignments, partitions)
+    assert isinstance(refused, m.CreatableTopicResult) and refused.error_code == error

@@ -154,23 +154,21 @@ class ClusterApis:
                     t.num_partitions,
                     t.replication_factor,
                     {c.name: c.value for c in t.configs if c.value is not None},
+                    [(a.partition_index, list(a.broker_ids)) for a in t.assignments]
+                    if t.assignments
+                    else None,
                 )
                 for t in request.topics
             ],
             _timeout_ms(request),
             request.validate_only,
         )
-        # Answered here, never forwarded: manual assignments (not supported) and, as
-        # Kafka's ControllerConfigurationValidator refuses them, configs of null value.
+        # Answered here, never forwarded: as Kafka's ControllerConfigurationValidator
+        # refuses them, configs of null value.
         refused: dict[str, tuple[int, str]] = {}
         for t in request.topics:
             nulls = [c.name for c in t.configs if c.value is None]
-            if t.assignments:
-                refused[t.name] = (
-                    ErrorCode.INVALID_REQUEST,
-                    "manual replica assignments are not supported",
-                )
-            elif nulls:
+            if nulls:
                 refused[t.name] = (
                     ErrorCode.INVALID_CONFIG,
                     f"Null value not supported for topic configs: {','.join(nulls)}",

@@ -129,14 +129,17 @@ async def create_topics_assignments_duplicates_and_collisions(c: Client) -> None
     await create(c, "dotted", {"name": c.topic("e.f")})
     await create(c, "colliding_with_dotted", {"name": c.topic("e_f")})
     await create(c, "name_of_249", {"name": c.topic("g").ljust(249, "x")})
-    # Last: Kafka creates this one and Purgatory does not (KNOWN), so its topic id comes
-    # after every other's.
     manual = {"num_partitions": -1, "replication_factor": -1}
-    await create(c, "manual_assignment", {"name": c.topic("a"), **manual, "assignments": on_0})
-    on_7 = [{"partition_index": 0, "broker_ids": [7]}]
-    await create(
-        c, "assignment_to_missing_broker", {"name": c.topic("b"), **manual, "assignments": on_7}
-    )
+    for label, assignments in (
+        ("manual_assignment", [(0, [0])]),
+        ("assignment_to_missing_broker", [(0, [7])]),
+        ("assignment_twice", [(0, [0]), (0, [0])]),
+        ("assignment_from_1", [(1, [0])]),
+        ("assignment_empty", [(0, [])]),
+        ("assignment_repeating_a_broker", [(0, [0, 0])]),
+    ):
+        given = [{"partition_index": i, "broker_ids": b} for i, b in assignments]
+        await create(c, label, {"name": c.topic(label), **manual, "assignments": given})
 
 
 @scenario
