@@ -270,10 +270,11 @@ class ReplicaManager:
         older epoch, UNKNOWN_LEADER_EPOCH when it knows a newer one than this broker (its
         metadata is ahead of ours), NOT_LEADER_OR_FOLLOWER when the epochs agree but this
         replica follows. As Kafka's ``Partition.getLocalLog``: the epoch is checked first,
-        on a follower's replica too."""
+        on a follower's replica too; only -1 means none given (another negative epoch is
+        an old one)."""
         partition = self.partitions.get((topic, index))
         if partition is not None:
-            if 0 <= current_leader_epoch != partition.leader_epoch:
+            if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
                 if current_leader_epoch < partition.leader_epoch:
                     return ErrorCode.FENCED_LEADER_EPOCH
                 return ErrorCode.UNKNOWN_LEADER_EPOCH

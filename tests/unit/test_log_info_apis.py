@@ -74,6 +74,7 @@ async def test_each_epoch_ends_where_the_next_leadership_started_writing(h: Harn
     assert epoch_end(h, -1, 5) == ("NONE", -1, -1)
     assert epoch_end(h, 2, 4)[0] == "FENCED_LEADER_EPOCH"
     assert epoch_end(h, 2, 6)[0] == "UNKNOWN_LEADER_EPOCH"
+    assert epoch_end(h, 2, -5)[0] == "FENCED_LEADER_EPOCH"  # only -1 means none given
     # Led elsewhere now: the epoch is still checked first, then leadership.
     h.set_partition("t", 0, leader_id=1, leader_epoch=6)
     assert epoch_end(h, 5, 6)[0] == "NOT_LEADER_OR_FOLLOWER"
