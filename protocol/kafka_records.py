@@ -58,6 +58,7 @@ _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count
 _PRE_CRC = struct.Struct(">qiib")  # base_offset, batch_length, leader epoch, magic
 _LENGTH = struct.Struct(">i")
 _MAGIC_AT = 16
+_OURS_ATTRIBUTES_AT = 21  # our batch's attributes (protocol/records.py): the same place
 
 NO_PRODUCER_ID = -1
 CODEC_MASK = 0x07
@@ -351,6 +352,15 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
     out += value
 
 
+def _log_append_time(batch: bytes, time_ms: int) -> bytes:
+    """A v2 batch marked LogAppendTime at ``time_ms`` (its max timestamp), CRC again."""
+    out = bytearray(batch)
+    out[22] |= LOG_APPEND_TIME_FLAG
+    struct.pack_into(">q", out, 35, time_ms)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[_CRC_START:]))
+    return bytes(out)
+
+
 def as_kafka_batches(data: bytes) -> bytes:
     """Stored batches as a Kafka client reads them: v2 batches as they are (no copy when
     all are), each of ours (magic 1) converted to an uncompressed v2 batch with the same
@@ -372,6 +382,9 @@ def as_kafka_batches(data: bytes) -> bytes:
         elif stop <= end:
             batch = view[pos:stop]
             records = decode_records(batch)
-            out += from_records(records, batch_base_offset(batch), batch_leader_epoch(batch))
+            converted = from_records(records, batch_base_offset(batch), batch_leader_epoch(batch))
+            if batch[_OURS_ATTRIBUTES_AT + 1] & LOG_APPEND_TIME_FLAG:  # stamped by the broker
+                converted = _log_append_time(converted, records[0].timestamp)
+            out += converted
         pos = stop
     return bytes(out)

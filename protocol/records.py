@@ -14,7 +14,8 @@ Layout (offsets in bytes)::
     12 partition_leader_epoch  int32   assigned by the broker (producers send -1)
     16 magic                   int8    1
     17 crc                     uint32  CRC-32 (zlib/IEEE) of bytes 21..end
-    21 attributes              int16   0 (reserved)
+    21 attributes              int16   0; bit 3 (0x08) set by a broker: LogAppendTime, every
+                                       record's timestamp is max_timestamp
     23 base_timestamp          int64   ms since the epoch; record timestamps are deltas
     31 max_timestamp           int64   ms
     39 record_count            int32   >= 1
@@ -43,6 +44,9 @@ _CRC_START = 21
 _LENGTH_END = 12  # batch_length counts bytes from here
 _PATCH = struct.Struct(">q")
 _BROKER_FIELDS = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
+LOG_APPEND_TIME = 0x08  # attributes bit: the broker's time, in max_timestamp
+_ATTRIBUTES_AT = 21
+_MAX_TIMESTAMP_AT = 31
 
 
 class CorruptRecordError(ValueError):
@@ -224,7 +228,7 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
 
             out.extend(kafka_records.decode(batch))
             continue
-        base_offset, _, _, _, crc, _, base_ts, _, count = HEADER.unpack_from(batch)
+        base_offset, _, _, _, crc, attributes, base_ts, max_ts, count = HEADER.unpack_from(batch)
         if zlib.crc32(batch[_CRC_START:]) != crc:
             raise CorruptRecordError(f"batch at offset {base_offset} fails its CRC")
         try:
@@ -235,8 +239,25 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
             ) from None
         if len(records) != count:
             raise CorruptRecordError(f"batch at offset {base_offset} has a wrong record count")
+        log_append_time = attributes & LOG_APPEND_TIME
         out.extend(
-            ConsumerRecord(base_offset + i, base_ts + r.timestamp_delta, r.key, r.value, r.headers)
+            ConsumerRecord(
+                base_offset + i,
+                max_ts if log_append_time else base_ts + r.timestamp_delta,
+                r.key,
+                r.value,
+                r.headers,
+            )
             for i, r in enumerate(records)
         )
     return out
+
+
+def stamp_log_append_time(batch: bytes, time_ms: int) -> bytes:
+    """One of our batches as a broker stores it on a LogAppendTime topic: the attributes'
+    LogAppendTime bit set, ``max_timestamp`` = ``time_ms``, the CRC written again."""
+    out = bytearray(batch)
+    struct.pack_into(">h", out, _ATTRIBUTES_AT, LOG_APPEND_TIME)
+    struct.pack_into(">q", out, _MAX_TIMESTAMP_AT, time_ms)
+    struct.pack_into(">I", out, _CRC_START - 4, zlib.crc32(memoryview(out)[_CRC_START:]))
+    return bytes(out)

@@ -16,8 +16,8 @@ A batch is stored only if every consumer can read it. Kafka's checks, for a v2 b
    timestamp") is refused too; no Kafka client can produce one, and ListOffsets by
    timestamp cannot answer for it;
 
-Then ``assign`` makes the batch the topic's (a batch of our own protocol is kept as it
-is):
+Then ``assign`` makes the batch the topic's (a batch of our own protocol has no codec, and
+is stamped alike):
 
 5. with ``compression.type`` a codec other than the batch's, its records are
    recompressed with that codec (and level), as Kafka's LogValidator rebuilds such a
@@ -62,6 +62,7 @@ from purgatory.protocol.records import (
     KAFKA_MAGIC,
     BatchInfo,
     CorruptRecordError,
+    stamp_log_append_time,
     validate_batch,
 )
 
@@ -249,12 +250,17 @@ class LogValidator:
             raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, problem, ((index, problem),))
 
     def assign(self, batch: bytes, info: BatchInfo, now_ms: int) -> tuple[bytes, BatchInfo]:
-        """A validated v2 batch made the topic's (5 and 6 above): recompressed with
+        """A validated batch made the topic's (5 and 6 above): recompressed with
         ``target_codec`` if it has another codec, stamped with ``now_ms`` on a
-        LogAppendTime topic, its length and CRC written again. Unchanged otherwise, and
-        for a batch of our own protocol."""
-        if not self.rewrites or len(batch) <= 16 or batch[16] != KAFKA_MAGIC:
+        LogAppendTime topic, its length and CRC written again; unchanged otherwise. One of
+        our own protocol (no codecs) is stamped alike (protocol/records.py)."""
+        if not self.rewrites or len(batch) <= 16:
             return batch, info
+        if batch[16] != KAFKA_MAGIC:  # ours: no codecs; stamped alike
+            if not self.log_append_time:
+                return batch, info
+            stamped = stamp_log_append_time(batch, now_ms)
+            return stamped, msgspec.structs.replace(info, max_timestamp=now_ms)
         codec = batch[_ATTRIBUTES_AT + 1] & CODEC_MASK
         target = self.target_codec
         if target is not None and target != codec:

@@ -354,3 +354,42 @@ async def test_a_topic_follows_the_broker_defaults_set_at_start_as_kafka_describ
     assert (retention["value"], retention["config_source"]) == ("3600000", "DEFAULT_CONFIG")
     assert retention["synonyms"] == []
     assert log.config.retention_ms == 3_600_000  # and the log keeps an hour
+
+
+def kafka_python_timestamps(servers: str, topic: str, count: int) -> list[tuple[int, int]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 20
+    while len(seen) < count and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            seen.extend((r.timestamp_type, r.timestamp) for r in records)
+    consumer.close()
+    return seen
+
+
+async def test_our_protocols_records_on_a_log_append_time_topic_carry_the_brokers_time(
+    brokers: list[Broker],
+) -> None:
+    from purgatory.clients.admin import AdminClient
+    from purgatory.clients.consumer import Consumer
+    from purgatory.clients.producer import Producer
+
+    servers = bootstrap(brokers)
+    async with AdminClient(servers) as admin:
+        await admin.create_topic("ours-stamped", 1, 3, {"message.timestamp.type": "LogAppendTime"})
+    await on_every_broker(brokers, "ours-stamped")
+    before = int(time.time() * 1000)
+    async with Producer(servers, acks=-1, linger_ms=0) as producer:
+        for i in range(3):
+            await producer.send_and_wait("ours-stamped", b"v%d" % i, timestamp_ms=1000 + i)
+    after = int(time.time() * 1000)
+    async with Consumer(servers, auto_offset_reset="earliest", fetch_max_wait_ms=10) as consumer:
+        consumer.assign([("ours-stamped", 0)])
+        ours = await consumer.poll(timeout_ms=5000)
+    assert len(ours) == 3 and all(before <= r.timestamp <= after for r in ours)
+    theirs = await in_thread(kafka_python_timestamps, servers, "ours-stamped", 3)
+    assert theirs == [(1, r.timestamp) for r in ours]  # LogAppendTime, the same time

@@ -212,3 +212,22 @@ def test_a_batch_already_in_the_topics_codec_is_stored_as_it_came() -> None:
     produced = kafka_python_batch([(NOW, b"k", b"v" * 100, [])], "gzip")
     info = recompressing.validate(produced, NOW)
     assert recompressing.assign(produced, info, NOW) == (produced, info)
+
+
+def test_a_batch_of_our_protocol_is_stamped_too_and_kafka_clients_read_it_as_log_append_time() -> (
+    None
+):
+    from purgatory.protocol.records import decode_records
+
+    stamping = LogValidator(0, 0, LIMIT, log_append_time=True)
+    ours = encode_batch([(b"k", b"v", NOW - HOUR), (b"k", b"w", NOW - 2 * HOUR)])
+    info = stamping.validate(ours, NOW)  # the bounds of 0 are not checked
+    stamped, stamped_info = stamping.assign(ours, info, NOW)
+    assert stamped_info.max_timestamp == NOW
+    assert [r.timestamp for r in decode_records(stamped)] == [NOW, NOW]
+    converted = kafka_records.as_kafka_batches(stamped)
+    assert converted[22] & 0x08  # LogAppendTime, for a Kafka client
+    assert [(r.value, r.timestamp) for r in kafka_records.decode(converted)] == [
+        (b"v", NOW),
+        (b"w", NOW),
+    ]
