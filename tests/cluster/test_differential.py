@@ -63,6 +63,14 @@ KNOWN = [
         issue=45,
     ),
     Known(
+        "describe_broker_topic_defaults_by_name",
+        "describe.results[0].configs.*.read_only",
+        "the broker defaults of topic configs (log.cleanup.policy, message.max.bytes, ...) "
+        "are read-only: Kafka changes them on a running broker with AlterConfigs, which "
+        "Purgatory does not serve yet",
+        issue=45,
+    ),
+    Known(
         "find_coordinator_of_a_transaction",
         "find_txn.coordinators[0].error_code",
         "no transaction coordinator: FindCoordinator of a transactional id is INVALID_REQUEST "

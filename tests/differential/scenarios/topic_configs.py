@@ -8,7 +8,7 @@ from typing import Any
 
 from purgatory.protocol.api import ApiKey
 from tests.differential.harness import Client
-from tests.differential.scenarios.base import create, scenario, topic_ready
+from tests.differential.scenarios.base import METADATA, create, scenario, topic_ready
 
 DESCRIBE_CONFIGS = 4
 TOPIC = 2
@@ -115,3 +115,48 @@ async def create_topics_bad_config_values(c: Client) -> None:
     await create(c, "null_value", null)
     lags = {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}
     await create(c, "lags_out_of_order", {"name": c.topic("lags"), "configs": configs(lags)})
+
+
+BROKER = 4
+BROKER_ASKED = [
+    "log.cleanup.policy",
+    "compression.type",
+    "compression.gzip.level",
+    "log.message.timestamp.type",
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.roll.ms",
+    "log.roll.hours",
+    "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.delete.retention.ms",
+    "log.preallocate",
+    "log.flush.interval.ms",
+    "log.flush.scheduler.interval.ms",
+    "message.max.bytes",
+    "no.such.config",
+]
+
+
+@scenario
+async def describe_broker_topic_defaults_by_name(c: Client) -> None:
+    """The broker configs topic configs default from, as the broker describes them."""
+    response = await c.until(
+        ApiKey.METADATA,
+        METADATA,
+        lambda r: bool(r.brokers),
+        topics=[],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    node = str(response.brokers[0].node_id)
+    await c.call(
+        "describe",
+        ApiKey.DESCRIBE_CONFIGS,
+        DESCRIBE_CONFIGS,
+        resources=[
+            {"resource_type": BROKER, "resource_name": node, "configuration_keys": BROKER_ASKED}
+        ],
+        include_synonyms=True,
+        include_documentation=False,
+    )
