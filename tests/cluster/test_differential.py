@@ -92,6 +92,12 @@ KNOWN = [
         issue=46,
     ),
     Known(
+        "fetch_session_asked_for",
+        "new_session.session_id",
+        "fetch sessions (KIP-227) are declined: session id 0 (which the protocol lets a "
+        "broker answer), every fetch a full one",
+    ),
+    Known(
         "fetch_out_of_range",
         "*.responses[0].partitions[0].*_offset",
         "OFFSET_OUT_OF_RANGE carries the partition's real log start offset, high watermark "

@@ -85,6 +85,12 @@ class RecordApis:
     # -- Fetch -------------------------------------------------------------------------------
 
     def handle_fetch(self, request: Any, version: int) -> Result:
+        """A full fetch: fetch sessions (KIP-227) are declined, as a broker may, by
+        answering session id 0; a request that continues one (an epoch other than -1, a
+        sessionless fetch, or 0, a new session) is FETCH_SESSION_ID_NOT_FOUND, as Kafka
+        answers a session it does not have."""
+        if version >= 7 and request.session_epoch not in (-1, 0):
+            return FetchResponseBody(version, [], 0, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         names = self.broker.metadata.topic_names if version >= 13 else None
         params = fetch_params(
             -1,  # Kafka's clients; followers fetch over our protocol
