@@ -132,8 +132,8 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         OneOf(CLEANUP_POLICIES),
         broker="log.cleanup.policy",
         effect="`compact` is stored and described; the log cleaner does not exist yet, so a "
-        "compacted topic keeps every record (and, without `delete`, is never trimmed by "
-        "retention)",
+        "compacted topic keeps every record. Without `delete`, as in Kafka, retention "
+        "never deletes its segments (the memory budget, `log.memory.max.bytes`, still may)",
     ),
     TopicConfig(
         "compression.type",

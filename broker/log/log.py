@@ -56,10 +56,14 @@ class LogConfig:
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, Any]) -> LogConfig:
+        """A topic's parsed configs. Retention deletes only under ``cleanup.policy``
+        ``delete``: as in Kafka, a compacted-only topic (or one with no policy) keeps every
+        segment whatever ``retention.*`` say."""
+        delete = "delete" in configs["cleanup.policy"]
         return cls(
             segment_bytes=int(configs["segment.bytes"]),
-            retention_bytes=int(configs["retention.bytes"]),
-            retention_ms=int(configs["retention.ms"]),
+            retention_bytes=int(configs["retention.bytes"]) if delete else -1,
+            retention_ms=int(configs["retention.ms"]) if delete else -1,
             local_retention_bytes=int(configs["local.retention.bytes"]),
             local_retention_ms=int(configs["local.retention.ms"]),
             remote_storage_enable=bool(configs["remote.storage.enable"]),

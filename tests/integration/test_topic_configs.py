@@ -333,7 +333,7 @@ def kafka_python_describe(servers: str, topic: str, names: list[str]) -> Any:
 
 
 async def test_a_topic_follows_the_broker_defaults_set_at_start_as_kafka_describes_them() -> None:
-    overrides = {"log.cleanup.policy": "compact", "log.retention.hours": "1"}
+    overrides = {"log.cleanup.policy": "compact,delete", "log.retention.hours": "1"}
     async with running_cluster(1, **overrides) as brokers:
         from purgatory.clients.admin import AdminClient
 
@@ -343,9 +343,9 @@ async def test_a_topic_follows_the_broker_defaults_set_at_start_as_kafka_describ
         described = await in_thread(kafka_python_describe, bootstrap(brokers), "defaults", names)
         log = brokers[0].replica_manager.partitions[("defaults", 0)].log
     policy = described["cleanup.policy"]
-    assert (policy["value"], policy["config_source"]) == ("compact", "STATIC_BROKER_CONFIG")
+    assert (policy["value"], policy["config_source"]) == ("compact,delete", "STATIC_BROKER_CONFIG")
     assert [(s["name"], s["value"], s["source"]) for s in policy["synonyms"]] == [
-        ("log.cleanup.policy", "compact", "STATIC_BROKER_CONFIG"),
+        ("log.cleanup.policy", "compact,delete", "STATIC_BROKER_CONFIG"),
         ("log.cleanup.policy", "delete", "DEFAULT_CONFIG"),
     ]
     # log.retention.hours=1 gives retention.ms; as Kafka, no synonym is listed before
@@ -353,7 +353,7 @@ async def test_a_topic_follows_the_broker_defaults_set_at_start_as_kafka_describ
     retention = described["retention.ms"]
     assert (retention["value"], retention["config_source"]) == ("3600000", "DEFAULT_CONFIG")
     assert retention["synonyms"] == []
-    assert log.config.retention_ms == 3_600_000  # and the log keeps an hour
+    assert log.config.retention_ms == 3_600_000  # and the log keeps an hour (policy: delete)
 
 
 def kafka_python_timestamps(servers: str, topic: str, count: int) -> list[tuple[int, int]]:

@@ -160,3 +160,16 @@ def test_eviction_in_a_tiered_log_takes_only_what_the_remote_tier_holds() -> Non
     log.segment_copied(log.segments_to_copy(6)[0])
     assert log.evict_oldest_segment(high_watermark=6) > 0
     assert log.log_start_offset == 0 and log.local_log_start_offset == 2  # remote has 0-1
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("delete", False), ("compact", True), ("", True)])
+def test_retention_deletes_only_under_the_delete_cleanup_policy(policy: str, kept: bool) -> None:
+    from purgatory.broker.config.broker_config import load_config, validate_topic_configs
+
+    topic = {"cleanup.policy": policy, "segment.bytes": "400", "retention.bytes": "600"}
+    configs = {**load_config(environ={}).topic_defaults(), **validate_topic_configs(topic)}
+    log = Log(LogConfig.from_topic_configs(configs))
+    for i in range(30):
+        append(log, bytes([i]) * 100, ts=0)
+    log.delete_old_segments(10**13)  # long past retention.ms too
+    assert (log.log_start_offset == 0) is kept
