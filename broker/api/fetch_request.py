@@ -25,7 +25,8 @@ def fetch_params(
 ) -> FetchParams:
     """``topics`` is the request's topic list, each topic named by ``name_of`` and with
     ``partitions`` that have ``partition``, ``fetch_offset``, ``partition_max_bytes`` and,
-    from Kafka's Fetch v9 (KIP-320), ``current_leader_epoch`` (-1, not checked, before).
+    from Kafka's Fetch v9 (KIP-320), ``current_leader_epoch`` (-1, not checked, before;
+    any negative one is none).
     Without ``negative_offset_refused`` a negative ``fetch_offset`` is fetched, and answered
     OFFSET_OUT_OF_RANGE for its partition alone, as Kafka's listener does."""
     if max_bytes < 0 or min_bytes < 0 or max_wait_ms < 0:
@@ -42,7 +43,9 @@ def fetch_params(
                     ErrorCode.INVALID_REQUEST,
                     "fetch_offset and partition_max_bytes must not be negative",
                 )
-            epoch = getattr(p, "current_leader_epoch", -1)
+            # Any negative epoch is none in a Fetch (Kafka's FetchRequest.optionalEpoch),
+            # where OffsetForLeaderEpoch and ListOffsets take only -1 as none.
+            epoch = max(getattr(p, "current_leader_epoch", -1), -1)
             log_start = getattr(p, "log_start_offset", -1)
             info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes, epoch, log_start)
             partitions.append(((name, p.partition), info))

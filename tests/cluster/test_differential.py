@@ -98,6 +98,13 @@ KNOWN = [
         "broker answer), every fetch a full one",
     ),
     Known(
+        "fetch_and_list_offsets_with_leader_epochs",
+        "fetch_at_3_last_fetched_epoch_5.responses[0].partitions[0].*",
+        "a Kafka client's last_fetched_epoch (KIP-320's divergence check, which followers "
+        "send) is not checked: Purgatory's followers fetch over its own protocol, and Kafka's "
+        "consumers send -1",
+    ),
+    Known(
         "fetch_out_of_range",
         "*.responses[0].partitions[0].*_offset",
         "OFFSET_OUT_OF_RANGE carries the partition's real log start offset, high watermark "

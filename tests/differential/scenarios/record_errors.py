@@ -9,13 +9,16 @@ from __future__ import annotations
 from purgatory.protocol.api import ApiKey
 from tests.differential.harness import Client
 from tests.differential.scenarios.base import (
+    FETCH,
     LATEST,
-    METADATA,
     TS,
     batch,
+    consumer_fetch,
     fetch,
+    fetched,
     init_producer_id,
     list_offsets,
+    metadata,
     produce,
     produce_to,
     reheader,
@@ -129,15 +132,20 @@ async def fetch_and_list_offsets_with_leader_epochs(c: Client) -> None:
     """A new topic's leader epoch is 0: a consumer's current epoch above it is one the
     broker does not know yet; any negative one is no epoch."""
     topic = await topic_with_records(c, b"a", b"b", b"c")
-    await c.call(
-        "metadata",
-        ApiKey.METADATA,
-        METADATA,
-        topics=[{"name": topic, "topic_id": None}],
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
+    await metadata(c, "metadata", [topic])
     for epoch, name in ((0, "current"), (7, "future"), (-2, "negative")):
         await fetch(c, f"fetch_{name}_epoch", topic, 1, leader_epoch=epoch)
         await list_offsets(c, f"list_offsets_{name}_epoch", topic, LATEST, leader_epoch=epoch)
     await fetch(c, "fetch_future_epoch_unknown_partition", topic, 0, partition=3, leader_epoch=7)
+    # KIP-320's last fetched epoch, which a follower sends to learn of a divergence.
+    for last, offset in ((0, 3), (5, 3), (0, 2)):
+        asked = [
+            {"topic": topic, "partitions": [{**fetched(0, offset), "last_fetched_epoch": last}]}
+        ]
+        await c.call(
+            f"fetch_at_{offset}_last_fetched_epoch_{last}",
+            ApiKey.FETCH,
+            FETCH,
+            lenient=True,
+            **consumer_fetch(asked),
+        )
