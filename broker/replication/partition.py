@@ -183,6 +183,12 @@ class Partition:
         if validator.rewrites:  # recompressed or stamped (LogAppendTime)
             records, info = validator.assign(records, info, now_ms)
             append_time = now_ms if validator.log_append_time else -1
+            if len(records) > self.max_message_bytes:  # recompressed larger, as Kafka checks
+                raise AppendRefused(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"batch of {len(records)} bytes once recompressed exceeds "
+                    f"max.message.bytes {self.max_message_bytes}",
+                )
         base = log.append(records, info, self.leader_epoch)
         return LeaderAppend(base, log.log_end_offset, info.record_count, append_time)
 

@@ -393,3 +393,33 @@ async def test_our_protocols_records_on_a_log_append_time_topic_carry_the_broker
     assert len(ours) == 3 and all(before <= r.timestamp <= after for r in ours)
     theirs = await in_thread(kafka_python_timestamps, servers, "ours-stamped", 3)
     assert theirs == [(1, r.timestamp) for r in ours]  # LogAppendTime, the same time
+
+
+def produce_gzip_once(servers: str, topic: str, value: bytes) -> str:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=servers, acks="all", compression_type="gzip", retries=0
+    )
+    try:
+        producer.send(topic, value=value, partition=0).get(timeout=20)
+        return "NONE"
+    except Exception as exc:  # kafka-python's error for the broker's code
+        return type(exc).__name__
+    finally:
+        producer.close()
+
+
+async def test_a_batch_recompressed_past_max_message_bytes_is_refused(
+    brokers: list[Broker],
+) -> None:
+    from purgatory.clients.admin import AdminClient
+
+    async with AdminClient(bootstrap(brokers)) as admin:
+        configs = {"compression.type": "uncompressed", "max.message.bytes": "2000"}
+        await admin.create_topic("plain-small", 1, 3, configs)
+    await on_every_broker(brokers, "plain-small")
+    # 20 KB of zeros gzip to well under 2,000 bytes; stored plain they would not fit.
+    refused = await in_thread(produce_gzip_once, bootstrap(brokers), "plain-small", bytes(20_000))
+    assert refused == "MessageSizeTooLargeError"
+    assert await in_thread(produce_gzip_once, bootstrap(brokers), "plain-small", b"ok") == "NONE"
