@@ -68,9 +68,11 @@ async def join(
     rebalance_timeout: int = 30_000,
     protocol_type: str = "consumer",
     protocols: tuple[str, ...] = ("range",),
+    topics: tuple[str, ...] = (),
 ) -> Any:
-    """JoinGroup of a consumer subscribed to the scenario's topic (``instance``: a static
-    member's group.instance.id)."""
+    """JoinGroup of a consumer subscribed to ``topics``, by default the scenario's topic
+    (``instance``: a static member's group.instance.id)."""
+    metadata = subscription(*(topics or (c.topic(),)))
     return await c.call(
         label,
         ApiKey.JOIN_GROUP,
@@ -81,7 +83,7 @@ async def join(
         member_id=member_id,
         group_instance_id=instance,
         protocol_type=protocol_type,
-        protocols=[{"name": p, "metadata": subscription(c.topic())} for p in protocols],
+        protocols=[{"name": p, "metadata": metadata} for p in protocols],
         reason=None,
     )
 

@@ -144,3 +144,37 @@ async def group_protocol_mismatches(c: Client) -> None:
     await join(c, "join_no_protocols", group, protocols=())
     await join(c, "join_empty_protocol_type", c.topic("group2"), protocol_type="")
     await describe_groups(c, "describe", group)
+
+
+@scenario
+async def group_static_leader_replaced_beside_a_dynamic_member(c: Client) -> None:
+    """A static leader restarted while its group is Stable takes its place back without a
+    rebalance (its new member id skips the assignment); one that comes back subscribed to
+    more topics makes the group rebalance."""
+    group = c.topic("group")
+    await topic_with_records(c, b"a")
+    await coordinator_ready(c, group)
+    a_joined = await join(c, "a_join_static", group, instance="i1")
+    a = a_joined.member_id
+    await sync(c, "a_sync", group, a, a_joined.generation_id, instance="i1")
+    other = await c.connect()
+    b = (await join(other, "b_join_without_member_id", group)).member_id
+    b_joins = asyncio.create_task(join(other, "b_join", group, b))
+    await state_is(c, group, "PreparingRebalance")
+    gen2 = (await join(c, "a_rejoin", group, a, instance="i1")).generation_id
+    await b_joins
+    b_syncs = asyncio.create_task(sync(other, "b_sync", group, b, gen2))
+    await sync(c, "a_sync_as_leader", group, a, gen2, b, instance="i1")
+    await b_syncs
+    restarted = (await join(c, "a_restarted", group, instance="i1")).member_id
+    await heartbeat(other, "b_heartbeat_after_a_restarted", group, b, gen2)
+    await sync(c, "a_restarted_sync", group, restarted, gen2, instance="i1")
+    await describe_groups(c, "describe_after_restart", group)
+    more = (c.topic(), "x")
+    a_rejoins = asyncio.create_task(
+        join(c, "a_subscribes_to_more", group, restarted, instance="i1", topics=more)
+    )
+    await state_is(other, group, "PreparingRebalance")
+    await heartbeat(other, "b_heartbeat_after_a_subscribed", group, b, gen2)
+    await join(other, "b_rejoin", group, b)
+    await a_rejoins
