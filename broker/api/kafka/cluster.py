@@ -307,9 +307,11 @@ class ClusterApis:
 
     async def _create_partitions(self, asked: m.CreatePartitionsRequest, version: int) -> Any:
         done = await self.broker.forwarding.create_partitions(asked)
-        return create_partitions_response(
-            version, [(r.name, r.error_code, r.error_message) for r in done.results]
-        )
+        # A name asked twice is answered once (INVALID_REQUEST), as Kafka answers.
+        once: dict[str, tuple[str, int, str | None]] = {}
+        for r in done.results:
+            once.setdefault(r.name, (r.name, r.error_code, r.error_message))
+        return create_partitions_response(version, list(once.values()))
 
 
 def create_partitions_response(version: int, results: list[tuple[str, int, str | None]]) -> Any:
