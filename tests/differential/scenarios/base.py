@@ -4,12 +4,14 @@ speaks, and request helpers (create a topic and wait for it, produce, fetch, lis
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 from crc32c import crc32c
 
 from purgatory.protocol import kafka_records
 from purgatory.protocol.api import ApiKey
+from purgatory.protocol.kafka_schemas import VERSIONS
 from purgatory.protocol.records import Header
 from tests.differential.harness import Client, Scenario
 
@@ -275,3 +277,16 @@ async def init_producer_id(c: Client, label: str, pid: int = -1, epoch: int = -1
         producer_id=pid,
         producer_epoch=epoch,
     )
+
+
+def versions(api_key: ApiKey) -> Iterator[int]:
+    """The versions of an API Purgatory advertises (each within Kafka 4.3.1's range)."""
+    low, high = VERSIONS[api_key]
+    return iter(range(low, high + 1))
+
+
+async def every_version(c: Client, name: str, api_key: ApiKey, **values: Any) -> None:
+    """The same request at every advertised version, labelled ``<name>_v<version>`` (the
+    fields a version lacks left out)."""
+    for version in versions(api_key):
+        await c.call(f"{name}_v{version}", api_key, version, lenient=True, **values)

@@ -7,8 +7,14 @@ from typing import Any
 
 from purgatory.protocol.api import ApiKey
 from tests.differential.harness import Client
-from tests.differential.scenarios.base import metadata, scenario, topic_ready, topic_with_records
-from tests.differential.scenarios.versions import every_version, versions
+from tests.differential.scenarios.base import (
+    every_version,
+    metadata,
+    scenario,
+    topic_ready,
+    topic_with_records,
+    versions,
+)
 
 
 async def grow(

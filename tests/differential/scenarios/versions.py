@@ -6,11 +6,9 @@ times, leader epochs, topic ids, per-group batches, tagged fields) are compared 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 from purgatory.protocol.api import ApiKey
-from purgatory.protocol.kafka_schemas import VERSIONS
 from tests.differential.harness import Client
 from tests.differential.scenarios.base import (
     EARLIEST,
@@ -19,11 +17,13 @@ from tests.differential.scenarios.base import (
     batch,
     consumer_fetch,
     create,
+    every_version,
     fetched,
     init_producer_id,
     scenario,
     topic_ready,
     topic_with_records,
+    versions,
 )
 from tests.differential.scenarios.group_requests import (
     coordinator_ready,
@@ -31,17 +31,6 @@ from tests.differential.scenarios.group_requests import (
     subscription,
     sync,
 )
-
-
-def versions(api_key: ApiKey) -> Iterator[int]:
-    low, high = VERSIONS[api_key]
-    return iter(range(low, high + 1))
-
-
-async def every_version(c: Client, name: str, api_key: ApiKey, **values: Any) -> None:
-    """The same request at every advertised version, labelled ``<name>_v<version>``."""
-    for version in versions(api_key):
-        await c.call(f"{name}_v{version}", api_key, version, lenient=True, **values)
 
 
 def _sorted(*path: str, key: str) -> Any:
