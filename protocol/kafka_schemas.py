@@ -56,6 +56,7 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    ApiKey.ELECT_LEADERS: (0, 2),
 }
 
 E = TypeVar("E")

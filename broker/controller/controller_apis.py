@@ -128,8 +128,11 @@ async def elect_leaders(
         if request.topic_partitions is None
         else [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     )
+    # Every topic is answered when every partition is asked, even with no partition listed
+    # (Kafka's electLeaders leaves out those that need no election, not their topic).
+    every = [] if asked is not None else sorted(controller.image.topics)
     results = await controller.elect_leaders(election, asked, request.timeout_ms, request.leader_id)
-    by_topic: dict[str, list[m.PartitionResult]] = {}
+    by_topic: dict[str, list[m.PartitionResult]] = {name: [] for name in every}
     for (topic, index), (code, message) in results.items():
         by_topic.setdefault(topic, []).append(m.PartitionResult(index, code, message))
     return m.ElectLeadersResponse(

@@ -25,6 +25,11 @@ from purgatory.protocol.inter_broker_messages import PartitionState
 
 NO_LEADER = -1
 
+# Kafka's messages for the errors of an ElectLeaders partition (its Errors' defaults).
+ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
+PREFERRED_NOT_AVAILABLE_MESSAGE = "The preferred leader was not available."
+ELIGIBLE_NOT_AVAILABLE_MESSAGE = "Eligible topic partition leaders are not available."
+
 
 class Election(Enum):
     CLEAN = "clean"
@@ -129,31 +134,29 @@ def alter_isr(
 def elect_on_request(
     state: PartitionState, eligible: frozenset[int], election: Election
 ) -> ElectionResult | tuple[ErrorCode, str]:
-    """An ElectLeaders request for one partition (``purgatory admin elect-leaders``): the
-    change, or the error Kafka answers.
+    """An ElectLeaders request for one partition (Kafka's
+    ``ReplicationControlManager.electLeader``): the change, or the error Kafka answers,
+    with Kafka's message.
 
     PREFERRED moves leadership to the first replica if it is an eligible in-sync replica
     (PREFERRED_LEADER_NOT_AVAILABLE if not, ELECTION_NOT_NEEDED if it leads already).
     UNCLEAN elects a leader for a partition that has none, any live replica if no
-    in-sync one is (ELECTION_NOT_NEEDED if it has a live leader,
-    ELIGIBLE_LEADERS_NOT_AVAILABLE if no replica is live).
+    in-sync one is (ELECTION_NOT_NEEDED if it has a leader, ELIGIBLE_LEADERS_NOT_AVAILABLE
+    if no replica is live).
     """
     if election is Election.PREFERRED:
         preferred = state.replicas[0] if state.replicas else NO_LEADER
         if state.leader_id == preferred:
-            return ErrorCode.ELECTION_NOT_NEEDED, f"broker {preferred} leads already"
+            return ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE
         if preferred not in eligible or preferred not in state.isr:
-            return (
-                ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                f"preferred replica {preferred} is not a live in-sync replica",
-            )
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, PREFERRED_NOT_AVAILABLE_MESSAGE
         change = change_partition(state, eligible, preferred=True)
     else:
-        if state.leader_id in eligible:
-            return ErrorCode.ELECTION_NOT_NEEDED, f"broker {state.leader_id} leads"
+        if state.leader_id != NO_LEADER:
+            return ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE
         change = change_partition(state, eligible, unclean=True)
     if change is None or change.offline:
-        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica of the partition is live"
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, ELIGIBLE_NOT_AVAILABLE_MESSAGE
     return change
 
 

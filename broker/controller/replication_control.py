@@ -117,8 +117,10 @@ class ReplicationControlManager:
         election: Election,
         partitions: list[PartitionKey] | None,
     ) -> tuple[dict[PartitionKey, tuple[ErrorCode, str | None]], list[PartitionElection]]:
-        """ElectLeaders: a preferred or unclean election for each partition asked for
-        (every partition when None)."""
+        """ElectLeaders: a preferred or unclean election for each partition asked for, as
+        Kafka's ``electLeaders``. Every partition when None, and then, as Kafka, those
+        that need no election are left out of the results."""
+        every = partitions is None
         if partitions is None:
             partitions = [
                 (n, p.partition_index) for n, t in image.topics.items() for p in t.partitions
@@ -131,14 +133,16 @@ class ReplicationControlManager:
             if state is None:
                 results[(name, index)] = (
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"no partition {name}-{index}",
+                    f"No such partition as {name}-{index}"
+                    if name in image.topics
+                    else f"No such topic as {name}",
                 )
                 continue
             outcome = elect_on_request(state, eligible, election)
             if isinstance(outcome, ElectionResult):
                 changes.append(PartitionElection(name, state, outcome))
                 results[(name, index)] = (ErrorCode.NONE, None)
-            else:
+            elif not (every and outcome[0] == ErrorCode.ELECTION_NOT_NEEDED):
                 results[(name, index)] = outcome
         return results, changes
 

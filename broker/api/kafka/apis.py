@@ -18,6 +18,8 @@ from purgatory.broker.api.kafka.cluster import ClusterApis, create_partitions_re
 from purgatory.broker.api.kafka.configs import ConfigApis, describe_configs_response
 from purgatory.broker.api.kafka.groups import GROUP_APIS, GroupApis
 from purgatory.broker.api.kafka.groups import error_response as group_error_response
+from purgatory.broker.api.kafka.leader_election import LeaderElectionApis
+from purgatory.broker.api.kafka.leader_election import error_response as election_error_response
 from purgatory.broker.api.kafka.log_info import LOG_INFO_APIS, LogInfoApis
 from purgatory.broker.api.kafka.log_info import error_response as log_info_error_response
 from purgatory.broker.api.kafka.offsets import OffsetApis
@@ -56,6 +58,7 @@ class KafkaListenerApis:
             **ConfigApis(broker).handlers(),
             **QuorumApis(broker).handlers(),
             **LogInfoApis(broker).handlers(),
+            **LeaderElectionApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
         assert not missing, f"advertised without a handler: {missing}"
@@ -258,6 +261,8 @@ class KafkaListenerApis:
                 cluster_id="",
                 brokers=[],
             )
+        if key == ApiKey.ELECT_LEADERS:
+            return election_error_response(version, body, code, message)
         if key == ApiKey.DESCRIBE_QUORUM:
             refused = rm.DescribeQuorumResponse(code, message, -1, -1, -1, [], [])
             return describe_quorum_response(version, refused, {}, "")
