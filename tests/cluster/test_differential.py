@@ -149,6 +149,19 @@ KNOWN = [
         "a retried idempotent batch is answered log_append_time -1 (the topic keeps create "
         "time); Kafka echoes the batch's last record timestamp there",
     ),
+    Known(
+        "produce_compressed_batches",
+        "refused_*.responses[0].partition_responses[0].*",
+        "a batch of an unknown codec, or whose records do not decompress, is CORRUPT_MESSAGE "
+        "(no log information, as for a bad CRC): Kafka answers UNKNOWN_SERVER_ERROR, its "
+        "validator's exception left unmapped",
+    ),
+    Known(
+        "produce_compressed_batches",
+        "fetch.*.aborted_transactions",
+        "the empty aborted-transactions list, as in fetch_*",
+        issue=46,
+    ),
 ]
 
 

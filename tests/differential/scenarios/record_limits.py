@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from purgatory.protocol import kafka_records
 from purgatory.protocol.api import ApiKey
 from tests.differential.harness import Client
 from tests.differential.scenarios.base import (
@@ -20,6 +21,7 @@ from tests.differential.scenarios.base import (
     fetched,
     list_offsets,
     produce,
+    reheader,
     scenario,
     topic_with_records,
 )
@@ -105,3 +107,22 @@ async def offset_commit_edges(c: Client) -> None:
 
 def _latest(partition: int) -> dict[str, int]:
     return {"partition_index": partition, "current_leader_epoch": -1, "timestamp": LATEST}
+
+
+@scenario
+async def produce_compressed_batches(c: Client) -> None:
+    """A batch in each codec Kafka's clients write, read back (records compared decoded),
+    then a codec that does not exist and a payload that does not decompress."""
+    topic = await topic_with_records(c)
+    plain = batch(b"v" * 300, b"w" * 300)
+    for codec, name in ((1, "gzip"), (2, "snappy"), (3, "lz4"), (4, "zstd")):
+        await produce(c, name, topic, compressed(plain, codec))
+    await produce(c, "refused_codec_7", topic, reheader(plain, attributes=7))
+    await produce(c, "refused_gzip_of_garbage", topic, reheader(plain, b"not gzip", attributes=1))
+    await fetch_with(c, "fetch", [fetched(0, 0)], topic)
+
+
+def compressed(plain: bytes, codec: int) -> bytes:
+    """``plain`` (an uncompressed batch) with its records compressed by ``codec``."""
+    records = kafka_records.compress(codec, plain[kafka_records.HEADER_SIZE :])
+    return reheader(plain, records, attributes=codec)
