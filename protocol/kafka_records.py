@@ -76,9 +76,14 @@ class InconsistentBatchError(CorruptRecordError):
     CORRUPT_MESSAGE: the bytes arrived as the producer wrote them."""
 
 
-def validate(batch: bytes | memoryview) -> BatchInfo:
+def validate(batch: bytes | memoryview, *, stored: bool = False) -> BatchInfo:
     """Check a produced v2 batch (length, magic, CRC-32C, counts, codec) and return its
-    header figures, or raise CorruptRecordError. Records are not decompressed."""
+    header figures, or raise CorruptRecordError. Records are not decompressed.
+
+    ``stored``: a batch as a log stores it (a follower replicating it), which the log
+    cleaner may have emptied of some records, or all: its record count may be below
+    ``last_offset_delta + 1``, and the ``record_count`` returned is then the offsets it
+    spans, what a log and a producer's sequences count by."""
     size = len(batch)
     if size < HEADER_SIZE:
         raise CorruptRecordError(f"batch of {size} bytes is shorter than its v2 header")
@@ -107,6 +112,8 @@ def validate(batch: bytes | memoryview) -> BatchInfo:
         raise CorruptRecordError("batch CRC-32C does not match its contents")
     if attributes & CODEC_MASK not in CODECS:
         raise CorruptRecordError(f"unknown compression codec {attributes & CODEC_MASK}")
+    if stored and 0 <= count <= last_delta + 1:
+        count = last_delta + 1  # a compacted batch: its offsets as they were
     if count < 1 or last_delta != count - 1:
         raise InconsistentBatchError(
             f"record_count {count} does not match last_offset_delta {last_delta}"
@@ -219,6 +226,53 @@ def encode(
         + struct.pack(">I", crc32c(tail))
         + tail
     )
+
+
+def record_entries(batch: bytes | memoryview) -> list[tuple[int, bytes | None, bool, bytes]]:
+    """The records of a stored v2 batch as the log cleaner reads them: (offset, key, is a
+    tombstone (null value), the record's bytes, its length varint included), decompressed
+    but not decoded further; none for a control batch (a transaction marker)."""
+    (base_offset, _, _, _, _crc, attributes, _, _, _, _, _, _, count) = HEADER.unpack_from(batch)
+    if attributes & CONTROL_FLAG:
+        return []
+    data = _decompress(attributes & CODEC_MASK, bytes(batch[HEADER_SIZE:]), base_offset)
+    out: list[tuple[int, bytes | None, bool, bytes]] = []
+    pos = 0
+    try:
+        for _ in range(count):
+            start = pos
+            length, pos = _read_varint(data, pos)
+            end = pos + length
+            pos += 1  # record attributes
+            _, pos = _read_varint(data, pos)  # timestamp delta
+            offset_delta, pos = _read_varint(data, pos)
+            key, pos = _read_bytes(data, pos)
+            value_length, _ = _read_varint(data, pos)
+            if end > len(data):
+                raise CorruptRecordError(f"a record of batch {base_offset} overruns its length")
+            out.append((base_offset + offset_delta, key, value_length < 0, data[start:end]))
+            pos = end
+    except IndexError as exc:
+        raise CorruptRecordError(f"batch at offset {base_offset} does not decode: {exc}") from None
+    return out
+
+
+def with_records(batch: bytes | memoryview, records: Sequence[bytes]) -> bytes:
+    """A stored v2 batch holding only ``records`` (some of its own, as ``record_entries``
+    gave them): every header field kept, its base offset and ``last_offset_delta`` too, so
+    the batch spans the offsets it did and a producer's sequences still count from it
+    (Kafka's cleaner keeps them alike); the record count is theirs, the records compressed
+    again with the batch's codec, the length and CRC written again. Empty, it is a header
+    alone, as Kafka keeps a producer's last batch."""
+    header = bytearray(batch[:HEADER_SIZE])
+    codec = header[_CRC_START + 1] & CODEC_MASK
+    body = b"".join(records)
+    payload = compress(codec, body) if codec and records else body
+    struct.pack_into(">i", header, HEADER_SIZE - 4, len(records))
+    struct.pack_into(">i", header, 8, HEADER_SIZE - _LENGTH_END + len(payload))
+    tail = bytes(header[_CRC_START:]) + payload
+    struct.pack_into(">I", header, 17, crc32c(tail))
+    return bytes(header[:_CRC_START]) + tail
 
 
 def from_records(records: Sequence[ConsumerRecord], base_offset: int, leader_epoch: int) -> bytes:

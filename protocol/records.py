@@ -148,7 +148,7 @@ def is_kafka_batch(batch: bytes | memoryview) -> bool:
     return len(batch) > _MAGIC_AT and batch[_MAGIC_AT] == KAFKA_MAGIC
 
 
-def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
+def validate_batch(batch: bytes, *, verify_records: bool = True, stored: bool = False) -> BatchInfo:
     """Check one produced batch and return its header figures, or raise CorruptRecordError.
 
     Checks the length, magic, CRC and record count; with ``verify_records`` it also decodes
@@ -158,7 +158,7 @@ def validate_batch(batch: bytes, *, verify_records: bool = True) -> BatchInfo:
     if len(batch) > _MAGIC_AT and batch[_MAGIC_AT] == KAFKA_MAGIC:  # is_kafka_batch, inline
         from purgatory.protocol import kafka_records
 
-        return kafka_records.validate(batch)
+        return kafka_records.validate(batch, stored=stored)
     if len(batch) < HEADER_SIZE:
         raise CorruptRecordError(f"batch of {len(batch)} bytes is shorter than its header")
     base, length, epoch, magic, crc, _, base_ts, max_ts, count = HEADER.unpack_from(batch)
@@ -250,6 +250,34 @@ def decode_records(data: bytes | memoryview) -> list[ConsumerRecord]:
             )
             for i, r in enumerate(records)
         )
+    return out
+
+
+def retained_runs(batch: bytes | memoryview, keep: Sequence[bool]) -> list[bytes]:
+    """One of our stored batches with only the records ``keep`` says (by index) kept, as
+    the log cleaner leaves it: each run of consecutive kept records a batch of its own at
+    its records' offsets (our batches number records from their base offset), its leader
+    epoch, attributes and timestamps (base and max) those of the batch."""
+    base_offset, _, epoch, _, _, attributes, base_ts, max_ts, _ = HEADER.unpack_from(batch)
+    records = _records_decoder.decode(batch[HEADER_SIZE:])
+    out: list[bytes] = []
+    run: list[Record] = []
+    start = 0
+    for i, record in enumerate([*records, None]):
+        if record is not None and keep[i]:
+            if not run:
+                start = i
+            run.append(record)
+            continue
+        if run:
+            body = _records_encoder.encode(run)
+            tail = struct.pack(">hqqi", attributes, base_ts, max_ts, len(run)) + body
+            out.append(
+                _OFFSET_AND_LENGTH.pack(base_offset + start, HEADER_SIZE - _LENGTH_END + len(body))
+                + struct.pack(">ibI", epoch, MAGIC, zlib.crc32(tail))
+                + tail
+            )
+            run = []
     return out
 
 

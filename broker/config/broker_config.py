@@ -56,6 +56,8 @@ IntConfig = Literal[
     "compression.gzip.level",
     "compression.lz4.level",
     "compression.zstd.level",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size",
     "log.cleaner.delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms",
@@ -120,6 +122,7 @@ BoolConfig = Literal[
     "auto.leader.rebalance.enable",
     "controlled.shutdown.enable",
     "log.preallocate",
+    "log.cleaner.enable",
 ]
 StrConfig = Literal[
     "listeners",

@@ -234,7 +234,7 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
         str,
         "delete",
         "Default cleanup policy of topics: `delete`, `compact` or `compact,delete`. "
-        "Compaction is not built yet: a compacted topic keeps every record. Topic config: "
+        "`compact` topics are compacted by the log cleaner (`log.cleaner.*`). Topic config: "
         "`cleanup.policy`.",
         like_topic("cleanup.policy"),
         topic_name="cleanup.policy",
@@ -283,11 +283,34 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
         topic_name="message.timestamp.type",
     ),
     ConfigDef(
+        "log.cleaner.enable",
+        bool,
+        True,
+        "Whether the log cleaner compacts topics whose `cleanup.policy` has `compact` "
+        "(broker/log/cleaner/).",
+    ),
+    ConfigDef(
+        "log.cleaner.backoff.ms",
+        int,
+        15000,
+        "How long the log cleaner waits before looking again when no log needs cleaning.",
+        at_least(0),
+        dynamic=True,
+    ),
+    ConfigDef(
+        "log.cleaner.dedupe.buffer.size",
+        int,
+        134217728,
+        "Memory of the cleaner's offset map, as Kafka counts it (24 bytes a key, 90% full): "
+        "a cleaning maps at most this / 24 * 0.9 keys and ends at the segment that fills it.",
+        at_least(1),
+        dynamic=True,
+    ),
+    ConfigDef(
         "log.cleaner.delete.retention.ms",
         int,
         86400000,
-        "Default time a compacted topic keeps tombstones (no cleaner yet). Topic config: "
-        "`delete.retention.ms`.",
+        "Default time a compacted topic keeps tombstones. Topic config: `delete.retention.ms`.",
         at_least(0),
         topic_name="delete.retention.ms",
     ),
@@ -295,8 +318,7 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
         "log.cleaner.min.compaction.lag.ms",
         int,
         0,
-        "Default least time a record stays uncompacted (no cleaner yet). Topic config: "
-        "`min.compaction.lag.ms`.",
+        "Default least time a record stays uncompacted. Topic config: `min.compaction.lag.ms`.",
         at_least(0),
         topic_name="min.compaction.lag.ms",
     ),
@@ -304,7 +326,7 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
         "log.cleaner.max.compaction.lag.ms",
         int,
         LONG_MAX,
-        "Default longest time a record waits to be compacted (no cleaner yet). Topic "
+        "Default longest time a record waits to be compacted. Topic "
         "config: `max.compaction.lag.ms`.",
         at_least(1),
         topic_name="max.compaction.lag.ms",
@@ -313,7 +335,7 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
         "log.cleaner.min.cleanable.ratio",
         float,
         0.5,
-        "Default dirty ratio past which a compacted log is cleaned (no cleaner yet). Topic "
+        "Default dirty ratio past which a compacted log is cleaned. Topic "
         "config: `min.cleanable.dirty.ratio`.",
         between(0.0, 1.0),
         topic_name="min.cleanable.dirty.ratio",

@@ -120,7 +120,6 @@ class TopicConfig:
 
 
 _NO_DISK = "no effect: logs live in memory"
-_NO_CLEANER = "stored and described; no effect until the log cleaner exists"
 _NO_THROTTLE = "stored and described; replication is not throttled"
 
 TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
@@ -131,9 +130,11 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "each key) or both, comma-separated; empty: neither.",
         OneOf(CLEANUP_POLICIES),
         broker="log.cleanup.policy",
-        effect="`compact` is stored and described; the log cleaner does not exist yet, so a "
-        "compacted topic keeps every record. Without `delete`, as in Kafka, retention "
-        "never deletes its segments (the memory budget, `log.memory.max.bytes`, still may)",
+        effect="`compact` topics are compacted by the log cleaner (closed segments only: the "
+        "active one never is, so `segment.bytes` bounds what stays dirty; segments roll by size "
+        "only); every record produced to them needs a key (INVALID_RECORD, as in Kafka). "
+        "Without `delete`, as in Kafka, retention never deletes its segments (the memory "
+        "budget, `log.memory.max.bytes`, still may)",
     ),
     TopicConfig(
         "compression.type",
@@ -171,7 +172,9 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "How long a compacted topic keeps a tombstone (a null value) after cleaning.",
         Range(0),
         broker="log.cleaner.delete.retention.ms",
-        effect=_NO_CLEANER,
+        effect="as in Kafka (KIP-534): the first cleaning that keeps a tombstone starts its "
+        "horizon, a cleaning after it removes it; a log whose horizon passed is cleaned then "
+        "even if nothing else was written",
     ),
     TopicConfig(
         "file.delete.delay.ms",
@@ -242,7 +245,7 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "The longest a record may wait before a compacted log is cleaned past it.",
         Range(1),
         broker="log.cleaner.max.compaction.lag.ms",
-        effect=_NO_CLEANER,
+        effect="as in Kafka (by the first dirty batch's timestamp)",
     ),
     TopicConfig(
         "max.message.bytes",
@@ -283,7 +286,7 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "Share of a compacted log not yet cleaned past which the cleaner cleans it.",
         Range(0, 1),
         broker="log.cleaner.min.cleanable.ratio",
-        effect=_NO_CLEANER,
+        effect="as in Kafka (strictly more than the ratio; the dirtiest log first)",
     ),
     TopicConfig(
         "min.compaction.lag.ms",
@@ -291,7 +294,7 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "The least time a record stays uncompacted in a compacted log.",
         Range(0),
         broker="log.cleaner.min.compaction.lag.ms",
-        effect=_NO_CLEANER,
+        effect="as in Kafka (by the segment's largest timestamp)",
     ),
     TopicConfig(
         "min.insync.replicas",

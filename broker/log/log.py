@@ -25,7 +25,7 @@ from typing import Any
 from purgatory.broker.log.leader_epoch_cache import LeaderEpochCache
 from purgatory.broker.log.log_segment import LogSegment, RemoteLogSegmentMetadata
 from purgatory.broker.log.producer_state import ProducerStateManager
-from purgatory.protocol.records import BatchInfo, assign_offsets, decode_records
+from purgatory.protocol.records import KAFKA_MAGIC, BatchInfo, assign_offsets, decode_records
 
 # Kafka's "use the value of retention.*" marker for local.retention.*.
 USE_TOTAL_RETENTION = -2
@@ -53,6 +53,12 @@ class LogConfig:
     local_retention_bytes: int = USE_TOTAL_RETENTION
     local_retention_ms: int = USE_TOTAL_RETENTION
     remote_storage_enable: bool = False
+    # Compaction (the log cleaner, broker/log/cleaner/): cleanup.policy has compact.
+    compact: bool = False
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = sys.maxsize
+    delete_retention_ms: int = 86_400_000
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, Any]) -> LogConfig:
@@ -67,6 +73,11 @@ class LogConfig:
             local_retention_bytes=int(configs["local.retention.bytes"]),
             local_retention_ms=int(configs["local.retention.ms"]),
             remote_storage_enable=bool(configs["remote.storage.enable"]),
+            compact="compact" in configs["cleanup.policy"],
+            min_cleanable_dirty_ratio=float(configs["min.cleanable.dirty.ratio"]),
+            min_compaction_lag_ms=int(configs["min.compaction.lag.ms"]),
+            max_compaction_lag_ms=int(configs["max.compaction.lag.ms"]),
+            delete_retention_ms=int(configs["delete.retention.ms"]),
         )
 
     @property
@@ -102,12 +113,19 @@ class Log:
     holds older data); ``local_log_start_offset`` where the local segments start; reads
     from this object serve the local tier only. ``size_bytes`` counts local bytes,
     ``remote_size_bytes`` remote ones (a copied segment still held locally counts in both).
+
+    A compacted log (the log cleaner) has gaps: batches keep their offsets when records
+    leave them, so a batch may span more offsets than it holds records, a later batch may
+    start after the previous one ends, and a segment's first batch after its base offset.
+    ``cleaner_checkpoint`` is the cleaner's first dirty offset (Kafka's
+    cleaner-offset-checkpoint): everything below it has been cleaned.
     """
 
     __slots__ = (
         "_appended_bytes",
         "_copied_to",
         "_segment_bases",
+        "cleaner_checkpoint",
         "config",
         "leader_epochs",
         "local_log_start_offset",
@@ -136,6 +154,7 @@ class Log:
         self.remote_size_bytes = 0
         self.leader_epochs = LeaderEpochCache()
         self.producer_state = ProducerStateManager()
+        self.cleaner_checkpoint = 0
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.segments)
@@ -159,13 +178,14 @@ class Log:
 
     def append_as_follower(self, batch: bytes, info: BatchInfo) -> None:
         """Append a batch exactly as the leader stored it (its offsets and leader epoch,
-        which ``info`` read from it, kept).
+        which ``info`` read from it, kept; ``record_count`` the offsets it spans).
 
-        Raises ValueError if it does not start at this log's end: a follower fetches from
-        its log end, so anything else means the two logs disagree.
+        Raises ValueError if it starts before this log's end: a follower fetches from its
+        log end, so anything else means the two logs disagree. It may start after it: the
+        leader's cleaner removed the records between (a gap, as in Kafka).
         """
         base = info.base_offset
-        if base != self.log_end_offset:
+        if base < self.log_end_offset:
             raise ValueError(
                 f"replicated batch starts at offset {base}, the log ends at {self.log_end_offset}"
             )
@@ -183,6 +203,7 @@ class Log:
         self.log_start_offset = self.local_log_start_offset = self.log_end_offset = offset
         self.leader_epochs.clear()
         self.producer_state.clear()
+        self.cleaner_checkpoint = offset
 
     def truncate_to(self, offset: int) -> None:
         """Drop the records at ``offset`` and after (a follower's divergent suffix); a batch
@@ -201,8 +222,11 @@ class Log:
         segment = self.segments[-1]  # starts below offset
         if segment.next_offset > offset:  # and holds it: drop from the batch holding it
             index = max(bisect.bisect_right(segment.bases, offset) - 1, 0)
+            end = segment.bases[index]
+            if index < len(segment.bases) and batch_end(segment.batches[index]) <= offset:
+                index, end = index + 1, offset  # offset is in a gap after that batch
             removed = sum(len(b) for b in segment.batches[index:])
-            segment.next_offset = segment.bases[index]
+            segment.next_offset = end
             del segment.bases[index:], segment.batches[index:], segment.ends[index:]
             segment.size_bytes -= removed
             self.size_bytes -= removed
@@ -214,6 +238,7 @@ class Log:
         new_end = self.log_end_offset = segment.next_offset
         self.leader_epochs.truncate_from_end(new_end)
         self.producer_state.truncate_from(new_end)
+        self.cleaner_checkpoint = min(self.cleaner_checkpoint, new_end)
 
     def _store(self, base: int, batch: bytes, info: BatchInfo, leader_epoch: int) -> None:
         """Add a batch, its offsets assigned, at ``base``: a later epoch to the epoch cache,
@@ -386,6 +411,37 @@ class Log:
         self._start_moved()
         return oldest.size_bytes
 
+    # -- the log cleaner -------------------------------------------------------------------
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment | None) -> bool:
+        """Put ``new`` (the cleaned copy of ``old``, consecutive closed segments) in their
+        place; False, and nothing changed, if the log no longer holds ``old`` as they were
+        (retention, truncation or DeleteRecords ran meanwhile). ``new`` spans the offsets
+        ``old`` did; None when nothing of them is left: the next segment then starts where
+        they started. Byte positions (``ends``) stay those of the old batches' neighbours:
+        spans that cross a cleaned segment count what it held before."""
+        try:
+            first = next(i for i, s in enumerate(self.segments) if s is old[0])
+        except StopIteration:
+            return False
+        if (
+            first + len(old) >= len(self.segments)  # never the active segment
+            or any(self.segments[first + i] is not s for i, s in enumerate(old))
+        ):
+            return False
+        removed = sum(s.size_bytes for s in old)
+        added = 0 if new is None else new.size_bytes
+        if new is None:
+            following = self.segments[first + len(old)]
+            following.base_offset = old[0].base_offset
+            self.segments[first : first + len(old) + 1] = [following]
+        else:
+            self.segments[first : first + len(old)] = [new]
+        self._segment_bases = [s.base_offset for s in self.segments]
+        self.size_bytes += added - removed
+        self.memory.used += added - removed
+        return True
+
     def release(self) -> None:
         """The broker no longer keeps this log (its replica was removed): its bytes leave
         the memory account."""
@@ -428,7 +484,7 @@ class Log:
         while s < len(segments):
             segment = segments[s]
             bases = segment.bases
-            index = bisect.bisect_right(bases, offset) - 1 if not out else 0
+            index = max(bisect.bisect_right(bases, offset) - 1, 0) if not out else 0
             batches = segment.batches
             n = len(batches)
             while index < n and bases[index] < limit:
@@ -455,7 +511,7 @@ class Log:
             bases = segment.bases
             for i, batch in enumerate(segment.batches):
                 end = bases[i + 1] if i + 1 < len(bases) else segment.next_offset
-                if end > from_offset:
+                if end > from_offset:  # (a compacted batch: to the next, its gap with it)
                     out.append((bases[i], end, zlib.crc32(batch)))
         return out
 
@@ -466,9 +522,9 @@ class Log:
             return 0
         first_segment = self.segments[bisect.bisect_right(self._segment_bases, offset) - 1]
         last_segment = self.segments[bisect.bisect_right(self._segment_bases, max_offset - 1) - 1]
-        first = bisect.bisect_right(first_segment.bases, offset) - 1
+        first = max(bisect.bisect_right(first_segment.bases, offset) - 1, 0)
         last = bisect.bisect_left(last_segment.bases, max_offset) - 1
-        if last < 0 or (first_segment is last_segment and last < first):
+        if last < 0 or not first_segment.bases or (first_segment is last_segment and last < first):
             return 0
         return (
             last_segment.ends[last] - first_segment.ends[first] + len(first_segment.batches[first])
@@ -526,6 +582,15 @@ class Log:
                     ):
                         best = record.offset, record.timestamp
         return best
+
+
+def batch_end(batch: bytes) -> int:
+    """The offset after a stored batch (of either format): its base offset plus the
+    offsets it spans, which a compacted Kafka batch keeps in ``last_offset_delta``."""
+    base = int.from_bytes(batch[0:8], "big", signed=True)
+    if batch[16] == KAFKA_MAGIC:
+        return base + int.from_bytes(batch[23:27], "big", signed=True) + 1
+    return base + int.from_bytes(batch[39:43], "big", signed=True)
 
 
 def _deletable(

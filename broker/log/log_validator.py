@@ -10,6 +10,8 @@ A batch is stored only if every consumer can read it. Kafka's checks, for a v2 b
 3. the records (INVALID_RECORD, with the index of each bad record in ``record_errors``):
    the payload decompresses, within ``max_uncompressed_bytes``; exactly ``record_count``
    records fill it, each within its length, with offset deltas 0, 1, 2, ...;
+   on a compacted topic (``cleanup.policy`` with compact) every record has a key
+   (Kafka's validateKey: "Compacted topic cannot accept message without key");
 4. timestamps (Kafka's validateTimestamp, INVALID_TIMESTAMP), on a CreateTime topic: a
    record's create time within [now - ``message.timestamp.before.max.ms``, now +
    ``message.timestamp.after.max.ms``]. Beyond Kafka: a timestamp below -1 (Kafka's "no
@@ -62,6 +64,7 @@ from purgatory.protocol.records import (
     KAFKA_MAGIC,
     BatchInfo,
     CorruptRecordError,
+    decode_records,
     stamp_log_append_time,
     validate_batch,
 )
@@ -74,6 +77,8 @@ CODEC_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _ATTRIBUTES_AT = 21
 _MAX_TIMESTAMP_AT = 35
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
+# Kafka's LogValidator.validateKey, for a keyless record on a compacted topic.
+_NO_KEY = "Compacted topic cannot accept message without key."
 _FIRST_TRY = 1 << 16  # bytes a decompression is first given (grown by doubling)
 
 
@@ -94,6 +99,7 @@ class LogValidator:
     """The checks of one partition's appends from clients (its topic's configs)."""
 
     __slots__ = (
+        "compacted",
         "level",
         "log_append_time",
         "max_uncompressed_bytes",
@@ -110,6 +116,7 @@ class LogValidator:
         log_append_time: bool = False,
         target_codec: int | None = None,
         level: int | None = None,
+        compacted: bool = False,
     ) -> None:
         self.timestamp_before_max_ms = timestamp_before_max_ms
         self.timestamp_after_max_ms = timestamp_after_max_ms
@@ -117,6 +124,7 @@ class LogValidator:
         self.log_append_time = log_append_time  # message.timestamp.type=LogAppendTime
         self.target_codec = target_codec  # compression.type as a codec; None: producer
         self.level = level  # compression.<codec>.level of the target codec
+        self.compacted = compacted  # cleanup.policy has compact: every record needs a key
 
     @classmethod
     def for_topic(cls, configs: Mapping[str, Any], max_uncompressed_bytes: int) -> LogValidator:
@@ -131,6 +139,7 @@ class LogValidator:
             configs["message.timestamp.type"] == "LogAppendTime",
             target,
             None if level is None else int(level),
+            "compact" in configs["cleanup.policy"],
         )
 
     @property
@@ -148,6 +157,8 @@ class LogValidator:
         except CorruptRecordError as exc:
             raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
         if not is_kafka:
+            if self.compacted and any(r.key is None for r in decode_records(batch)):
+                raise RecordValidationError(ErrorCode.INVALID_RECORD, _NO_KEY)
             self._check_timestamp(info.base_timestamp, 0, now_ms)
             self._check_timestamp(info.max_timestamp, info.record_count - 1, now_ms)
             return info
@@ -199,6 +210,9 @@ class LogValidator:
                 if record.offset != info.base_offset + index:
                     errors.append((index, f"offset delta {record.offset - info.base_offset}"))
                     continue
+                if self.compacted and record.key is None:
+                    errors.append((index, _NO_KEY))
+                    continue
                 timestamp = record.timestamp
                 problem = self._timestamp_problem(timestamp, attributes, now_ms)
                 if problem is not None:
@@ -212,6 +226,8 @@ class LogValidator:
             ) from None
         if late:
             raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, late[0][1], tuple(late))
+        if errors and errors[0][1] == _NO_KEY:
+            raise RecordValidationError(ErrorCode.INVALID_RECORD, _NO_KEY, tuple(errors))
         if errors:
             raise RecordValidationError(
                 ErrorCode.INVALID_RECORD,

@@ -360,7 +360,7 @@ class ReplicaFetcher:
             try:
                 for batch in iter_batches(data.records):
                     stored = bytes(batch)
-                    info = validate_batch(stored, verify_records=False)
+                    info = validate_batch(stored, verify_records=False, stored=True)
                     if info.base_offset + info.record_count <= log.log_end_offset:
                         continue  # already have it
                     log.append_as_follower(stored, info)

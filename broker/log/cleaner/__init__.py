@@ -1,0 +1,1 @@
+"""The log cleaner: compaction of logs whose cleanup.policy has compact (Kafka's LogCleaner)."""
