@@ -1,4 +1,4 @@
-"""`purgatory topics|produce|consume|consumer-groups|delete-records` and `purgatory perf
+"""`purgatory topics|produce|consume|consumer-groups|delete-records|leader-election` and `purgatory perf
 produce|consume|echo` (declarations)."""
 
 from __future__ import annotations
@@ -322,6 +322,45 @@ def add_commands(sub: Any) -> None:
     _bootstrap(records)
     records.set_defaults(
         func=lazy("purgatory.clients.cli.delete_records", "delete_records_command")
+    )
+
+    election = sub.add_parser(
+        "leader-election",
+        help="elect preferred or unclean leaders of some partitions (kafka-leader-election.sh)",
+        description="PREFERRED moves each partition's leadership to its first replica when "
+        "that is a live in-sync replica; UNCLEAN gives a partition without a leader one, "
+        "any live replica when no in-sync replica is (what only the lost in-sync replicas "
+        "held is gone, as in Kafka). One of --topic with --partition, "
+        '--all-topic-partitions, --path-to-json-file (Kafka\'s: {"partitions": '
+        '[{"topic": "t", "partition": 0}]}). Exits 1 if any partition could not be elected.',
+    )
+    election.add_argument(
+        "--election-type",
+        required=True,
+        metavar="PREFERRED|UNCLEAN",
+        help="preferred: move leadership to the first replica; unclean: elect any live "
+        "replica for a partition that has no leader (case does not matter)",
+    )
+    election.add_argument("--topic", metavar="NAME", help="the topic of --partition")
+    election.add_argument("--partition", type=int, metavar="N", help="a partition of --topic")
+    election.add_argument(
+        "--all-topic-partitions",
+        action="store_true",
+        help="every partition (those that need no election are not listed, as in Kafka)",
+    )
+    election.add_argument(
+        "--path-to-json-file", metavar="FILE", help="the partitions, in Kafka's JSON format"
+    )
+    election.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=30000,
+        help="how long to wait for the brokers to hold the new leaders (default 30000)",
+    )
+    _json(election, "each partition's outcome")
+    _bootstrap(election)
+    election.set_defaults(
+        func=lazy("purgatory.clients.cli.leader_election", "leader_election_command")
     )
 
 

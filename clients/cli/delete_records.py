@@ -7,7 +7,7 @@ import argparse
 import json
 
 from purgatory.clients.admin import AdminClient
-from purgatory.clients.cli.output import err, print_json
+from purgatory.clients.cli.output import parse_file, print_json
 from purgatory.clients.cli.tools import _run
 from purgatory.protocol.errors import error_name
 
@@ -59,14 +59,8 @@ def parse_offset_json(text: str) -> dict[TopicPartition, int]:
 
 
 def delete_records_command(args: argparse.Namespace) -> int:
-    try:
-        with open(args.offset_json_file, encoding="utf-8") as file:
-            offsets = parse_offset_json(file.read())
-    except OSError as exc:
-        err.print(f"[red]purgatory delete-records: {exc.strerror}: {exc.filename}[/red]")
-        return 1
-    except OffsetFileError as exc:
-        err.print(f"[red]purgatory delete-records: {args.offset_json_file}: {exc}[/red]")
+    offsets = parse_file(args.offset_json_file, parse_offset_json, "delete-records")
+    if offsets is None:
         return 1
     return _run(_delete(args, offsets), "delete-records", args.bootstrap)
 

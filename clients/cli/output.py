@@ -11,7 +11,8 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from rich.console import Console
 from rich.table import Table
@@ -20,6 +21,8 @@ from rich.text import Text
 # Messages for people: errors, warnings, summaries. Never wrapped when stderr is not a
 # terminal (a log file keeps one message per line).
 err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
+
+T = TypeVar("T")
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Table:
@@ -45,3 +48,16 @@ def print_table(rendered: Table) -> None:
 def print_json(document: object) -> None:
     """One JSON document on stdout, without colour: what ``--json`` prints."""
     print(json.dumps(document, indent=2))
+
+
+def parse_file(path: str, parse: Callable[[str], T], command: str) -> T | None:
+    """``parse`` of the text of the file at ``path``; None once it has said on stderr, in
+    one line, why the file could not be read or ``parse`` refused it (a ValueError)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return parse(file.read())
+    except OSError as exc:
+        err.print(f"[red]purgatory {command}: {exc.strerror}: {exc.filename}[/red]")
+    except ValueError as exc:
+        err.print(f"[red]purgatory {command}: {path}: {exc}[/red]")
+    return None

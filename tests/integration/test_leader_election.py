@@ -7,8 +7,10 @@ answers."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from purgatory.broker.ops.faults import parse_spec
 from purgatory.broker.server import Broker, start_broker
 from purgatory.protocol.api import ApiKey
 from tests.differential.harness import body
+from tests.integration.test_cli_tools import cli
 from tests.kafka_wire import KafkaWire
 from tests.support import bootstrap, running_cluster, wait_until
 
@@ -234,3 +237,73 @@ async def test_kafka_python_elects_the_preferred_leader(three: list[Broker]) -> 
 
     answer = await asyncio.to_thread(elect_with_kafka_python)
     assert "84" in repr(answer) or "ELECTION_NOT_NEEDED" in repr(answer), answer
+
+
+# -- purgatory leader-election -----------------------------------------------------------------
+
+
+async def test_the_cli_elects_with_kafka_s_options_and_output(
+    three: list[Broker], tmp_path: Path
+) -> None:
+    await asyncio.to_thread(create, three, "c")
+    await wait_until(lambda: everywhere(three, "c", lambda s: len(s.isr) == 3), message="isr")
+    preferred = state(three, "c").replicas[0]
+    await restart(three, preferred)
+    await wait_until(
+        lambda: everywhere(three, "c", lambda s: s.leader_id != preferred and preferred in s.isr),
+        timeout=20,
+        message="leadership away, the preferred replica back in the ISR",
+    )
+    asked = tmp_path / "election.json"
+    asked.write_text(
+        json.dumps(
+            {"partitions": [{"topic": "c", "partition": 0}, {"topic": "nope", "partition": 0}]}
+        )
+    )
+    where = ("--bootstrap-server", bootstrap(three))
+    code, out, err = await cli(
+        "leader-election", "--election-type", "PREFERRED", "--path-to-json-file", str(asked), *where
+    )
+    assert code == 1 and "Traceback" not in err
+    assert out.splitlines() == [
+        "Successfully completed leader election (PREFERRED) for partitions c-0",
+        "Error completing leader election (PREFERRED) for partition: nope-0: "
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: No such topic as nope",
+    ]
+    assert "1 replica(s) could not be elected" in err
+    assert state(three, "c").leader_id == preferred
+    code, out, err = await cli(
+        "leader-election",
+        "--election-type",
+        "preferred",
+        "--topic",
+        "c",
+        "--partition",
+        "0",
+        *where,
+    )
+    assert (code, out) == (0, "Valid replica already elected for partitions c-0\n"), err
+    code, out, err = await cli(
+        "leader-election", "--election-type", "unclean", "--all-topic-partitions", "--json", *where
+    )
+    assert (code, json.loads(out)) == (0, []), err  # nothing needs an election
+
+
+async def test_the_cli_says_what_is_wrong_with_its_options_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        '{"partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 0}]}'
+    )
+    cases = {
+        ("--topic", "t"): "Missing required option(s): --partition",
+        ("--topic", "t", "--partition", "0", "--all-topic-partitions"): "One and only one of",
+        ("--partition", "0"): "One and only one of the following options is required",
+        ("--partition", "0", "--all-topic-partitions"): "Option --partition is only allowed if",
+        ("--path-to-json-file", str(bad)): "Replica election data contains duplicate partitions",
+        ("--path-to-json-file", str(tmp_path / "none")): "No such file",
+    }
+    for argv, says in cases.items():
+        code, _, err = await cli("leader-election", "--election-type", "preferred", *argv)
+        assert code == 1 and says in err and "Traceback" not in err, (argv, err)
+    code, _, err = await cli("leader-election", "--election-type", "fair", "--all-topic-partitions")
+    assert code == 1 and "PREFERRED or UNCLEAN" in err
