@@ -36,6 +36,7 @@ MAIN_CLASSES = {
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
 }
 
 # Short-lived JVMs: the client compiler only and a serial collector start fastest.

@@ -1,6 +1,6 @@
 """Apache Kafka 4.3.1's own command-line tools (kafka-topics, kafka-console-producer and
 -consumer, kafka-consumer-groups, kafka-configs, kafka-producer-perf-test,
-kafka-delete-records), run from the jars
+kafka-delete-records, kafka-leader-election), run from the jars
 of `make kafka-jars` by tests/kafka_tools.py, against a 3-broker Purgatory: what a user reads
 is what Kafka prints (each expected output was checked against a real Kafka, RealKafka).
 
@@ -441,3 +441,54 @@ def test_kafka_log_dirs_describes_each_brokers_in_memory_log_dir(cluster: Cluste
     assert sorted(sizes) == ["tools-dirs-0", "tools-dirs-1"]  # the other topic not asked for
     held = [size for replicas in sizes.values() for size in replicas]
     assert len(held) == 2 * 3 and sum(held) > 0  # 2 partitions, 3 replicas each
+
+
+def test_kafka_leader_election_brings_leadership_back_and_says_what_failed(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """kafka-leader-election (ElectLeaders): a partition whose preferred replica leads needs
+    no election; once that replica restarted (leadership moved away) and is back in the
+    ISR, a preferred election gives it back; an unknown topic fails as in Kafka. Last in
+    the module: it restarts a broker (not the controller) of the shared cluster."""
+    controller = cluster.controller()
+    preferred, *others = [b for b in range(3) if b != controller] + [controller]
+    assignment = ":".join(str(b) for b in (preferred, *others))
+    topics(cluster, "--create", "--topic", "tools-elect", "--replica-assignment", assignment)
+    produce(cluster, "tools-elect", ["kept"])
+
+    def elect(*args: str, fails: bool = False) -> list[str]:
+        run = failing if fails else tool
+        where = ("--bootstrap-server", cluster.bootstrap_servers)
+        return run("kafka-leader-election", *where, *args).splitlines()
+
+    one = ("--topic", "tools-elect", "--partition", "0")
+    assert elect("--election-type", "preferred", *one) == [
+        "Valid replica already elected for partitions tools-elect-0"
+    ]
+    cluster.restart(preferred)
+    cluster.wait_for(
+        lambda: (
+            cluster.partition("tools-elect").leader != preferred
+            and preferred in cluster.partition("tools-elect").isr
+        ),
+        30,
+        "leadership away and the preferred replica back in the ISR",
+    )
+    asked = tmp_path / "election.json"
+    entries = [{"topic": "tools-elect", "partition": 0}, {"topic": "tools-nope", "partition": 0}]
+    asked.write_text(json.dumps({"partitions": entries}))
+    assert sorted(
+        elect("--election-type", "preferred", "--path-to-json-file", str(asked), fails=True)
+    ) == [
+        "Error completing leader election (PREFERRED) for partition: tools-nope-0: "
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
+        "No such topic as tools-nope",
+        "Successfully completed leader election (PREFERRED) for partitions tools-elect-0",
+    ]
+    assert cluster.partition("tools-elect").leader == preferred
+    assert elect("--election-type", "unclean", *one) == [
+        "Valid replica already elected for partitions tools-elect-0"
+    ]
+    assert cluster.records("tools-elect") != []
+    # Leave every partition the restart moved with its preferred leader again.
+    elect("--election-type", "preferred", "--all-topic-partitions")
