@@ -16,8 +16,10 @@ import structlog
 
 from purgatory.broker.api.kafka_apis import KafkaApis
 from purgatory.broker.config.broker_config import BrokerConfig, check_consistency
+from purgatory.broker.config.config_def import ConfigError
 from purgatory.broker.config.definitions import BY_NAME
 from purgatory.broker.config.server_configs import parse_per_ip_overrides
+from purgatory.broker.config.topic_configs import kafka_value
 from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
 from purgatory.broker.controller.broker_lifecycle import Advertised, BrokerLifecycleManager
 from purgatory.broker.controller.controller_apis import ControllerApis
@@ -60,6 +62,7 @@ from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.common import gc_policy
 from purgatory.common.broker_state import BrokerState, ReplicaInfo
 from purgatory.protocol import inter_broker_messages as ib
+from purgatory.protocol import messages as m
 from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
@@ -488,8 +491,10 @@ class Broker:
             changes = partition_changes(
                 self._applied, image, changed_topics if self._applied_registered else None
             )
+            before = self._applied
             self._applied, self._applied_registered = image, True
             self.replica_manager.apply(changes)
+            self._apply_configs(before, image, changed_topics)
         elif self._applied_registered:
             self.log.error(
                 "broker_registered_elsewhere",
@@ -503,6 +508,39 @@ class Broker:
         if registered and own is not None and not own.fenced:
             self.has_metadata.set()
         self.forwarding.metadata_changed()
+
+    def _apply_configs(
+        self, before: MetadataImage, after: MetadataImage, changed_topics: set[str] | None
+    ) -> None:
+        """Config changes the metadata log brought: a topic's own configs, or the dynamic
+        broker configs (this broker's and the cluster-wide default), which may move the
+        defaults of every topic (Kafka's DynamicConfigPublisher)."""
+        if before.broker_configs != after.broker_configs or changed_topics is None:
+            self._apply_broker_configs(after)
+            self.replica_manager.reconfigure()
+            return
+        changed = {
+            name: topic.configs
+            for name in changed_topics
+            if (topic := after.topics.get(name)) is not None
+            and (old := before.topics.get(name)) is not None
+            and old.topic_id == topic.topic_id
+            and old.configs != topic.configs
+        }
+        if changed:
+            self.replica_manager.reconfigure(changed)
+
+    def _apply_broker_configs(self, image: MetadataImage) -> None:
+        """Take this broker's dynamic configs from ``image``: its own over the cluster's
+        default over its static configs."""
+        at = datetime.datetime.now(datetime.UTC).isoformat()
+        changed = self.config.apply_dynamic(
+            image.broker_configs.get("", {}),
+            image.broker_configs.get(str(self.broker_id), {}),
+            at=at,
+        )
+        for name, old, new in changed:
+            self._config_changed(name, old, new)
 
     def _faults_changed(self) -> None:
         """A partition fault began: drop the connections it cuts."""
@@ -532,21 +570,38 @@ class Broker:
 
     # -- dynamic configuration ----------------------------------------------------------
 
-    def change_config(self, name: str, value: Any) -> tuple[Any, Any]:
-        """Change a dynamic config now (admin HTTP); raises ConfigError/StaticConfigError."""
-        at = datetime.datetime.now(datetime.UTC).isoformat()
-        old, new = self.config.set_dynamic(name, value, at=at)
-        canonical = BY_NAME[name].name
-        if canonical == "log.level":
+    async def change_config(self, name: str, value: Any) -> tuple[Any, Any]:
+        """Change a dynamic config of this broker (admin HTTP) the one way configs change:
+        an IncrementalAlterConfigs of this broker's resource through the controller, applied
+        when the metadata log brings it back. Returns (old, new); raises ConfigError
+        (StaticConfigError for a config read at start only)."""
+        canonical, parsed = self.config.check_dynamic(name, value)
+        old = self.config.values[canonical]
+        raw = kafka_value(parsed)
+        request = m.IncrementalAlterConfigsRequest(
+            [
+                m.AlterConfigsResource(
+                    m.BROKER_RESOURCE,
+                    str(self.broker_id),
+                    [m.AlterableConfig(canonical, m.CONFIG_SET, raw)],
+                )
+            ]
+        )
+        [result] = (await self.forwarding.alter_configs(request, incremental=True)).responses
+        if result.error_code:
+            raise ConfigError(result.error_message or f"error {result.error_code}")
+        return old, self.config.values[canonical]
+
+    def _config_changed(self, name: str, old: Any, new: Any) -> None:
+        """What a dynamic config's new value changes beyond itself (the controller runs
+        the election rules again itself when unclean.leader.election.enable changes)."""
+        if name == "log.level":
             configure_logging(self.config["log.format"], new)
-        elif canonical == "replica.lag.time.max.ms":
+        elif name == "replica.lag.time.max.ms":
             self.replica_manager.lag_time_changed()
-        elif canonical == "log.memory.max.bytes":
+        elif name == "log.memory.max.bytes":
             self.replica_manager.memory_budget.limit_changed()
-        elif canonical == "unclean.leader.election.enable" and self.controller is not None:
-            self.controller.reelect()
-        self.log.info("config_changed", name=canonical, old=old, new=new)
-        return old, new
+        self.log.info("config_changed", name=name, old=old, new=new)
 
     # -- observation -----------------------------------------------------------------------
 

@@ -44,11 +44,13 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     VOTE = 52
     BEGIN_QUORUM_EPOCH = 53
@@ -103,6 +105,8 @@ _NAMES = {
     ApiKey.OFFSET_DELETE: "OffsetDelete",
     ApiKey.INIT_PRODUCER_ID: "InitProducerId",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
+    ApiKey.ALTER_CONFIGS: "AlterConfigs",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
     ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
@@ -170,6 +174,14 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.DESCRIBE_QUORUM, 0): (rm.DescribeQuorumRequest, rm.DescribeQuorumResponse),
     (ApiKey.CONTROLLED_SHUTDOWN, 0): (ib.ControlledShutdownRequest, ib.ControlledShutdownResponse),
     (ApiKey.ELECT_LEADERS, 0): (m.ElectLeadersRequest, m.ElectLeadersResponse),
+    (ApiKey.ALTER_CONFIGS, 0): (
+        m.IncrementalAlterConfigsRequest,
+        m.IncrementalAlterConfigsResponse,
+    ),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0): (
+        m.IncrementalAlterConfigsRequest,
+        m.IncrementalAlterConfigsResponse,
+    ),
     (ApiKey.SASL_AUTHENTICATE, 0): (ib.SaslAuthenticateRequest, ib.SaslAuthenticateResponse),
 }
 

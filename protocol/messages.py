@@ -497,3 +497,43 @@ class ReplicaElectionResult(Message):
 class ElectLeadersResponse(Message):
     error_code: int
     replica_election_results: list[ReplicaElectionResult]
+
+
+# -- AlterConfigs (33) and IncrementalAlterConfigs (44): config changes -------------------
+# One shape for both (Kafka's two request schemas differ only by the operation): AlterConfigs
+# sends every config as SET and replaces the resource's whole set of configs.
+
+CONFIG_SET = 0
+CONFIG_DELETE = 1
+CONFIG_APPEND = 2
+CONFIG_SUBTRACT = 3
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+class AlterableConfig(Message):
+    name: str
+    config_operation: int  # CONFIG_SET, _DELETE, _APPEND, _SUBTRACT
+    value: str | None
+
+
+class AlterConfigsResource(Message):
+    resource_type: int  # TOPIC_RESOURCE, BROKER_RESOURCE (name "": the cluster's default)
+    resource_name: str
+    configs: list[AlterableConfig]
+
+
+class IncrementalAlterConfigsRequest(Message):
+    resources: list[AlterConfigsResource]
+    validate_only: bool = False
+
+
+class AlterConfigsResourceResponse(Message):
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+
+
+class IncrementalAlterConfigsResponse(Message):
+    responses: list[AlterConfigsResourceResponse]

@@ -63,6 +63,8 @@ class KafkaApis:
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             **GroupApis(broker).handlers(),
             # The quorum's and the controller's (Vote, BrokerHeartbeat, ...).
             **{key: _ignore_version(h) for key, h in broker.controller_apis.handlers().items()},
@@ -301,6 +303,17 @@ class KafkaApis:
                 request.transactional_id, request.producer_id, request.producer_epoch
             )
         )
+
+    def handle_alter_configs(
+        self, request: m.IncrementalAlterConfigsRequest, version: int
+    ) -> Result:
+        """AlterConfigs: every config given is SET, the others of the resource removed."""
+        return self.broker.forwarding.alter_configs(request, incremental=False)
+
+    def handle_incremental_alter_configs(
+        self, request: m.IncrementalAlterConfigsRequest, version: int
+    ) -> Result:
+        return self.broker.forwarding.alter_configs(request, incremental=True)
 
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
         if request.election_type not in (m.PREFERRED_ELECTION, m.UNCLEAN_ELECTION):

@@ -244,6 +244,18 @@ def check_consistency(values: Mapping[str, Any]) -> None:
         )
 
 
+# The broker configs a topic config defaults from: all of them change at run time, as
+# Kafka's DynamicLogConfig reconfigures them.
+TOPIC_DEFAULT_CONFIGS = frozenset(n for t in TOPIC_CONFIGS.values() for n, _ in t.synonyms)
+
+
+def is_dynamic(name: str) -> bool:
+    """May the broker config ``name`` (canonical) change while the broker runs: one
+    defined dynamic, or one a topic config defaults from (Kafka's DynamicBrokerConfig)."""
+    definition = BY_NAME.get(name)
+    return definition is not None and (definition.dynamic or name in TOPIC_DEFAULT_CONFIGS)
+
+
 @dataclass
 class BrokerConfig:
     """The resolved configuration of one broker: every name in DEFINITIONS has a value.
@@ -252,19 +264,74 @@ class BrokerConfig:
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     changes: list[dict[str, Any]] = field(default_factory=list)  # the latest dynamic changes
+    # The dynamic configs from the metadata log, by canonical name and value as set: this
+    # broker's own (DYNAMIC_BROKER_CONFIG) and the cluster-wide default
+    # (DYNAMIC_DEFAULT_BROKER_CONFIG); and what the static configs said before them.
+    dynamic_broker: dict[str, str] = field(default_factory=dict)
+    dynamic_default: dict[str, str] = field(default_factory=dict)
+    static_values: dict[str, Any] = field(default_factory=dict)
+    static_sources: dict[str, str] = field(default_factory=dict)
 
-    def set_dynamic(self, name: str, raw: Any, *, at: str) -> tuple[Any, Any]:
-        """Change a dynamic config now; return (old, new). Raises ConfigError (unknown name,
-        bad value, or one that fights another setting) or StaticConfigError."""
+    def apply_dynamic(
+        self, default: Mapping[str, str], own: Mapping[str, str], *, at: str
+    ) -> list[tuple[str, Any, Any]]:
+        """Take the dynamic configs of the metadata log (Kafka's DynamicBrokerConfig): each
+        config's value is this broker's own, else the cluster-wide ``default``, else the
+        static one. Returns (name, old, new) of each value that changed. A value that
+        fights this broker's static configs is not taken (the previous one stays)."""
+        names = {*self.dynamic_broker, *self.dynamic_default, *own, *default}
+        for name in names:
+            if name not in self.static_values:
+                self.static_values[name] = self.values[name]
+                if name in self.sources:
+                    self.static_sources[name] = self.sources[name]
+        self.dynamic_broker, self.dynamic_default = dict(own), dict(default)
+        changed = []
+        for name in sorted(names):
+            definition = BY_NAME[name]
+            source: str | None
+            if name in own or name in default:
+                source = "dynamic" if name in own else "dynamic_default"
+                raw = own[name] if name in own else default[name]
+                try:
+                    value = coerce(definition, raw, source="a dynamic change")
+                    check_consistency({**self.values, name: value})
+                except ConfigError:
+                    continue
+            else:
+                value, source = self.static_values[name], self.static_sources.get(name)
+            old = self.values[name]
+            self.values[name] = value
+            if source is None:
+                self.sources.pop(name, None)
+            else:
+                self.sources[name] = source
+            if old != value:
+                changed.append((name, old, value))
+                self.changes.append({"name": name, "old": old, "new": value, "at": at})
+        del self.changes[:-100]
+        return changed
+
+    def check_dynamic(self, name: str, raw: Any) -> tuple[str, Any]:
+        """The canonical name and parsed value of a dynamic change, changing nothing.
+        Raises ConfigError (unknown name, bad value) or StaticConfigError."""
         definition = BY_NAME.get(name)
         if definition is None:
             raise ConfigError(f"unknown config {name!r}{_suggest(name)}")
-        if not definition.dynamic:
+        if not is_dynamic(definition.name):
             raise StaticConfigError(
                 f"config {definition.name!r} is read at start only; set it with --set, "
                 f"PURGATORY_{definition.name.upper().replace('.', '_')} or the config file and restart"
             )
-        value = coerce(definition, raw, source="a dynamic change")
+        return definition.name, coerce(definition, raw, source="a dynamic change")
+
+    def set_dynamic(self, name: str, raw: Any, *, at: str) -> tuple[Any, Any]:
+        """Change a dynamic config now, on this broker only (unit tests; a running broker
+        changes configs through the controller, ``apply_dynamic``); return (old, new).
+        Raises ConfigError (unknown name, bad value, or one that fights another setting)
+        or StaticConfigError."""
+        canonical, value = self.check_dynamic(name, raw)
+        definition = BY_NAME[canonical]
         candidate = {**self.values, definition.name: value}
         check_consistency(candidate)
         old = self.values[definition.name]

@@ -7,8 +7,9 @@ key, for both protocols' listeners and the simulation:
   handler, by its topic; DescribeQuorum, which any broker answers by asking the leader,
   to ``Broker.describe_quorum``);
 - the controller's: BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
-  ControlledShutdown (7), and Envelope (58), which carries a topic change a broker
-  forwards (CreateTopics, DeleteTopics, CreatePartitions).
+  ControlledShutdown (7), and Envelope (58), which carries a change a broker forwards
+  (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs,
+  IncrementalAlterConfigs).
 
 A controller API reaching a node that is not the active controller is answered
 NOT_CONTROLLER, never served nor passed on.
@@ -46,7 +47,12 @@ FORWARDED = (
     ApiKey.DELETE_TOPICS,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.ELECT_LEADERS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
 )
+
+# How long a config change waits for the brokers to apply it (the requests carry no timeout).
+CONFIG_APPLY_TIMEOUT_MS = 5000
 
 
 class ControllerApis:
@@ -113,6 +119,10 @@ class ControllerApis:
             return await controller.delete_topics(body)
         if key == ApiKey.ELECT_LEADERS:
             return await elect_leaders(controller, body)
+        if key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            return await controller.alter_configs(
+                body, key == ApiKey.INCREMENTAL_ALTER_CONFIGS, CONFIG_APPLY_TIMEOUT_MS
+            )
         assert isinstance(body, m.CreatePartitionsRequest)
         return await controller.create_partitions(body)
 

@@ -1,8 +1,8 @@
 """ForwardingManager: topic changes and leader elections go to the active controller, here
 or over the network.
 
-CreateTopics, DeleteTopics, CreatePartitions (and topic auto-creation) and ElectLeaders
-are served by the active controller; a broker that is not it forwards them (in an Envelope, Kafka's way)
+CreateTopics, DeleteTopics, CreatePartitions (and topic auto-creation), ElectLeaders and
+config changes (AlterConfigs, IncrementalAlterConfigs: the admin HTTP's too) are served by the active controller; a broker that is not it forwards them (in an Envelope, Kafka's way)
 and answers only once its own metadata shows the change, so every broker answers the same
 metadata afterwards (Kafka's ForwardingManager and AutoTopicCreationManager)."""
 
@@ -129,6 +129,28 @@ class ForwardingManager:
             request,
             request.timeout_ms,
             lambda reason: m.ElectLeadersResponse(ErrorCode.NOT_CONTROLLER, []),
+            lambda done: True,
+        )
+        return response
+
+    async def alter_configs(
+        self, request: m.IncrementalAlterConfigsRequest, incremental: bool
+    ) -> m.IncrementalAlterConfigsResponse:
+        """AlterConfigs (``incremental`` False) or IncrementalAlterConfigs on the active
+        controller (here, or forwarded to it), which answers once the brokers applied it."""
+        key = ApiKey.INCREMENTAL_ALTER_CONFIGS if incremental else ApiKey.ALTER_CONFIGS
+        response: m.IncrementalAlterConfigsResponse = await self._on_controller(
+            key,
+            request,
+            self.config["controller.quorum.request.timeout.ms"],
+            lambda reason: m.IncrementalAlterConfigsResponse(
+                [
+                    m.AlterConfigsResourceResponse(
+                        ErrorCode.NOT_CONTROLLER, reason, r.resource_type, r.resource_name
+                    )
+                    for r in request.resources
+                ]
+            ),
             lambda done: True,
         )
         return response

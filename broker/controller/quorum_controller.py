@@ -3,7 +3,8 @@ QuorumController).
 
 Records are the only way metadata changes. A request is checked against the controller's
 image by a control manager (``ClusterControlManager`` for brokers,
-``ReplicationControlManager`` for topics, partitions and ISRs), which returns records;
+``ReplicationControlManager`` for topics, partitions and ISRs,
+``ConfigurationControlManager`` for topic and dynamic broker configs), which returns records;
 the controller appends them to the quorum, replays them into its image at once (so the
 next request sees them), and answers only once the quorum has committed them. Nothing it
 decides takes effect anywhere before that: a controller cut off from the majority can
@@ -31,6 +32,7 @@ from purgatory.broker.controller.cluster_control import (
     BrokerHeartbeatManager,
     ClusterControlManager,
 )
+from purgatory.broker.controller.configuration_control import ConfigurationControlManager
 from purgatory.broker.controller.election import Election
 from purgatory.broker.controller.replication_control import (
     PartitionElection,
@@ -72,6 +74,7 @@ class QuorumController:
         self.rng = rng or random.Random()
         self.cluster = ClusterControlManager(config["cluster.id"], members)
         self.replication = ReplicationControlManager(config, self.rng)
+        self.configuration = ConfigurationControlManager(config)
         self.epoch: int | None = None  # the quorum epoch it is active in; None: standby
         self.image = MetadataImage()  # committed records and its own writes since
         self.heartbeats = BrokerHeartbeatManager(config["broker.session.timeout.ms"])
@@ -447,4 +450,29 @@ class QuorumController:
         for result in response.responses:
             if result.error_code == ErrorCode.NONE:
                 self.log.info("topic_deleted", topic=result.name)
+        return response
+
+    # -- configs ----------------------------------------------------------------------------------
+
+    async def alter_configs(
+        self, request: m.IncrementalAlterConfigsRequest, incremental: bool, timeout_ms: int
+    ) -> m.IncrementalAlterConfigsResponse:
+        """AlterConfigs (``incremental`` False) or IncrementalAlterConfigs: answered once
+        its records are committed and the brokers had ``timeout_ms`` to apply them. A
+        change of ``unclean.leader.election.enable`` runs the election rules again."""
+        self._require_active()
+        response, records = self.configuration.alter(self.image, request, incremental)
+        if records:
+            for record in records:
+                self.log.info(
+                    "config_changed",
+                    resource_type=record.resource_type,
+                    resource=record.resource_name,
+                    name=record.name,
+                    value=record.value,
+                )
+            offset = await self._write_and_commit(list(records))
+            if any(r.name == "unclean.leader.election.enable" for r in records):
+                self.reelect()
+            await self._applied_everywhere(offset, timeout_ms)
         return response

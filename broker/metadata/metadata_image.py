@@ -15,6 +15,7 @@ from __future__ import annotations
 import msgspec
 
 from purgatory.broker.metadata.records import (
+    BROKER_RESOURCE,
     TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -59,9 +60,11 @@ class BrokerRegistration(msgspec.Struct, frozen=True, gc=False):
 
 class MetadataImage:
     """Invariants: ``topic_names`` maps the id of every topic in ``topics`` to its name;
-    a topic's partitions are numbered 0..n-1 in order."""
+    a topic's partitions are numbered 0..n-1 in order. ``broker_configs``: the dynamic
+    broker configs by resource name (a broker id, or "" for the cluster-wide default),
+    each a non-empty dict of name -> value as set (Kafka's ConfigurationsImage)."""
 
-    __slots__ = ("brokers", "offset", "topic_names", "topics")
+    __slots__ = ("broker_configs", "brokers", "offset", "topic_names", "topics")
 
     def __init__(
         self,
@@ -69,11 +72,13 @@ class MetadataImage:
         brokers: dict[int, BrokerRegistration] | None = None,
         topics: dict[str, TopicState] | None = None,
         topic_names: dict[str, str] | None = None,
+        broker_configs: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.offset = offset  # the last record replayed into it; -1: none
         self.brokers = brokers if brokers is not None else {}
         self.topics = topics if topics is not None else {}
         self.topic_names = topic_names if topic_names is not None else {}
+        self.broker_configs = broker_configs if broker_configs is not None else {}
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         state = self.topics.get(topic)
@@ -89,7 +94,11 @@ class MetadataImage:
 
     def records(self) -> list[MetadataRecord]:
         """Records that rebuild this image from nothing (a snapshot's content)."""
-        out: list[MetadataRecord] = []
+        out: list[MetadataRecord] = [
+            ConfigRecord(BROKER_RESOURCE, resource, k, v)
+            for resource, configs in self.broker_configs.items()
+            for k, v in configs.items()
+        ]
         for broker in self.brokers.values():
             out.append(
                 RegisterBrokerRecord(
@@ -131,7 +140,8 @@ class MetadataImage:
 class MetadataDelta:
     """Records replayed on top of ``image``; ``apply`` makes the image they lead to.
     ``changed_topics`` names every topic created, changed or removed (a name that is
-    removed and made again is in it once)."""
+    removed and made again is in it once); ``broker_configs_changed``: a dynamic broker
+    config was set or removed."""
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
@@ -139,6 +149,8 @@ class MetadataDelta:
         self.brokers: dict[int, BrokerRegistration] | None = None  # copied on first change
         self.topics: dict[str, TopicState] | None = None
         self.topic_names: dict[str, str] | None = None
+        self.broker_configs: dict[str, dict[str, str]] | None = None
+        self.broker_configs_changed = False
         # Topics being changed: name -> (topic, its partitions as a list being filled).
         self._work: dict[str, tuple[TopicState, list[PartitionState]]] = {}
         self.changed_topics: set[str] = set()
@@ -176,6 +188,8 @@ class MetadataDelta:
                 self.changed_topics.add(name)
         elif isinstance(record, ConfigRecord) and record.resource_type == TOPIC_RESOURCE:
             self._config(record)
+        elif isinstance(record, ConfigRecord) and record.resource_type == BROKER_RESOURCE:
+            self._broker_config(record)
 
     # -- what each record does --------------------------------------------------------------
 
@@ -239,6 +253,20 @@ class MetadataDelta:
         self._topics()[name] = msgspec.structs.replace(topic, configs=configs)
         self.changed_topics.add(name)
 
+    def _broker_config(self, record: ConfigRecord) -> None:
+        if self.broker_configs is None:
+            self.broker_configs = dict(self.image.broker_configs)
+        configs = dict(self.broker_configs.get(record.resource_name, {}))
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+        if configs:
+            self.broker_configs[record.resource_name] = configs
+        else:
+            self.broker_configs.pop(record.resource_name, None)
+        self.broker_configs_changed = True
+
     # -- copy on write ----------------------------------------------------------------------
 
     def _brokers(self) -> dict[int, BrokerRegistration]:
@@ -290,4 +318,5 @@ class MetadataDelta:
             self.brokers if self.brokers is not None else image.brokers,
             self.topics if self.topics is not None else image.topics,
             self.topic_names if self.topic_names is not None else image.topic_names,
+            self.broker_configs if self.broker_configs is not None else image.broker_configs,
         )

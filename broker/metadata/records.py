@@ -77,8 +77,9 @@ class RemoveTopicRecord(Record, tag="RemoveTopic"):
 
 
 class ConfigRecord(Record, tag="Config"):
-    """A config of a resource set (``value``) or removed (None). Topic configs only, for
-    now (``resource_type`` 2, Kafka's TOPIC)."""
+    """A config of a resource set (``value``) or removed (None): a topic's
+    (``resource_type`` 2, Kafka's TOPIC) or a broker's dynamic one (4, BROKER; the resource
+    name is the broker id, or "" for the cluster-wide default)."""
 
     resource_type: int
     resource_name: str
@@ -87,6 +88,7 @@ class ConfigRecord(Record, tag="Config"):
 
 
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 
 MetadataRecord = (
     RegisterBrokerRecord

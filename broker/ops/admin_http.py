@@ -1,5 +1,6 @@
 """Admin HTTP (purgatory.common.http_server, on the broker's event loop): /metrics, /healthz, /v1/state,
-/v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one),
+/v1/config (GET every config; PUT /v1/config/<name> {"value": ...} changes a dynamic one of
+this broker, through the controller and the metadata log as IncrementalAlterConfigs does),
 /v1/faults (GET, POST a spec, DELETE /v1/faults/<name>, POST /v1/faults/reset),
 /v1/logs?limit=N (the latest log events, INFO and above, oldest first) and POST
 /v1/partitions/<topic>/<partition>/leader {"broker_id": N} (a mock cluster's "set the
@@ -80,7 +81,7 @@ class AdminTarget(Protocol):
 
     def replica_batches(self, topic: str, partition: int, from_offset: int) -> Any: ...
 
-    def change_config(self, name: str, value: Any) -> tuple[Any, Any]: ...
+    async def change_config(self, name: str, value: Any) -> tuple[Any, Any]: ...
 
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -190,7 +191,7 @@ def make_router(broker: AdminTarget) -> Router:
         if not isinstance(body, dict) or "value" not in body:
             return json_response({"error": 'the body must be JSON: {"value": ...}'}, status=400)
         try:
-            old, new = broker.change_config(name, body["value"])
+            old, new = await broker.change_config(name, body["value"])
         except StaticConfigError as exc:
             return json_response({"error": str(exc)}, status=409)
         except ConfigError as exc:

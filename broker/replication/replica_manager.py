@@ -15,6 +15,7 @@ from purgatory.broker.controller.metadata_cache import (
     MetadataCache,
     PartitionChange,
 )
+from purgatory.broker.log.cleaner.log_cleaner import LogCleaner
 from purgatory.broker.log.leader_epoch_cache import UNDEFINED_EPOCH_END, EpochEndOffset
 from purgatory.broker.log.log import Log, LogConfig
 from purgatory.broker.log.log_validator import LogValidator
@@ -93,6 +94,7 @@ class ReplicaManager:
         self.metrics = metrics
         self.scheduler = scheduler
         self.partitions: dict[TopicPartition, Partition] = {}
+        self._configs: dict[str, dict[str, Any]] = {}  # each topic's own configs, as set
         # Told (partition, leader epoch, leads it now) of every role a change gives a
         # replica here, or takes away (Kafka's onLeadershipChange: the group coordinator).
         self.leadership_listeners: list[Callable[[TopicPartition, int, bool], None]] = []
@@ -113,6 +115,15 @@ class ReplicaManager:
         # callback on the future: no object more per operation for the cycle collector.
         self.parked: dict[asyncio.Future[Any], DelayedOperation] = {}
         self.remote_log_manager = RemoteLogManager(config, self.partitions.values, scheduler)
+        # Every replica's log is cleaned here, led or followed (Kafka's LogCleaner); a log
+        # is known by its partition and the Log object (a topic made again is a new log).
+        self.log_cleaner = LogCleaner(
+            config,
+            scheduler,
+            lambda: (
+                ((p.key, id(p.log)), p.log, p.high_watermark) for p in self.partitions.values()
+            ),
+        )
         self.fetchers = ReplicaFetcherManager(
             self.broker_id, metadata.members, config, scheduler, leader_endpoint, broker_epoch
         )
@@ -133,6 +144,7 @@ class ReplicaManager:
             self.fetchers.collect_metrics,
             lambda: purgatory_families(purgatories),
             self.remote_log_manager.collect_metrics,
+            self.log_cleaner.collect_metrics,
             self.memory_budget.collect,
         ):
             metrics.register(source)
@@ -176,6 +188,7 @@ class ReplicaManager:
         self.isr_expiration.start()
         self.log_retention.start()
         self.remote_log_manager.start()
+        self.log_cleaner.start()
 
     def lag_time_changed(self) -> None:
         """replica.lag.time.max.ms changed: check on the new schedule from now on."""
@@ -184,6 +197,7 @@ class ReplicaManager:
     async def shutdown(self) -> None:
         self.isr_expiration.cancel()
         self.log_retention.cancel()
+        self.log_cleaner.stop()
         self.isr_changes.shutdown()
         await self.fetchers.shutdown()
         await self.remote_log_manager.shutdown()
@@ -231,6 +245,7 @@ class ReplicaManager:
                     LogValidator.for_topic(configs, self.config["socket.request.max.bytes"]),
                     bool(configs["unclean.leader.election.enable"]),
                 )
+                self._configs[change.topic] = dict(change.configs)
                 self.partitions[key] = partition
             if state.leader_id == self.broker_id:
                 self.fetchers.unfollow(key)
@@ -251,6 +266,26 @@ class ReplicaManager:
                 self._leadership(key, state.leader_epoch, False)
         for change in changes:
             self._check_waiting((change.topic, change.partition))
+
+    def reconfigure(self, topic_configs: dict[str, dict[str, Any]] | None = None) -> None:
+        """A topic's configs changed (``topic_configs``: its own, by topic), or the broker's
+        defaults did (None: every partition): each replica of it obeys them from now
+        (Kafka's LogManager.updateTopicConfig), its waiting requests re-checked."""
+        defaults = self.config.topic_defaults()
+        if topic_configs is not None:
+            self._configs.update(topic_configs)
+        for key, partition in self.partitions.items():
+            if topic_configs is not None and key[0] not in topic_configs:
+                continue
+            configs = {**defaults, **validate_topic_configs(self._configs.get(key[0], {}))}
+            partition.log.config = LogConfig.from_topic_configs(configs)
+            partition.max_message_bytes = int(configs["max.message.bytes"])
+            partition.min_insync_replicas = int(configs["min.insync.replicas"])
+            partition.validator = LogValidator.for_topic(
+                configs, self.config["socket.request.max.bytes"]
+            )
+            partition.unclean_allowed = bool(configs["unclean.leader.election.enable"])
+            self._check_waiting(key)
 
     def _leadership(self, key: TopicPartition, leader_epoch: int, leads: bool) -> None:
         for listener in self.leadership_listeners:

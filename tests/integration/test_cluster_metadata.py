@@ -131,7 +131,7 @@ async def test_a_restarted_broker_gets_the_picture_again_and_never_leads_what_it
         async with Producer(bootstrap(brokers), linger_ms=0, retries=0) as producer:
             with pytest.raises(KafkaError, match="LEADER_NOT_AVAILABLE"):
                 await producer.send_and_wait("t", b"lost", partition=lost)
-        brokers[0].change_config("unclean.leader.election.enable", True)
+        await brokers[0].change_config("unclean.leader.election.enable", True)
         await wait_until(
             lambda: (
                 brokers[1].replica_manager.leader_partition("t", lost) is not None

@@ -55,7 +55,7 @@ async def test_past_the_budget_the_largest_logs_lose_their_oldest_committed_segm
 
         # Lowering the budget at run time applies at once.
         before = leader0.replica_manager.memory_budget.evicted_segments
-        leader0.change_config("log.memory.max.bytes", 5_000)
+        await leader0.change_config("log.memory.max.bytes", 5_000)
         assert leader0.replica_manager.memory_budget.evicted_segments > before
         assert held(leader0) <= 5_000 or all(
             len(p.log.segments) == 1 for p in leader0.replica_manager.partitions.values()

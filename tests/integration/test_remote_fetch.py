@@ -146,7 +146,7 @@ async def test_a_slow_remote_store_expires_remote_fetches_until_the_timeout_is_r
         assert all(consumer.position(("t", p)) == 0 for p in range(4))
         assert purgatory_gauge(broker, "purgatory_expirations") >= 8
         # Raise the timeout at run time, as an operator would: the backfill completes.
-        broker.change_config("remote.fetch.max.wait.ms", "5000")
+        await broker.change_config("remote.fetch.max.wait.ms", "5000")
         got: dict[int, int] = dict.fromkeys(range(4), 0)
 
         async def caught_up() -> bool:
@@ -179,9 +179,9 @@ async def test_a_full_reader_queue_errors_that_partition_at_once_and_serves_the_
     broker: Broker,
 ) -> None:
     # Tier the data down while reads are fast, then make the store hang.
-    broker.change_config("remote.storage.latency.ms", "1")
+    await broker.change_config("remote.storage.latency.ms", "1")
     await tiered_topic(broker, "cold", 3, 200)
-    broker.change_config("remote.storage.latency.ms", "60000")
+    await broker.change_config("remote.storage.latency.ms", "60000")
     async with AdminClient(bootstrap([broker])) as admin:
         await admin.create_topic("hot", 1)
     async with Producer(bootstrap([broker]), linger_ms=0) as producer:

@@ -35,7 +35,7 @@ async def test_a_topic_that_would_take_a_broker_past_its_partition_cap_is_refuse
         assert sorted(brokers[0].metadata.topics) == ["fits", "small"]
         # The cap is dynamic: raised, the same topic is made.
         for b in brokers:
-            b.change_config("max.broker.partitions", "20")
+            await b.change_config("max.broker.partitions", "20")
         async with AdminClient(bootstrap(brokers)) as admin:
             await admin.create_topic("too-many", 3, 2)
 

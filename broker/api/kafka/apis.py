@@ -15,7 +15,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.kafka.cluster import ClusterApis, create_partitions_response
-from purgatory.broker.api.kafka.configs import ConfigApis, describe_configs_response
+from purgatory.broker.api.kafka.configs import (
+    ConfigApis,
+    alter_configs_response,
+    describe_configs_response,
+)
 from purgatory.broker.api.kafka.groups import GROUP_APIS, GroupApis
 from purgatory.broker.api.kafka.groups import error_response as group_error_response
 from purgatory.broker.api.kafka.leader_election import LeaderElectionApis
@@ -243,6 +247,10 @@ class KafkaListenerApis:
         if key == ApiKey.DESCRIBE_CONFIGS:
             return describe_configs_response(
                 version, [(r, code, message, []) for r in body.resources]
+            )
+        if key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            return alter_configs_response(
+                ApiKey(key), version, [(r, code, message) for r in body.resources]
             )
         if key == ApiKey.INIT_PRODUCER_ID:
             return build(

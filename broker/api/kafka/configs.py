@@ -1,10 +1,15 @@
-"""The Kafka listener's DescribeConfigs: a topic's configs and this broker's, as Kafka
-describes them (value, source, synonyms, type, documentation).
+"""The Kafka listener's config APIs: DescribeConfigs (32), a topic's configs and this
+broker's as Kafka describes them (value, source, synonyms, type, documentation); and
+AlterConfigs (33) and IncrementalAlterConfigs (44), which the active controller serves
+(forwarded there, ``ConfigurationControlManager``).
 
 A topic config set when the topic was created is a DYNAMIC_TOPIC_CONFIG; one left unset
 follows the broker config it defaults from (``log.retention.bytes`` for
 ``retention.bytes``), whose source is where the broker got it: a dynamic change, the
-config file, environment or ``--set`` (STATIC_BROKER_CONFIG), or the default. With
+config file, environment or ``--set`` (STATIC_BROKER_CONFIG), or the default. A broker's
+dynamic configs come from the metadata log: its own (DYNAMIC_BROKER_CONFIG) over the
+cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG, the resource named "") over its static
+ones. With
 ``include_synonyms`` each entry lists that chain, most specific first, as Kafka does.
 Broker configs are described by the broker itself; another broker's id is refused.
 """
@@ -15,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result
-from purgatory.broker.config.broker_config import validate_topic_configs
+from purgatory.broker.config.broker_config import is_dynamic, validate_topic_configs
 from purgatory.broker.config.config_def import ConfigDef
 from purgatory.broker.config.definitions import BY_NAME, DEFINITIONS
 from purgatory.broker.config.topic_configs import (
@@ -29,6 +34,7 @@ from purgatory.broker.config.topic_configs import (
     TopicConfig,
     kafka_value,
 )
+from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_schemas import build, response_module
@@ -43,6 +49,7 @@ BROKER = 4
 # Kafka's ConfigSource numbers.
 DYNAMIC_TOPIC_CONFIG = 1
 DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -97,7 +104,45 @@ class ConfigApis:
         self.broker = broker
 
     def handlers(self) -> dict[int, Any]:
-        return {ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs}
+        return {
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
+        }
+
+    def handle_alter_configs(self, request: Any, version: int) -> Result:
+        return self._alter(ApiKey.ALTER_CONFIGS, request, version)
+
+    def handle_incremental_alter_configs(self, request: Any, version: int) -> Result:
+        return self._alter(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, version)
+
+    async def _alter(self, key: ApiKey, request: Any, version: int) -> Any:
+        """Either config change, forwarded to the controller in our protocol's one shape
+        (AlterConfigs' entries have no operation: each is a SET)."""
+        check_topic_count(len(request.resources))
+        incremental = key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+        asked = m.IncrementalAlterConfigsRequest(
+            [
+                m.AlterConfigsResource(
+                    r.resource_type,
+                    r.resource_name,
+                    [
+                        m.AlterableConfig(
+                            c.name, c.config_operation if incremental else m.CONFIG_SET, c.value
+                        )
+                        for c in r.configs
+                    ],
+                )
+                for r in request.resources
+            ],
+            request.validate_only,
+        )
+        done = await self.broker.forwarding.alter_configs(asked, incremental)
+        return alter_configs_response(
+            key,
+            version,
+            [(r, r.error_code, r.error_message) for r in done.responses],
+        )
 
     def handle_describe_configs(self, request: Any, version: int) -> Result:
         check_topic_count(len(request.resources))
@@ -123,7 +168,7 @@ class ConfigApis:
         if resource_type == BROKER:
             own = str(self.broker.broker_id)
             if name == "":
-                return []  # cluster-wide dynamic defaults: this cluster has none
+                return self.default_broker_configs()
             if name != own:
                 return (
                     ErrorCode.INVALID_REQUEST,
@@ -146,22 +191,41 @@ class ConfigApis:
         config = self.broker.config
         chain: dict[int, list[tuple[str, str | None, int]]] = {
             DYNAMIC_BROKER_CONFIG: [],
+            DYNAMIC_DEFAULT_BROKER_CONFIG: [],
             STATIC_BROKER_CONFIG: [],
             DEFAULT_CONFIG: [],
         }
         for name in names:
             definition = BY_NAME[name]
             hide = definition.sensitive
-            source = config.sources.get(name)
-            if source is not None:
-                kind = DYNAMIC_BROKER_CONFIG if source == "dynamic" else STATIC_BROKER_CONFIG
-                value = None if hide else kafka_value(config.values[name])
-                chain[kind].append((name, value, kind))
+            layers = (
+                (DYNAMIC_BROKER_CONFIG, config.dynamic_broker),
+                (DYNAMIC_DEFAULT_BROKER_CONFIG, config.dynamic_default),
+            )
+            for kind, values in layers:
+                if name in values:
+                    chain[kind].append((name, None if hide else values[name], kind))
+            static = config.static_values if name in config.static_values else config.values
+            source = (
+                config.static_sources if name in config.static_values else config.sources
+            ).get(name)
+            if source == "dynamic" and name not in config.dynamic_broker:  # set_dynamic's
+                chain[DYNAMIC_BROKER_CONFIG].append(
+                    (
+                        name,
+                        None if hide else kafka_value(config.values[name]),
+                        DYNAMIC_BROKER_CONFIG,
+                    )
+                )
+            elif source is not None and source not in ("dynamic", "dynamic_default"):
+                value = None if hide else kafka_value(static[name])
+                chain[STATIC_BROKER_CONFIG].append((name, value, STATIC_BROKER_CONFIG))
             if definition.default is not None:
                 default = None if hide else kafka_value(definition.default)
                 chain[DEFAULT_CONFIG].append((name, default, DEFAULT_CONFIG))
         ordered = [
             *chain[DYNAMIC_BROKER_CONFIG],
+            *chain[DYNAMIC_DEFAULT_BROKER_CONFIG],
             *chain[STATIC_BROKER_CONFIG],
             *chain[DEFAULT_CONFIG],
         ]
@@ -178,7 +242,27 @@ class ConfigApis:
                     d.name,
                     None if value is None else kafka_value(value),
                     synonyms,
-                    read_only=not d.dynamic,
+                    read_only=not is_dynamic(d.name),
+                    type_id=_broker_type_id(d),
+                    doc=d.doc,
+                    sensitive=d.sensitive,
+                )
+            )
+        return entries
+
+    def default_broker_configs(self) -> list[ConfigEntry]:
+        """The cluster-wide default broker resource: the dynamic defaults set, as Kafka
+        describes it (each DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+        entries = []
+        for name, value in sorted(self.broker.config.dynamic_default.items()):
+            d = BY_NAME[name]
+            shown = None if d.sensitive else value
+            entries.append(
+                ConfigEntry(
+                    name,
+                    shown,
+                    [(name, shown, DYNAMIC_DEFAULT_BROKER_CONFIG)],
+                    read_only=False,
                     type_id=_broker_type_id(d),
                     doc=d.doc,
                     sensitive=d.sensitive,
@@ -266,4 +350,31 @@ def _entry(schema: Any, entry: ConfigEntry, synonyms: bool, documentation: bool)
         ],
         config_type=entry.type_id,
         documentation=entry.doc if documentation else None,
+    )
+
+
+def alter_configs_response(
+    key: ApiKey, version: int, results: list[tuple[Any, int, str | None]]
+) -> Any:
+    """An AlterConfigs or IncrementalAlterConfigs response: (resource asked, error code,
+    message) each."""
+    schema = response_module(key, version)
+    top = (
+        schema.AlterConfigsResponse
+        if key == ApiKey.ALTER_CONFIGS
+        else schema.IncrementalAlterConfigsResponse
+    )
+    return build(
+        top,
+        throttle_time=0,
+        responses=[
+            build(
+                schema.AlterConfigsResourceResponse,
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+            for resource, code, message in results
+        ],
     )
