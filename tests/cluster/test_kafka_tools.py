@@ -4,9 +4,8 @@ kafka-delete-records, kafka-leader-election), run from the jars
 of `make kafka-jars` by tests/kafka_tools.py, against a 3-broker Purgatory: what a user reads
 is what Kafka prints (each expected output was checked against a real Kafka, RealKafka).
 
-kafka-configs --alter (IncrementalAlterConfigs, issue 45) and kafka-transactions (issue 46)
-are marked strict xfail: each says the API is not supported today, and the mark goes when its
-issue lands. Each call is one JVM (about 1.5 s); the file runs about 30 of them, ~40 s in all.
+kafka-transactions (issue 46) is marked strict xfail: it says the API is not supported
+today, and the mark goes when its issue lands. Each call is one JVM (about 1.5 s); the file runs about 30 of them, ~40 s in all.
 Without Java 17+ or the jars every test skips."""
 
 from __future__ import annotations
@@ -316,11 +315,6 @@ def test_kafka_configs_describes_a_topic_and_a_broker(cluster: Cluster) -> None:
     ) in lines
 
 
-@pytest.mark.xfail(
-    reason="IncrementalAlterConfigs is issue 45: kafka-configs says 'The "
-    "INCREMENTAL_ALTER_CONFIGS API is not supported by the cluster.'",
-    strict=True,
-)
 def test_kafka_configs_alters_a_topic(cluster: Cluster) -> None:
     cluster.create_topic("tools-altered", partitions=1)
     altered = tool(
@@ -336,6 +330,60 @@ def test_kafka_configs_alters_a_topic(cluster: Cluster) -> None:
         "retention.ms=1000",
     )
     assert altered == "Completed updating config for topic tools-altered.\n"
+    described = tool(
+        "kafka-configs",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--describe",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "tools-altered",
+    )
+    assert "retention.ms=1000" in described
+    deleted = tool(
+        "kafka-configs",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "tools-altered",
+        "--delete-config",
+        "retention.ms",
+    )
+    assert deleted == "Completed updating config for topic tools-altered.\n"
+
+
+def test_kafka_configs_alters_the_brokers_default_and_refuses_a_static_config(
+    cluster: Cluster,
+) -> None:
+    server = cluster.bootstrap_servers
+    altered = tool(
+        "kafka-configs",
+        *("--bootstrap-server", server, "--alter", "--entity-type", "brokers"),
+        *("--entity-default", "--add-config", "log.retention.ms=3600000"),
+    )
+    assert altered == "Completed updating default config for brokers in the cluster.\n"
+    described = tool(
+        "kafka-configs",
+        *("--bootstrap-server", server, "--describe", "--entity-type", "brokers"),
+        "--entity-default",
+    )
+    assert (
+        "log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}"
+        in described
+    )
+    refused = kafka_tool(
+        "kafka-configs",
+        *("--bootstrap-server", server, "--alter", "--entity-type", "brokers"),
+        *("--entity-name", "0", "--add-config", "broker.id=5"),
+    )
+    assert refused.returncode != 0
+    assert (
+        "Cannot update these configs dynamically: Set(broker.id)" in refused.stdout + refused.stderr
+    )
 
 
 @pytest.mark.xfail(
