@@ -84,10 +84,13 @@ class LogCleanerManager:
     def grab_filthiest(
         self, logs: Iterable[tuple[Hashable, Log, int]], now_ms: int
     ) -> LogToClean | None:
-        """The log to clean next among (key, log, high watermark), or None."""
+        """The log to clean next among (key, log, high watermark), or None. What is kept
+        of a log no longer listed is forgotten."""
         best: LogToClean | None = None
         self.max_dirty_ratio = 0.0
+        seen: set[Hashable] = set()
         for key, log, high_watermark in logs:
+            seen.add(key)
             cfg = log.config
             if not cfg.compact or key in self.uncleanable:
                 continue
@@ -107,6 +110,7 @@ class LogCleanerManager:
                 best.dirty_ratio,
             ):
                 best = candidate
+        self.forget([k for k in (*self.horizons, *self.uncleanable) if k not in seen])
         return best
 
 
