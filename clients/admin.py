@@ -1,5 +1,5 @@
-"""AdminClient: create, delete, grow and describe topics; leader elections; committed offsets
-and log ends; deleting records."""
+"""AdminClient: create, delete, grow and describe topics; leader elections; config changes;
+committed offsets and log ends; deleting records."""
 
 from __future__ import annotations
 
@@ -182,6 +182,32 @@ class AdminClient:
             for t in response.replica_election_results
             for p in t.partition_result
         }
+
+    async def alter_configs(
+        self,
+        resources: list[m.AlterConfigsResource],
+        *,
+        incremental: bool = True,
+        validate_only: bool = False,
+        timeout_ms: int = 30000,
+    ) -> list[m.AlterConfigsResourceResponse]:
+        """IncrementalAlterConfigs (or, ``incremental`` False, AlterConfigs, which replaces
+        each resource's whole set) of topics and brokers (resource name "": the
+        cluster-wide default); the result of each resource, in order."""
+        key = ApiKey.INCREMENTAL_ALTER_CONFIGS if incremental else ApiKey.ALTER_CONFIGS
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while True:
+            response: m.IncrementalAlterConfigsResponse = await self.cluster.send_to_controller(
+                key,
+                m.IncrementalAlterConfigsRequest(resources, validate_only),
+                timeout_ms=timeout_ms,
+            )
+            retry = any(r.error_code == ErrorCode.NOT_CONTROLLER for r in response.responses)
+            if not retry or loop.time() > deadline:
+                return response.responses
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+            await self.cluster.refresh([])
 
     def _group(self, group: str) -> CoordinatorClient:
         return CoordinatorClient(

@@ -1,4 +1,4 @@
-"""`purgatory topics|produce|consume|consumer-groups|delete-records|leader-election` and `purgatory perf
+"""`purgatory topics|produce|consume|consumer-groups|delete-records|leader-election|configs` and `purgatory perf
 produce|consume|echo` (declarations)."""
 
 from __future__ import annotations
@@ -362,6 +362,34 @@ def add_commands(sub: Any) -> None:
     election.set_defaults(
         func=lazy("purgatory.clients.cli.leader_election", "leader_election_command")
     )
+
+    configs = sub.add_parser(
+        "configs",
+        help="describe or change topic and broker configs (kafka-configs.sh)",
+        description="--alter changes a topic's configs, a broker's dynamic ones "
+        "(--entity-name ID) or the cluster-wide default of every broker (--entity-default), "
+        "through the controller, as IncrementalAlterConfigs: --add-config k=v[,k=v] (a list "
+        "value in brackets: cleanup.policy=[compact,delete]) sets, --delete-config k[,k] "
+        "puts back the default. --describe lists a topic's own configs. Refused values are "
+        "reported in Kafka's words; exits 1 then.",
+    )
+    mode = configs.add_mutually_exclusive_group()
+    mode.add_argument("--describe", action="store_true", help="list the configs set")
+    mode.add_argument("--alter", action="store_true", help="change configs")
+    configs.add_argument(
+        "--entity-type", required=True, metavar="topics|brokers", help="what to describe or change"
+    )
+    configs.add_argument("--entity-name", metavar="NAME", help="the topic, or the broker id")
+    configs.add_argument(
+        "--entity-default",
+        action="store_true",
+        help="with --entity-type brokers: the cluster-wide default of every broker",
+    )
+    configs.add_argument("--add-config", metavar="K=V[,K=V]", help="configs to set")
+    configs.add_argument("--delete-config", metavar="K[,K]", help="configs to remove")
+    _json(configs, "the outcome or the configs")
+    _bootstrap(configs)
+    configs.set_defaults(func=lazy("purgatory.clients.cli.configs", "configs_command"))
 
 
 def add_admin_commands(sub: Any) -> None:
