@@ -180,3 +180,26 @@ def add_perf_commands(sub: Any) -> None:
     bench.add_argument("--out", default="out/purgatory", help="sweep output directory")
     bench.add_argument("--json", action="store_true", help="print the result as JSON")
     bench.set_defaults(func=lazy("purgatory.broker.purgatory.perf", "main"))
+
+    cleaner = sub.add_parser(
+        "log-cleaner",
+        help="the log cleaner on one compacted log: records and bytes before and after, "
+        "time per slice",
+        description="Write --updates records over --keys keys to one in-memory compacted log, "
+        "clean it once a slice at a time as a broker does, and report what was left and "
+        "the wall time of each slice (the event-loop stall it causes).",
+    )
+    cleaner.add_argument("--updates", type=int, default=100_000, help="records written")
+    cleaner.add_argument("--keys", type=int, default=1000, help="distinct keys")
+    cleaner.add_argument("--batch", type=int, default=10, help="records per batch")
+    cleaner.add_argument("--value-bytes", type=int, default=100, help="bytes per value")
+    cleaner.add_argument(
+        "--codec",
+        choices=("none", "gzip", "snappy", "lz4", "zstd"),
+        default="none",
+        help="codec of the batches written",
+    )
+    cleaner.add_argument("--segment-bytes", type=int, default=1 << 20, help="segment.bytes")
+    cleaner.add_argument("--slice-records", type=int, default=1000, help="records per slice")
+    cleaner.add_argument("--json", action="store_true", help="print the result as JSON")
+    cleaner.set_defaults(func=lazy("purgatory.broker.log.cleaner.cleaner_perf", "main"))

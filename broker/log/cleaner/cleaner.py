@@ -209,7 +209,11 @@ class Cleaning:
         if kafka:
             if kept_count == 0 and not self._producers_last_batch(batch):
                 return []
-            out = [kafka_records.with_records(batch, [e[3] for e, k in zip(entries, keep, strict=False) if k])]
+            out = [
+                kafka_records.with_records(
+                    batch, [e[3] for e, k in zip(entries, keep, strict=False) if k]
+                )
+            ]
         else:
             out = retained_runs(batch, keep) if kept_count else []
         stats.bytes_written += sum(len(b) for b in out)
