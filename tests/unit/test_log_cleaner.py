@@ -263,3 +263,35 @@ def test_the_broker_cleaner_runs_on_its_backoff_in_slices() -> None:
     idle = LogCleaner(disabled, scheduler, lambda: [("t-0", log, log.log_end_offset)])
     idle.start()
     assert not idle.periodic._handle
+
+
+def test_a_follower_replicates_a_cleaned_log_across_its_gaps() -> None:
+    leader = compacted()
+    updates(leader, 300)
+    clean(leader)
+    follower = compacted()
+    while follower.log_end_offset < leader.log_end_offset:  # as the replica fetcher does
+        for batch in leader.read(follower.log_end_offset, 700):
+            info = validate_batch(batch, verify_records=False, stored=True)
+            if info.base_offset + info.record_count <= follower.log_end_offset:
+                continue  # already held (a read starts at the batch before a gap)
+            follower.append_as_follower(batch, info)
+    assert follower.batch_checksums(0) == leader.batch_checksums(0)
+    assert [r.offset for r in everything(follower)] == [r.offset for r in everything(leader)]
+
+
+def test_a_cleaning_the_log_changed_under_is_aborted_and_leaves_it_whole() -> None:
+    log = compacted()
+    updates(log, 300)
+    _, end = cleanable_range(log, log.log_end_offset, NOW)
+    cleaning = Cleaning(log, end, NOW, {}, slice_records=10)
+    steps = cleaning.slices()
+    for _ in range(40):  # into the copy phase
+        next(steps)
+    log.truncate_to(log.segments[1].base_offset + 3)  # a follower's divergent suffix goes
+    before = everything(log)
+    for _ in steps:
+        pass
+    assert cleaning.stats.aborted
+    assert everything(log) == before
+    assert log.cleaner_checkpoint == 0

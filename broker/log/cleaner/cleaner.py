@@ -24,7 +24,9 @@ uncleanable offset the LogCleanerManager found, a segment boundary), in two phas
    idempotent producer's last batch (Kafka keeps its header so the producer's sequence
    survives). A batch that loses nothing is kept as the same bytes. Each group replaces
    the segments it came from at once (``Log.replace_segments``); if the log changed under
-   the cleaning (retention, truncation, DeleteRecords), it is aborted there.
+   the cleaning (retention, truncation, DeleteRecords) so that the group or a segment the
+   map was read from is no longer there as it was, it is aborted there (what was swapped
+   before stays: it was cleaned against records still held).
 
 Control batches (transaction markers) are kept whole, and so are transactional batches:
 when transactions exist, this is where aborted transactions' records and markers past
@@ -123,6 +125,7 @@ class Cleaning:
         closed = [s for s in log.segments[:-1] if s.next_offset <= self.end]
         # 1. the offset map, over the dirty segments
         mapped_to: int | None = None
+        mapped: list[tuple[LogSegment, int]] = []  # each with its batch count
         offset_map = self.offset_map
         for segment in closed:
             if segment.next_offset <= first_dirty:
@@ -136,6 +139,7 @@ class Cleaning:
                 if self._tick(len(entries)):
                     yield
             mapped_to = segment.next_offset
+            mapped.append((segment, len(segment.batches)))
             if len(offset_map) >= self.max_map_entries:
                 break
         # Nothing dirty: the clean head is copied again (tombstones past their horizon).
@@ -145,6 +149,7 @@ class Cleaning:
             self._end_slice()
             return
         # 2. the copy, from the log start to the end of the dirty segments mapped
+        replaced: set[int] = set()  # segments this cleaning put its copies in place of
         for group in _groups(segments, log.config.segment_bytes):
             cleaned = LogSegment(group[0].base_offset)
             cleaned.next_offset = group[-1].next_offset
@@ -161,10 +166,13 @@ class Cleaning:
                     if self._in_slice >= self.slice_records:
                         self._end_slice()
                         yield
-            if not log.replace_segments(group, cleaned if cleaned.batches else None):
+            if not _still_holds(log, mapped, replaced) or not log.replace_segments(
+                group, cleaned if cleaned.batches else None
+            ):
                 self.stats.aborted = True
                 self._end_slice()
                 return
+            replaced.update(id(s) for s in group)
         log.cleaner_checkpoint = max(log.cleaner_checkpoint, end)
         for base in [b for b in self.horizons if b < log.log_start_offset]:
             del self.horizons[base]
@@ -231,6 +239,17 @@ class Cleaning:
             and bool(entry.batches)
             and entry.batches[-1].last_offset == batch_end(batch) - 1
         )
+
+
+def _still_holds(log: Log, mapped: list[tuple[LogSegment, int]], replaced: set[int]) -> bool:
+    """The log still holds the segments the offset map was read from (but those this
+    cleaning replaced), closed and as they were: else the map may name records that are
+    gone (a follower's truncation), and a record it supersedes must not go."""
+    closed = {id(s) for s in log.segments[:-1]}
+    return all(
+        id(segment) in replaced or (id(segment) in closed and len(segment.batches) == count)
+        for segment, count in mapped
+    )
 
 
 def _entries(batch: bytes) -> list[tuple[int, bytes | None, bool, bytes]]:
