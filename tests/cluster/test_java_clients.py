@@ -1,8 +1,9 @@
 """Apache Kafka's Java client (kafka-clients 4.x and 3.x, unmodified) against a 3-broker
 Purgatory: an idempotent producer, a group consumer on the classic protocol, two members
 splitting a topic and one taking it all when the other leaves, the AdminClient (with
-describeLogDirs, describeProducers and describeTopics paged by DescribeTopicPartitions), and
-topics made with Kafka Streams' configs and a LogAppendTime lz4 topic.
+describeLogDirs, describeProducers and describeTopics paged by DescribeTopicPartitions),
+topics made with Kafka Streams' configs and a LogAppendTime lz4 topic, and config changes
+(incrementalAlterConfigs of a topic and of the brokers' cluster-wide default).
 
 Each scenario is one JVM running one program of tests/java (`make java-clients` builds
 them), which prints what the client saw as JSON. JAVA_CLIENT_LOG_LEVEL=debug shows the
@@ -380,3 +381,27 @@ def _offset_for_leader_epoch_requests(cluster: Cluster) -> float:
         and ("request", "OffsetForLeaderEpoch") in labels
         and ("listener", "PURGATORY") not in labels  # the followers' own, on our protocol
     )
+
+
+def test_the_admin_client_changes_topic_configs_and_the_brokers_default(
+    version: str, cluster: Cluster
+) -> None:
+    """incrementalAlterConfigs (issue 45): a topic's retention.ms set and cleanup.policy
+    appended to, described as DYNAMIC_TOPIC_CONFIG; a bad value refused in Kafka's words;
+    the cluster-wide default broker resource set (DYNAMIC_DEFAULT_BROKER_CONFIG) and
+    deleted."""
+    result = run(version, "alter-configs", cluster, topic=f"java-altered-{version}")
+    assert result["retention.ms"] == {"value": "60000", "source": "DYNAMIC_TOPIC_CONFIG"}
+    assert result["cleanup.policy"] == {
+        "value": "delete,compact",
+        "source": "DYNAMIC_TOPIC_CONFIG",
+    }
+    assert result["refused"] == {
+        "error": "InvalidConfigurationException",
+        "message": "Invalid value soon for configuration retention.ms: Not a number of type LONG",
+    }
+    assert result["default"] == {
+        "value": "123456789",
+        "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    }
+    assert result["default_after_delete"] is None

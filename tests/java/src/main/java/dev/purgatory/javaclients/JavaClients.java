@@ -30,7 +30,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  *
  * Scenarios: {@code produce} ({@link Produce}), {@code consume} ({@link Consume}), {@code
  * group} ({@link GroupRebalance}), {@code admin} ({@link AdminScenario}), {@code log-info}
- * ({@link LogInfoScenario}), {@code topic-configs} ({@link TopicConfigsScenario}). A scenario that
+ * ({@link LogInfoScenario}), {@code topic-configs} ({@link TopicConfigsScenario}), {@code
+ * alter-configs} ({@link AlterConfigsScenario}). A scenario that
  * fails prints {@code {"error": class, "message": ...}} and exits 1.
  */
 public final class JavaClients {
@@ -42,7 +43,7 @@ public final class JavaClients {
 
     public static void main(String[] args) {
         if (args.length == 0) {
-            System.err.println("usage: JavaClients produce|consume|group|admin|log-info|topic-configs --bootstrap HOST:PORT ...");
+            System.err.println("usage: JavaClients produce|consume|group|admin|log-info|topic-configs|alter-configs --bootstrap HOST:PORT ...");
             System.exit(2);
         }
         Map<String, Scenario> scenarios = new HashMap<>();
@@ -53,6 +54,7 @@ public final class JavaClients {
         scenarios.put("log-info", LogInfoScenario::run);
         scenarios.put("validate", ValidateAfterLeaderChange::run);
         scenarios.put("topic-configs", TopicConfigsScenario::run);
+        scenarios.put("alter-configs", AlterConfigsScenario::run);
         Scenario scenario = scenarios.get(args[0]);
         if (scenario == null) {
             System.err.println("unknown scenario " + args[0] + "; one of " + scenarios.keySet());
