@@ -146,9 +146,9 @@ class ConfigurationControlManager:
     ) -> dict[str, str]:
         """A topic's configs after ``alterations``, checked, as Kafka writes values."""
         nulls = [a.name for a in alterations if a.value is None and _sets(a, incremental)]
-        if nulls:
+        if nulls:  # (INVALID_CONFIG from CreateTopics; here Kafka answers INVALID_REQUEST)
             raise ConfigRefused(
-                ErrorCode.INVALID_CONFIG,
+                ErrorCode.INVALID_REQUEST,
                 f"Null value not supported for topic configs: {','.join(nulls)}",
             )
         after: dict[str, Any] = dict(current) if incremental else {}
@@ -226,7 +226,7 @@ class ConfigurationControlManager:
                 )
             if alteration.value is None:
                 raise ConfigRefused(
-                    ErrorCode.INVALID_CONFIG, f"Null value not supported for : {name}"
+                    ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}"
                 )
             try:
                 value = coerce(BY_NAME[name], alteration.value, source="a dynamic change")
