@@ -180,12 +180,13 @@ class Log:
         """Append a batch exactly as the leader stored it (its offsets and leader epoch,
         which ``info`` read from it, kept; ``record_count`` the offsets it spans).
 
-        Raises ValueError if it starts before this log's end: a follower fetches from its
-        log end, so anything else means the two logs disagree. It may start after it: the
-        leader's cleaner removed the records between (a gap, as in Kafka).
+        Raises ValueError if it does not start at this log's end: a follower fetches from
+        its log end, so anything else means the two logs disagree. In a compacted log it
+        may start after it: the leader's cleaner removed the records between (a gap, as in
+        Kafka).
         """
         base = info.base_offset
-        if base < self.log_end_offset:
+        if base < self.log_end_offset or (base > self.log_end_offset and not self.config.compact):
             raise ValueError(
                 f"replicated batch starts at offset {base}, the log ends at {self.log_end_offset}"
             )
