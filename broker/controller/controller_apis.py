@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from purgatory.broker.controller.election import Election
-from purgatory.broker.controller.quorum_controller import QuorumController
+from purgatory.broker.controller.quorum_controller import ElectionTimedOut, QuorumController
 from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
@@ -141,7 +141,20 @@ async def elect_leaders(
     # Every topic is answered when every partition is asked, even with no partition listed
     # (Kafka's electLeaders leaves out those that need no election, not their topic).
     every = [] if asked is not None else sorted(controller.image.topics)
-    results = await controller.elect_leaders(election, asked, request.timeout_ms, request.leader_id)
+    try:
+        results = await controller.elect_leaders(
+            election, asked, request.timeout_ms, request.leader_id
+        )
+    except ElectionTimedOut as exc:
+        # Kafka's answer at the controller's deadline: the error at the top and in every
+        # partition named (none when every partition was asked).
+        failed = [
+            m.ReplicaElectionResult(
+                t.topic, [m.PartitionResult(p, exc.code, str(exc)) for p in t.partitions]
+            )
+            for t in request.topic_partitions or ()
+        ]
+        return m.ElectLeadersResponse(exc.code, failed)
     by_topic: dict[str, list[m.PartitionResult]] = {name: [] for name in every}
     for (topic, index), (code, message) in results.items():
         by_topic.setdefault(topic, []).append(m.PartitionResult(index, code, message))

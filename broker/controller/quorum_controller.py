@@ -57,6 +57,11 @@ class NotController(KafkaError):
         super().__init__(ErrorCode.NOT_CONTROLLER, message)
 
 
+class ElectionTimedOut(KafkaError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
+
+
 class QuorumController:
     def __init__(
         self,
@@ -361,20 +366,53 @@ class QuorumController:
         timeout_ms: int,
         leader_id: int = -1,
     ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
-        """ElectLeaders: answered once the brokers hold the result. ``leader_id``: move
-        the leadership there (``move_leader``) instead of to the preferred replica."""
+        """ElectLeaders: answered once the brokers hold the result, or ``timeout_ms`` after
+        the request came. ``leader_id``: move the leadership there (``move_leader``) instead
+        of to the preferred replica. Not committed by then: ElectionTimedOut (as Kafka's
+        controller answers REQUEST_TIMED_OUT at its deadline; the records may still
+        commit)."""
         self._require_active()
+        deadline = self.scheduler.now_ms() + max(timeout_ms, 1)
         if leader_id >= 0:
             results, changes = self.replication.move_leaders(self.image, partitions, leader_id)
         else:
             results, changes = self.replication.elect_on_request(self.image, election, partitions)
         if changes:
             self._count(changes)
-            offset = await self._write_and_commit(
-                list(self.replication.election_records(self.image, changes))
-            )
-            await self._applied_everywhere(offset, timeout_ms)
+            offset = self._write(list(self.replication.election_records(self.image, changes)))
+            if not await self._commit_by(offset, deadline):
+                raise ElectionTimedOut(
+                    f"the quorum did not commit the election within timeout_ms={timeout_ms}"
+                )
+            await self._applied_everywhere(offset, deadline - self.scheduler.now_ms())
         return results
+
+    async def _commit_by(self, offset: int, deadline_ms: int) -> bool:
+        """Wait until the quorum commits ``offset`` or the clock reaches ``deadline_ms``;
+        whether it committed (NotController if the leadership is lost meanwhile)."""
+        if offset <= self.raft.high_watermark - 1:
+            return True
+        loop = asyncio.get_running_loop()
+        commit: asyncio.Future[None] = loop.create_future()
+        self._commit_waiters.append((offset, commit))
+        self._commit_waiters.sort(key=lambda w: w[0])
+        expired: asyncio.Future[None] = loop.create_future()
+
+        def expire() -> None:
+            if not expired.done():
+                expired.set_result(None)
+
+        timer = self.scheduler.call_at(deadline_ms, expire)
+        try:
+            await asyncio.wait({commit, expired}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not commit.done():
+                self._commit_waiters = [w for w in self._commit_waiters if w[1] is not commit]
+        if not commit.done():
+            return False
+        commit.result()  # NotController, if the leadership was lost
+        return True
 
     def reelect(self, preferred: bool = False) -> None:
         """Run the election rules again now (a config they read changed, or a preferred

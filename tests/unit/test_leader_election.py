@@ -1,11 +1,14 @@
 """The controller's answer to ElectLeaders (Kafka's ReplicationControlManager.electLeaders)
 on metadata images: which partitions get a new leader, the PartitionChangeRecords written,
-the results and messages Kafka answers, and no decision from a controller that does not
-lead the quorum."""
+the results and messages Kafka answers, REQUEST_TIMED_OUT when the quorum does not commit
+by the request's timeout (on a manual clock), and no decision from a controller that does
+not lead the quorum."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+from typing import Any
 
 import pytest
 
@@ -149,3 +152,84 @@ async def test_a_controller_that_does_not_lead_the_quorum_decides_nothing() -> N
     request = m.ElectLeadersRequest(m.PREFERRED_ELECTION, [m.TopicPartitions("moved", [0])], 1000)
     with pytest.raises(NotController):
         await elect_leaders(controller, request)
+
+
+class FakeLog:
+    end_offset = 0
+
+
+class FakeRaft:
+    """A quorum that commits only when the test says so; every broker applies at once."""
+
+    def __init__(self) -> None:
+        self.log = FakeLog()
+        self.high_watermark = 0
+        self.on_fetch: Any = None
+        self.appended: list[bytes] = []
+
+    def append(self, epoch: int, records: list[bytes]) -> int:
+        self.appended.extend(records)
+        self.log.end_offset += len(records)
+        return self.log.end_offset - 1
+
+    def replica_applied_offsets(self) -> dict[int, int]:
+        return dict.fromkeys(range(3), self.log.end_offset + 1)
+
+
+def active_controller() -> tuple[QuorumController, FakeRaft, ManualScheduler]:
+    raft, scheduler = FakeRaft(), ManualScheduler()
+    controller = QuorumController(0, load_config(environ={}), raft, scheduler, members=[0, 1, 2])  # type: ignore[arg-type]
+    controller.activate(1, cluster(), None)
+    return controller, raft, scheduler
+
+
+def moved_back(timeout_ms: int) -> m.ElectLeadersRequest:
+    return m.ElectLeadersRequest(
+        m.PREFERRED_ELECTION, [m.TopicPartitions("moved", [0])], timeout_ms
+    )
+
+
+async def written(raft: FakeRaft) -> None:
+    """Let the request run until it has appended its record (no clock moves)."""
+    while not raft.appended:
+        await asyncio.sleep(0)
+
+
+async def test_an_election_the_quorum_commits_in_time_is_answered_with_its_results() -> None:
+    controller, raft, scheduler = active_controller()
+    answer = asyncio.ensure_future(elect_leaders(controller, moved_back(500)))
+    await written(raft)
+    scheduler.advance(499)
+    raft.high_watermark = raft.log.end_offset  # the quorum commits what was appended
+    controller.committed(raft.log.end_offset - 1)
+    response = await answer
+    assert response.error_code == ErrorCode.NONE
+    assert response.replica_election_results == [
+        m.ReplicaElectionResult("moved", [m.PartitionResult(0, ErrorCode.NONE, None)])
+    ]
+
+
+async def test_an_election_not_committed_by_its_timeout_is_request_timed_out() -> None:
+    """As Kafka's controller at its deadline: the error at the top and in every partition
+    named. The record stays written (the quorum may still commit it)."""
+    controller, raft, scheduler = active_controller()
+    answer = asyncio.ensure_future(elect_leaders(controller, moved_back(500)))
+    await written(raft)
+    scheduler.advance(499)
+    await asyncio.sleep(0)
+    assert not answer.done()
+    scheduler.advance(1)
+    response = await answer
+    assert response.error_code == ErrorCode.REQUEST_TIMED_OUT
+    [[partition]] = [r.partition_result for r in response.replica_election_results]
+    assert (partition.partition_id, partition.error_code) == (0, ErrorCode.REQUEST_TIMED_OUT)
+    assert len(raft.appended) == 1
+
+
+async def test_an_election_whose_controller_loses_the_quorum_before_the_commit_fails() -> None:
+    controller, raft, _ = active_controller()
+    answer = asyncio.ensure_future(elect_leaders(controller, moved_back(500)))
+    await written(raft)
+    controller.deactivate()
+    with pytest.raises(NotController):
+        await answer

@@ -5,8 +5,9 @@ The active controller decides, as Kafka's ``ReplicationControlManager.electLeade
 (``election.elect_on_request``), and writes each new leader to the metadata log as a
 PartitionChangeRecord; a broker that is not the controller forwards the request to it
 (``ForwardingManager.elect_leaders``). The answer comes once the quorum has committed the
-records and every live broker holds them, or once ``timeout_ms`` passed after the commit:
-Kafka's controller answers right after its commit, so this one answers no sooner.
+records and every live broker holds them, at most ``timeout_ms`` after the request (Kafka's
+controller answers right after its commit, so this one answers no sooner); not committed
+by then, REQUEST_TIMED_OUT at the top and in every partition named, as Kafka answers.
 
 v0 has no election type: it is a preferred election. An election type other than 0 or 1
 is INVALID_REQUEST for every partition named ("Unknown election type N", as Kafka).
@@ -60,29 +61,19 @@ class LeaderElectionApis:
 
     async def _elect(self, asked: m.ElectLeadersRequest, version: int) -> Any:
         done = await self.broker.forwarding.elect_leaders(asked)
-        if done.error_code:
+        answered: TopicResults = [
+            (r.topic, [(p.partition_id, p.error_code, p.error_message) for p in r.partition_result])
+            for r in done.replica_election_results
+        ]
+        if done.error_code and not answered:
             # The controller could not be reached: every partition named fails the same way
             # (a client retries NOT_CONTROLLER after refreshing its metadata).
             reason = f"controller unavailable ({ErrorCode(done.error_code).name}); retry"
-            return _response(
-                version,
-                done.error_code,
-                [
-                    (t.topic, [(p, done.error_code, reason) for p in t.partitions])
-                    for t in asked.topic_partitions or ()
-                ],
-            )
-        return _response(
-            version,
-            ErrorCode.NONE,
-            [
-                (
-                    r.topic,
-                    [(p.partition_id, p.error_code, p.error_message) for p in r.partition_result],
-                )
-                for r in done.replica_election_results
-            ],
-        )
+            answered = [
+                (t.topic, [(p, done.error_code, reason) for p in t.partitions])
+                for t in asked.topic_partitions or ()
+            ]
+        return _response(version, done.error_code, answered)
 
 
 def _response(version: int, code: int, topics: TopicResults) -> Any:
