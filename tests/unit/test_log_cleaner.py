@@ -295,3 +295,35 @@ def test_a_cleaning_the_log_changed_under_is_aborted_and_leaves_it_whole() -> No
     assert cleaning.stats.aborted
     assert everything(log) == before
     assert log.cleaner_checkpoint == 0
+
+
+def test_a_full_offset_map_ends_the_cleaning_at_the_segment_that_filled_it() -> None:
+    log = compacted()
+    for i in range(200):  # every key new: nothing to remove, the map grows by each record
+        put(log, [(b"key-%d" % i, b"v")])
+    cleaning = clean(log, max_map_entries=20)
+    assert len(cleaning.offset_map) < 40
+    assert 0 < log.cleaner_checkpoint < log.active_segment.base_offset
+    checkpoint = log.cleaner_checkpoint
+    clean(log, max_map_entries=20)  # the next cleaning goes on from there
+    assert log.cleaner_checkpoint > checkpoint
+
+
+def test_a_log_whose_cleaning_fails_is_marked_uncleanable() -> None:
+    scheduler = ManualScheduler(wall_start_ms=NOW)
+    config = load_config(environ={}, overrides={"log.cleaner.backoff.ms": 10, "broker.id": 0})
+    log = compacted(min_cleanable_dirty_ratio=0.1)
+    updates(log, 100)
+    log.segments[0].batches[0] = log.segments[0].batches[0][:-3]  # records cut short
+    cleaner = LogCleaner(config, scheduler, lambda: [("t-0", log, log.log_end_offset)])
+    cleaner.start()
+    scheduler.advance(10)
+    assert cleaner.manager.uncleanable == {"t-0"}
+    gauge = next(
+        m
+        for m in cleaner.collect_metrics()
+        if m.name == "purgatory_log_cleaner_uncleanable_partitions"
+    )
+    assert gauge.samples[0].value == 1
+    scheduler.advance(100)  # not tried again
+    assert cleaner.cleanings == 0 and not cleaner.busy
