@@ -17,7 +17,6 @@ import structlog
 from purgatory.broker.api.kafka_apis import KafkaApis
 from purgatory.broker.config.broker_config import BrokerConfig, check_consistency
 from purgatory.broker.config.config_def import ConfigError
-from purgatory.broker.config.definitions import BY_NAME
 from purgatory.broker.config.server_configs import parse_per_ip_overrides
 from purgatory.broker.config.topic_configs import kafka_value
 from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
