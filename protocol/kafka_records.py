@@ -263,8 +263,10 @@ def with_records(batch: bytes | memoryview, records: Sequence[bytes]) -> bytes:
     the batch spans the offsets it did and a producer's sequences still count from it
     (Kafka's cleaner keeps them alike); the record count is theirs, the records compressed
     again with the batch's codec, the length and CRC written again. Empty, it is a header
-    alone, as Kafka keeps a producer's last batch."""
+    alone without a codec, as Kafka keeps a producer's last batch (``writeEmptyHeader``)."""
     header = bytearray(batch[:HEADER_SIZE])
+    if not records:
+        header[_CRC_START + 1] &= ~CODEC_MASK & 0xFF
     codec = header[_CRC_START + 1] & CODEC_MASK
     body = b"".join(records)
     payload = compress(codec, body) if codec and records else body

@@ -200,6 +200,7 @@ def test_an_idempotent_producers_last_batch_survives_emptied() -> None:
     info = kafka_records.validate(producer_batches[0], stored=True)
     assert (info.base_offset + info.record_count - 1, info.base_sequence) == (last_of_7, 27)
     assert int.from_bytes(producer_batches[0][57:61], "big") == 0
+    assert decode_records(producer_batches[0]) == []  # a consumer reads nothing from it
     # A follower replicating the cleaned log learns the producer's sequence from it.
     follower = compacted()
     for batch in stored:
@@ -327,3 +328,23 @@ def test_a_log_whose_cleaning_fails_is_marked_uncleanable() -> None:
     assert gauge.samples[0].value == 1
     scheduler.advance(100)  # not tried again
     assert cleaner.cleanings == 0 and not cleaner.busy
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_compressed_batches_are_compressed_again_with_their_codec(codec: int) -> None:
+    log = compacted(segment_bytes=400)
+    for i in range(60):
+        plain = kafka_records.encode(
+            [(NOW, b"k%d" % (j % 3), b"v%d-%d" % (i, j), []) for j in range(4)]
+        )
+        batch = bytearray(plain)
+        batch[22] |= codec
+        entries = [e[3] for e in kafka_records.record_entries(plain)]
+        stored = kafka_records.with_records(bytes(batch), entries)
+        log.append(stored, validate_batch(stored), 0)
+    active_base = log.active_segment.base_offset
+    clean(log)
+    cleaned = [b for s in log.segments[:-1] for b in s.batches]
+    assert all(b[22] & 7 == codec for b in cleaned)
+    records = [r for r in everything(log) if r.offset < active_base]
+    assert sorted(r.key for r in records) == [b"k0", b"k1", b"k2"]
