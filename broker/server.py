@@ -533,13 +533,23 @@ class Broker:
         """Take this broker's dynamic configs from ``image``: its own over the cluster's
         default over its static configs."""
         at = datetime.datetime.now(datetime.UTC).isoformat()
+        refused: list[tuple[str, str]] = []
         changed = self.config.apply_dynamic(
             image.broker_configs.get("", {}),
             image.broker_configs.get(str(self.broker_id), {}),
             at=at,
+            refused=refused,
         )
         for name, old, new in changed:
             self._config_changed(name, old, new)
+        for name, why in refused:
+            self.log.warning(
+                "dynamic_config_not_applied",
+                name=name,
+                reason=why,
+                hint="the metadata log holds a value this broker's static configs refuse; "
+                "change or delete it (purgatory configs --alter --entity-type brokers)",
+            )
 
     def _faults_changed(self) -> None:
         """A partition fault began: drop the connections it cuts."""

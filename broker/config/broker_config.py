@@ -273,12 +273,18 @@ class BrokerConfig:
     static_sources: dict[str, str] = field(default_factory=dict)
 
     def apply_dynamic(
-        self, default: Mapping[str, str], own: Mapping[str, str], *, at: str
+        self,
+        default: Mapping[str, str],
+        own: Mapping[str, str],
+        *,
+        at: str,
+        refused: list[tuple[str, str]] | None = None,
     ) -> list[tuple[str, Any, Any]]:
         """Take the dynamic configs of the metadata log (Kafka's DynamicBrokerConfig): each
         config's value is this broker's own, else the cluster-wide ``default``, else the
         static one. Returns (name, old, new) of each value that changed. A value that
-        fights this broker's static configs is not taken (the previous one stays)."""
+        fights this broker's static configs is not taken (the previous one stays); it is
+        added to ``refused`` as (name, why)."""
         names = {*self.dynamic_broker, *self.dynamic_default, *own, *default}
         for name in names:
             if name not in self.static_values:
@@ -296,7 +302,9 @@ class BrokerConfig:
                 try:
                     value = coerce(definition, raw, source="a dynamic change")
                     check_consistency({**self.values, name: value})
-                except ConfigError:
+                except ConfigError as exc:
+                    if refused is not None:
+                        refused.append((name, str(exc)))
                     continue
             else:
                 value, source = self.static_values[name], self.static_sources.get(name)

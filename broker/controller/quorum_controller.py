@@ -510,7 +510,8 @@ class QuorumController:
                     value=record.value,
                 )
             offset = await self._write_and_commit(list(records))
+            await self._applied_everywhere(offset, timeout_ms)
+            # After the brokers (this node's among them) hold the value the rules read.
             if any(r.name == "unclean.leader.election.enable" for r in records):
                 self.reelect()
-            await self._applied_everywhere(offset, timeout_ms)
         return response

@@ -166,3 +166,14 @@ def test_a_broker_takes_its_own_value_over_the_default_over_its_static_one() -> 
     assert config["log.retention.ms"] == 5000
     assert config.sources["log.retention.ms"] not in ("dynamic", "dynamic_default")
     assert config.topic_defaults()["retention.ms"] == 5000
+
+
+def test_a_dynamic_value_that_fights_the_static_configs_is_not_taken_and_said_why() -> None:
+    config = broker_config(0, **{"replica.lag.time.max.ms": 10_000})
+    refused: list[tuple[str, str]] = []
+    changed = config.apply_dynamic(
+        {}, {"replica.fetch.wait.max.ms": "60000"}, at="t", refused=refused
+    )
+    assert changed == [] and config["replica.fetch.wait.max.ms"] != 60000
+    [(name, why)] = refused
+    assert name == "replica.fetch.wait.max.ms" and "replica.lag.time.max.ms" in why
