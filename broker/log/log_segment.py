@@ -16,7 +16,9 @@ class LogSegment:
     ever appended to the log up to and including batch i (log-wide, so the bytes between two
     offsets in different segments are still a subtraction); ``size_bytes`` is the sum of
     the batch sizes; ``max_timestamp`` the largest record timestamp (-1 when empty).
-    A segment is never changed once closed.
+    A segment is never changed once closed, but replaced whole: by the log cleaner's copy
+    (broker/log/cleaner/), whose batches keep their offsets with gaps between them, so
+    ``bases[i+1] >= bases[i] + record count of batch i`` there.
     """
 
     __slots__ = (

@@ -153,6 +153,9 @@ class Cleaning:
         for group in _groups(segments, log.config.segment_bytes):
             cleaned = LogSegment(group[0].base_offset)
             cleaned.next_offset = group[-1].next_offset
+            # The largest timestamp the group had (retention under compact,delete goes by
+            # it): a v2 header's max timestamp is the producer's, not checked.
+            cleaned.max_timestamp = max(s.max_timestamp for s in group)
             position = _first_position(group)
             for segment in group:
                 for batch in segment.batches:
@@ -162,7 +165,6 @@ class Cleaning:
                         cleaned.batches.append(kept)
                         cleaned.ends.append(position)
                         cleaned.size_bytes += len(kept)
-                        cleaned.max_timestamp = max(cleaned.max_timestamp, _max_timestamp(kept))
                     if self._in_slice >= self.slice_records:
                         self._end_slice()
                         yield
@@ -280,8 +282,3 @@ def _first_position(group: list[LogSegment]) -> int:
         if segment.batches:
             return segment.ends[0] - len(segment.batches[0])
     return 0
-
-
-def _max_timestamp(batch: bytes) -> int:
-    at = 35 if batch[16] == KAFKA_MAGIC else 31
-    return int.from_bytes(batch[at : at + 8], "big", signed=True)
