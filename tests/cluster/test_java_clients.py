@@ -2,8 +2,9 @@
 Purgatory: an idempotent producer, a group consumer on the classic protocol, two members
 splitting a topic and one taking it all when the other leaves, the AdminClient (with
 describeLogDirs, describeProducers and describeTopics paged by DescribeTopicPartitions),
-topics made with Kafka Streams' configs and a LogAppendTime lz4 topic, and config changes
-(incrementalAlterConfigs of a topic and of the brokers' cluster-wide default).
+topics made with Kafka Streams' configs and a LogAppendTime lz4 topic, config changes
+(incrementalAlterConfigs of a topic and of the brokers' cluster-wide default), and a Kafka
+Streams application (a repartition and a count, restarted onto its changelog).
 
 Each scenario is one JVM running one program of tests/java (`make java-clients` builds
 them), which prints what the client saw as JSON. JAVA_CLIENT_LOG_LEVEL=debug shows the
@@ -15,6 +16,8 @@ import json
 import os
 import shutil
 import subprocess
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -405,3 +408,124 @@ def test_the_admin_client_changes_topic_configs_and_the_brokers_default(
         "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
     }
     assert result["default_after_delete"] is None
+
+
+WORDS = ["apple", "banana", "cherry", "damson", "elder"]
+
+
+def _produce_words(cluster: Cluster, topic: str, first: int, count: int) -> None:
+    """Records writer-i -> WORDS[i % 5] for i in [first, first + count), all acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+    for i in range(first, first + count):
+        producer.produce(topic, WORDS[i % len(WORDS)].encode(), key=f"writer-{i}".encode())
+    assert producer.flush(30) == 0
+
+
+def _counts_written(cluster: Cluster, topic: str) -> dict[str, list[int]]:
+    """Every count the application wrote to its output topic, per word in offset order."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"{topic}-reader",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p))[1]
+            for p in range(PARTITIONS)
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        written: dict[str, list[int]] = {}
+        read = dict.fromkeys(ends, 0)
+        deadline = time.monotonic() + 15
+        while any(read[p] < ends[p] for p in ends):
+            assert time.monotonic() < deadline, f"{topic}: read {read} of {ends} in 15 s"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            read[message.partition()] = message.offset() + 1
+            count = int.from_bytes(message.value(), "big", signed=True)
+            written.setdefault(message.key().decode(), []).append(count)
+        return written
+    finally:
+        consumer.close()
+
+
+def _topic_configs(cluster: Cluster, topic: str) -> dict[str, str]:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    described = admin.describe_configs([resource])[resource].result(timeout=15)
+    return {name: entry.value for name, entry in described.items()}
+
+
+def test_a_kafka_streams_application_counts_words_and_resumes_from_its_changelog(
+    version: str, cluster: Cluster, tmp_path: Path
+) -> None:
+    """Kafka Streams (at_least_once) groups words by a new key and counts them: it creates
+    its repartition and changelog topics with the configs it asks for, purges the
+    repartition topic with DeleteRecords, and writes each word's count. A second run of the
+    same application.id, with an empty state.dir, restores the store from the changelog and
+    resumes from the committed offsets: the counts go on, none repeated, none doubled.
+    DeleteRecords' purge moves the log start of the repartition topic on every replica."""
+    application = f"java-streams-wc-{version}-{uuid.uuid4().hex[:8]}"
+    source, sink = f"{application}-input", f"{application}-output"
+    cluster.create_topic(source, partitions=PARTITIONS)
+    cluster.create_topic(sink, partitions=PARTITIONS)
+    first, second = 60, 40
+
+    def count_words(expected: int, state_dir: Path) -> dict[str, Any]:
+        """One run of the application until its counts add up to ``expected``."""
+        return run(
+            version,
+            "streams-word-count",
+            cluster,
+            application_id=application,
+            input=source,
+            output=sink,
+            expected=expected,
+            partitions=PARTITIONS,
+            state_dir=state_dir,
+        )
+
+    _produce_words(cluster, source, 0, first)
+    result = count_words(expected=first, state_dir=tmp_path / "first")
+    assert result["counts"] == dict.fromkeys(WORDS, first // len(WORDS))
+    assert "RUNNING" in result["states"]
+    assert (result["closed"], result["state"]) == (True, "NOT_RUNNING")
+    purged = {int(p): start for p, start in result["repartition_log_starts"].items() if start > 0}
+    assert purged, result["repartition_log_starts"]
+    cluster.wait_for(
+        lambda: all(
+            (replica := cluster.state(broker).replica(f"{application}-counts-repartition", p))
+            is not None
+            and replica.log_start_offset >= start
+            for broker in range(3)
+            for p, start in purged.items()
+        ),
+        message=f"every replica of the repartition topic to start at {purged} or later",
+    )
+    repartition = _topic_configs(cluster, f"{application}-counts-repartition")
+    assert {k: repartition[k] for k in ("cleanup.policy", "retention.ms")} == {
+        "cleanup.policy": "delete",
+        "retention.ms": "-1",
+    }
+    assert repartition["message.timestamp.type"] == "CreateTime"
+    assert repartition["segment.bytes"] == "52428800"
+    changelog = _topic_configs(cluster, f"{application}-counts-changelog")
+    assert changelog["cleanup.policy"] == "compact"
+    assert changelog["message.timestamp.type"] == "CreateTime"
+
+    _produce_words(cluster, source, first, second)
+    result = count_words(expected=first + second, state_dir=tmp_path / "second")
+    total = (first + second) // len(WORDS)
+    assert result["counts"] == dict.fromkeys(WORDS, total)
+    assert (result["closed"], result["state"]) == (True, "NOT_RUNNING")
+    assert _counts_written(cluster, sink) == {word: list(range(1, total + 1)) for word in WORDS}

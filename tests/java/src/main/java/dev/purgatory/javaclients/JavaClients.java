@@ -31,7 +31,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * Scenarios: {@code produce} ({@link Produce}), {@code consume} ({@link Consume}), {@code
  * group} ({@link GroupRebalance}), {@code admin} ({@link AdminScenario}), {@code log-info}
  * ({@link LogInfoScenario}), {@code topic-configs} ({@link TopicConfigsScenario}), {@code
- * alter-configs} ({@link AlterConfigsScenario}). A scenario that
+ * alter-configs} ({@link AlterConfigsScenario}), {@code streams-word-count} ({@link
+ * StreamsWordCount}, a Kafka Streams application). A scenario that
  * fails prints {@code {"error": class, "message": ...}} and exits 1.
  */
 public final class JavaClients {
@@ -43,7 +44,7 @@ public final class JavaClients {
 
     public static void main(String[] args) {
         if (args.length == 0) {
-            System.err.println("usage: JavaClients produce|consume|group|admin|log-info|topic-configs|alter-configs --bootstrap HOST:PORT ...");
+            System.err.println("usage: JavaClients produce|consume|group|admin|log-info|topic-configs|alter-configs|streams-word-count --bootstrap HOST:PORT ...");
             System.exit(2);
         }
         Map<String, Scenario> scenarios = new HashMap<>();
@@ -55,6 +56,7 @@ public final class JavaClients {
         scenarios.put("validate", ValidateAfterLeaderChange::run);
         scenarios.put("topic-configs", TopicConfigsScenario::run);
         scenarios.put("alter-configs", AlterConfigsScenario::run);
+        scenarios.put("streams-word-count", StreamsWordCount::run);
         Scenario scenario = scenarios.get(args[0]);
         if (scenario == null) {
             System.err.println("unknown scenario " + args[0] + "; one of " + scenarios.keySet());
