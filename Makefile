@@ -107,8 +107,9 @@ $(KAFKA_DIR)/.complete: $(KAFKA_POM)
 	  test -z "$$CI"; exit $$?; \
 	fi
 
-## make java-clients: the programs of tests/java (Apache Kafka's Java client against
-## Purgatory) built against each of JAVA_CLIENT_VERSIONS of kafka-clients from Maven Central,
+## make java-clients: the programs of tests/java (Apache Kafka's Java client and Kafka
+## Streams against Purgatory) built against each of JAVA_CLIENT_VERSIONS of kafka-clients
+## and kafka-streams from Maven Central,
 ## in build/java-clients/<version>/ (classes/, classpath.txt), for
 ## tests/cluster/test_java_clients.py. Quick once built; without a JDK or Maven, or offline,
 ## those tests skip.
