@@ -344,8 +344,8 @@ TOPIC_DEFAULT_CONFIGS: tuple[ConfigDef, ...] = (
         "log.roll.ms",
         int,
         None,
-        "Default time after which Kafka rolls a segment that is not full; segments here "
-        "roll by size only. Unset: `log.roll.hours`. Topic config: `segment.ms`.",
+        "Default time after which a segment that is not full rolls (by record timestamps, "
+        "as Kafka). Unset: `log.roll.hours`. Topic config: `segment.ms`.",
         at_least(1),
         topic_name="segment.ms",
     ),

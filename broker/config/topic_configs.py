@@ -131,8 +131,8 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         OneOf(CLEANUP_POLICIES),
         broker="log.cleanup.policy",
         effect="`compact` topics are compacted by the log cleaner (closed segments only: the "
-        "active one never is, so `segment.bytes` bounds what stays dirty; segments roll by size "
-        "only); every record produced to them needs a key (INVALID_RECORD, as in Kafka). "
+        "active one never is, so `segment.bytes` and `segment.ms` bound what stays dirty); "
+        "every record produced to them needs a key (INVALID_RECORD, as in Kafka). "
         "Without `delete`, as in Kafka, retention never deletes its segments (the memory "
         "budget, `log.memory.max.bytes`, still may)",
     ),
@@ -373,15 +373,15 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfig, ...] = (
         "Random jitter subtracted from `segment.ms`.",
         Range(0),
         broker="log.roll.jitter.ms",
-        effect="stored and described; segments roll by size only",
+        effect="stored and described; no jitter is subtracted",
     ),
     TopicConfig(
         "segment.ms",
         LONG,
-        "Time after which Kafka rolls a segment that is not full.",
+        "Time after which a segment that is not full rolls: when a batch's timestamp is "
+        "more than this past the active segment's first batch's (Kafka's rule).",
         Range(1),
         broker="log.roll.ms",
-        effect="stored and described; segments roll by size only",
     ),
     TopicConfig(
         "unclean.leader.election.enable",

@@ -48,6 +48,7 @@ class LogConfig:
     """The topic configs a log obeys (Kafka's LogConfig); -1 means unlimited."""
 
     segment_bytes: int = 16 * 1024 * 1024
+    segment_ms: int = 604_800_000
     retention_bytes: int = -1
     retention_ms: int = -1
     local_retention_bytes: int = USE_TOTAL_RETENTION
@@ -68,6 +69,7 @@ class LogConfig:
         delete = "delete" in configs["cleanup.policy"]
         return cls(
             segment_bytes=int(configs["segment.bytes"]),
+            segment_ms=int(configs["segment.ms"]),
             retention_bytes=int(configs["retention.bytes"]) if delete else -1,
             retention_ms=int(configs["retention.ms"]) if delete else -1,
             local_retention_bytes=int(configs["local.retention.bytes"]),
@@ -229,6 +231,8 @@ class Log:
             removed = sum(len(b) for b in segment.batches[index:])
             segment.next_offset = end
             del segment.bases[index:], segment.batches[index:], segment.ends[index:]
+            if not segment.batches:
+                segment.first_timestamp = -1
             segment.size_bytes -= removed
             self.size_bytes -= removed
             self.memory.used -= removed
@@ -243,7 +247,7 @@ class Log:
 
     def _store(self, base: int, batch: bytes, info: BatchInfo, leader_epoch: int) -> None:
         """Add a batch, its offsets assigned, at ``base``: a later epoch to the epoch cache,
-        the batch to the active segment (rolled when full), size retention and the memory
+        the batch to the active segment (rolled when full or old), size retention and the memory
         budget applied, then an idempotent producer's batch to the producer state. The
         cache and the producer state are called only when they have something to record:
         a call each saved per batch on the append path."""
@@ -251,10 +255,19 @@ class Log:
             self.leader_epochs.assign(leader_epoch, base)
         config = self.config
         segment = self.segments[-1]
-        if segment.batches and segment.size_bytes + info.size > config.segment_bytes:
+        first = segment.first_timestamp
+        if segment.batches and (
+            segment.size_bytes + info.size > config.segment_bytes
+            # Kafka's time rule (LogSegment.shouldRoll): the batch's largest timestamp more
+            # than segment.ms past the first batch's. Where that has none, Kafka goes by the
+            # segment's creation on its clock; here such a segment rolls by size only.
+            or (first >= 0 and info.max_timestamp - first > config.segment_ms)
+        ):
             segment = LogSegment(base)  # roll
             self.segments.append(segment)
             self._segment_bases.append(base)
+        if not segment.batches:
+            segment.first_timestamp = info.max_timestamp
         segment.bases.append(base)
         segment.batches.append(batch)
         self._appended_bytes += info.size

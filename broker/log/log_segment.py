@@ -15,7 +15,9 @@ class LogSegment:
     ``bases[i+1] == bases[i] + record count of batch i``; ``ends[i]`` is the number of bytes
     ever appended to the log up to and including batch i (log-wide, so the bytes between two
     offsets in different segments are still a subtraction); ``size_bytes`` is the sum of
-    the batch sizes; ``max_timestamp`` the largest record timestamp (-1 when empty).
+    the batch sizes; ``max_timestamp`` the largest record timestamp (-1 when empty) and
+    ``first_timestamp`` the first batch's largest (-1 when empty or not known: it decides
+    when the active segment rolls by time).
     A segment is never changed once closed, but replaced whole: by the log cleaner's copy
     (broker/log/cleaner/), whose batches keep their offsets with gaps between them, so
     ``bases[i+1] >= bases[i] + record count of batch i`` there.
@@ -26,6 +28,7 @@ class LogSegment:
         "bases",
         "batches",
         "ends",
+        "first_timestamp",
         "max_timestamp",
         "next_offset",
         "size_bytes",
@@ -38,6 +41,7 @@ class LogSegment:
         self.batches: list[bytes] = []
         self.ends: list[int] = []
         self.max_timestamp = -1
+        self.first_timestamp = -1
         self.size_bytes = 0
 
     def __len__(self) -> int:

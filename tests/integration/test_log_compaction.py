@@ -144,3 +144,46 @@ async def test_a_compacted_topic_keeps_each_keys_latest_value_and_forgets_tombst
         written = [*updates, (GONE, None), *tail]
         for offset, key, value in seen:  # each record at the offset it was written at
             assert (key, value) == written[offset]
+
+
+def produce_at(servers: str, topic: str, records: list[tuple[bytes, bytes, int]]) -> None:
+    """Records with the CreateTime timestamps given, acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": servers, "acks": "all", "linger.ms": 0})
+    for key, value, timestamp in records:
+        producer.produce(topic, value, key, partition=0, timestamp=timestamp)
+    assert producer.flush(30) == 0
+
+
+async def test_segment_ms_rolls_a_compacted_topic_by_record_time_for_its_cleaner() -> None:
+    # One segment.bytes would never fill: only segment.ms closes the segment to clean.
+    async with running_cluster(1, **{"log.cleaner.backoff.ms": 50}) as brokers:
+        servers = bootstrap(brokers)
+        configs = {**COMPACTED, "segment.bytes": str(1 << 20), "segment.ms": "100"}
+
+        def make() -> None:
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            admin = AdminClient({"bootstrap.servers": servers})
+            topic = NewTopic("rolled", 1, 1, config=configs)
+            for future in admin.create_topics([topic]).values():
+                future.result(timeout=20)
+
+        await in_thread(make)
+        start = int(time.time() * 1000) - 10_000
+        updates = [(b"k", b"old-%d" % i, start) for i in range(200)]
+        await in_thread(produce_at, servers, "rolled", updates)
+        log = brokers[0].replica_manager.partitions[("rolled", 0)].log
+        assert len(log.segments) == 1
+        # A record more than segment.ms (by its timestamp) past the segment's first rolls it.
+        await in_thread(produce_at, servers, "rolled", [(b"k", b"new", start + 1_000)])
+        assert [s.base_offset for s in log.segments] == [0, 200]
+        await wait_until(
+            lambda: (
+                sum(len(s) for s in log.segments[:-1]) == 1
+                and len(decode_records(b"".join(log.read(log.log_start_offset, 1 << 30)))) == 2
+            ),
+            timeout=20,
+            message="the closed segment cleaned down to the key's last update in it",
+        )

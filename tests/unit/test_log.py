@@ -173,3 +173,35 @@ def test_retention_deletes_only_under_the_delete_cleanup_policy(policy: str, kep
         append(log, bytes([i]) * 100, ts=0)
     log.delete_old_segments(10**13)  # long past retention.ms too
     assert (log.log_start_offset == 0) is kept
+
+
+def test_the_active_segment_rolls_when_a_batch_is_segment_ms_past_its_first() -> None:
+    # Kafka's rule by record timestamps: the first batch's at 1,000 starts the clock.
+    log = Log(LogConfig(segment_ms=100))
+    append(log, b"a", ts=1_000)
+    append(log, b"b", ts=1_100)  # exactly segment.ms past: not yet
+    assert len(log.segments) == 1
+    append(log, b"c", ts=1_101)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    append(log, b"d", ts=1_150)  # the new segment's clock started at 1,101
+    append(log, b"e", ts=1_202)
+    assert [s.base_offset for s in log.segments] == [0, 2, 4]
+
+
+def test_a_segment_whose_first_batch_has_no_timestamp_rolls_by_size_only() -> None:
+    log = Log(LogConfig(segment_ms=100))
+    append(log, b"a", ts=-1)
+    append(log, b"b", ts=10_000)
+    assert len(log.segments) == 1
+
+
+def test_after_a_truncation_the_segment_active_again_keeps_its_first_timestamp() -> None:
+    log = Log(LogConfig(segment_ms=100))
+    append(log, b"a", ts=1_000)
+    append(log, b"b", ts=1_101)  # rolls: a second segment starts at offset 1
+    log.truncate_to(1)  # gone again: the first segment is the active one
+    assert [s.base_offset for s in log.segments] == [0]
+    append(log, b"c", ts=1_050)
+    assert len(log.segments) == 1
+    append(log, b"d", ts=1_101)
+    assert [s.base_offset for s in log.segments] == [0, 2]
