@@ -185,13 +185,22 @@ class Log:
         Raises ValueError if it does not start at this log's end: a follower fetches from
         its log end, so anything else means the two logs disagree. In a compacted log it
         may start after it: the leader's cleaner removed the records between (a gap, as in
-        Kafka).
+        Kafka). An empty log may start inside it (below).
         """
         base = info.base_offset
-        if base < self.log_end_offset or (base > self.log_end_offset and not self.config.compact):
-            raise ValueError(
-                f"replicated batch starts at offset {base}, the log ends at {self.log_end_offset}"
-            )
+        end = self.log_end_offset
+        if base < end < base + info.record_count and end == self.log_start_offset:
+            # An empty log starting inside the batch: the leader's log start is not at a
+            # batch's start (DeleteRecords moves it to any offset), and reads from it return
+            # the batch holding it. Kafka's follower then starts its log over at the batch
+            # (truncateFullyAndStartAt on UnexpectedAppendOffsetException); the log start
+            # stays where the leader's is.
+            self.reset_to(base)
+            self._store(base, batch, info, info.partition_leader_epoch)
+            self.maybe_increment_log_start_offset(end)
+            return
+        if base < end or (base > end and not self.config.compact):
+            raise ValueError(f"replicated batch starts at offset {base}, the log ends at {end}")
         self._store(base, batch, info, info.partition_leader_epoch)
 
     def reset_to(self, offset: int) -> None:

@@ -205,3 +205,29 @@ def test_after_a_truncation_the_segment_active_again_keeps_its_first_timestamp()
     assert len(log.segments) == 1
     append(log, b"d", ts=1_101)
     assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_an_empty_follower_starting_inside_the_leaders_first_batch_takes_it_whole() -> None:
+    # DeleteRecords moved the leader's log start into a batch: a follower that starts over
+    # there (empty, at offset 3) is sent the batch holding it, from offset 0.
+    leader = Log()
+    append(leader, b"a", b"b", b"c", b"d", b"e", b"f")
+    assert leader.maybe_increment_log_start_offset(3)
+    [batch] = leader.read(3, 10**6)
+    follower = Log()
+    follower.reset_to(3)
+    follower.append_as_follower(batch, validate_batch(batch, verify_records=False))
+    assert (follower.log_start_offset, follower.log_end_offset) == (3, 6)
+    assert [r.offset for b in follower.read(3, 10**6) for r in decode_records(b)] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
+    with pytest.raises(OffsetOutOfRange):
+        follower.read(2, 10**6)
+    # A follower that holds records still refuses a batch from before its end.
+    with pytest.raises(ValueError, match="starts at offset 0"):
+        follower.append_as_follower(batch, validate_batch(batch, verify_records=False))
