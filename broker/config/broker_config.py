@@ -101,7 +101,6 @@ IntConfig = Literal[
     "controlled.shutdown.retry.backoff.ms",
     "offsets.topic.num.partitions",
     "offsets.topic.replication.factor",
-    "offsets.topic.segment.bytes",
     "offsets.commit.timeout.ms",
     "offsets.retention.minutes",
     "offsets.retention.check.interval.ms",

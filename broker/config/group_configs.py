@@ -24,14 +24,6 @@ GROUP_CONFIGS: tuple[ConfigDef, ...] = (
         at_least(1),
     ),
     ConfigDef(
-        "offsets.topic.segment.bytes",
-        int,
-        104857600,
-        "`segment.bytes` of `__consumer_offsets`, a compacted topic (as in Kafka): the log "
-        "cleaner keeps the latest record of each group and offset below its active segment.",
-        at_least(1),
-    ),
-    ConfigDef(
         "offsets.commit.timeout.ms",
         int,
         5000,

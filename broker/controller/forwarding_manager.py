@@ -198,9 +198,7 @@ class ForwardingManager:
         """A group needs its coordinator: create ``__consumer_offsets`` (Kafka's
         AutoTopicCreationManager does so for FindCoordinator, whatever
         ``auto.create.topics.enable`` says). Its replication factor is capped at the
-        cluster's size. It is compacted, as Kafka's (GroupCoordinator's topic configs):
-        the cleaner keeps each key's latest record, a group's metadata or an offset, and
-        nothing expires by time or size."""
+        cluster's size; its records never expire by time or size."""
         if OFFSETS_TOPIC in self._auto_creating or OFFSETS_TOPIC in self.metadata.topics:
             return
         live = len(self.metadata.live_brokers) or 1
@@ -209,11 +207,7 @@ class ForwardingManager:
             OFFSETS_TOPIC,
             self.config["offsets.topic.num.partitions"],
             max(factor, 1),
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-                "compression.type": "producer",
-            },
+            {"retention.ms": "-1", "retention.bytes": "-1"},
         )
         self._create_in_background(topic)
 

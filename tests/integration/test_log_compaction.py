@@ -93,8 +93,8 @@ def read_all(servers: str) -> list[tuple[int, bytes, bytes | None]]:
     raise AssertionError("the consumer did not reach the end of the partition")
 
 
-def replica_records(broker: Broker, topic: str = TOPIC) -> list[Any]:
-    log = broker.replica_manager.partitions[(topic, 0)].log
+def replica_records(broker: Broker) -> list[Any]:
+    log = broker.replica_manager.partitions[(TOPIC, 0)].log
     return decode_records(b"".join(log.read(log.local_log_start_offset, 1 << 30)))
 
 
@@ -187,60 +187,3 @@ async def test_segment_ms_rolls_a_compacted_topic_by_record_time_for_its_cleaner
             timeout=20,
             message="the closed segment cleaned down to the key's last update in it",
         )
-
-
-def commit_offsets(servers: str, group: str, offsets: range) -> None:
-    """One synchronous commit per offset, of partition 0 of topic ``compacted``."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {"bootstrap.servers": servers, "group.id": group, "enable.auto.commit": False}
-    )
-    try:
-        for offset in offsets:
-            consumer.commit(offsets=[TopicPartition(TOPIC, 0, offset)], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def committed(servers: str, group: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {"bootstrap.servers": servers, "group.id": group, "enable.auto.commit": False}
-    )
-    try:
-        offset: int = consumer.committed([TopicPartition(TOPIC, 0)], timeout=20)[0].offset
-        return offset
-    finally:
-        consumer.close()
-
-
-async def test_consumer_offsets_is_compacted_and_its_next_coordinator_loads_the_latest() -> None:
-    from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
-
-    settings = {
-        "default.replication.factor": 3,
-        "log.cleaner.backoff.ms": 50,
-        "offsets.topic.num.partitions": 1,
-        "offsets.topic.segment.bytes": 2048,
-    }
-    async with running_cluster(3, **settings) as brokers:
-        servers = bootstrap(brokers)
-        await in_thread(create, servers)
-        await in_thread(commit_offsets, servers, "compacted-commits", range(1, 301))
-        await wait_until(
-            lambda: all(
-                len(replica_records(b, OFFSETS_TOPIC)) < 100
-                and b.replica_manager.partitions[(OFFSETS_TOPIC, 0)].log.log_end_offset >= 300
-                for b in brokers
-            ),
-            timeout=30,
-            message="__consumer_offsets cleaned on every replica",
-        )
-        coordinator = next(
-            b for b in brokers if b.replica_manager.partitions[(OFFSETS_TOPIC, 0)].is_leader
-        )
-        await coordinator.stop()
-        brokers.remove(coordinator)
-        assert await in_thread(committed, bootstrap(brokers), "compacted-commits") == 300
