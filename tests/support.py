@@ -116,3 +116,23 @@ async def running_cluster(
 
 def bootstrap(brokers: list[Broker]) -> str:
     return ",".join(f"127.0.0.1:{b.port}" for b in brokers)
+
+
+# The topic configs Kafka Streams asks for (StreamsConfig's defaults): a changelog is
+# compacted, a repartition topic deletes with unlimited time retention and 50 MiB
+# segments; both are CreateTime.
+STREAMS_CHANGELOG = {
+    "cleanup.policy": "compact",
+    "message.timestamp.type": "CreateTime",
+    "min.compaction.lag.ms": "0",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "min.cleanable.dirty.ratio": "0.5",
+    "delete.retention.ms": "86400000",
+    "segment.ms": "604800000",
+}
+STREAMS_REPARTITION = {
+    "cleanup.policy": "delete",
+    "segment.bytes": "52428800",
+    "retention.ms": "-1",
+    "message.timestamp.type": "CreateTime",
+}

@@ -18,29 +18,17 @@ from typing import Any, TypeVar
 import pytest
 
 from purgatory.broker.server import Broker
-from tests.support import bootstrap, running_cluster, wait_until
+from tests.support import (
+    STREAMS_CHANGELOG,
+    STREAMS_REPARTITION,
+    bootstrap,
+    running_cluster,
+    wait_until,
+)
 
 T = TypeVar("T")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-# What Kafka Streams 4.x gives its internal topics (InternalTopicManager, with the
-# defaults of StreamsConfig): a changelog is compacted, a repartition topic deletes
-# with unlimited time retention and 50 MiB segments; both are CreateTime.
-STREAMS_CHANGELOG = {
-    "cleanup.policy": "compact",
-    "message.timestamp.type": "CreateTime",
-    "min.compaction.lag.ms": "0",
-    "max.compaction.lag.ms": "9223372036854775807",
-    "min.cleanable.dirty.ratio": "0.5",
-    "delete.retention.ms": "86400000",
-    "segment.ms": "604800000",
-}
-STREAMS_REPARTITION = {
-    "cleanup.policy": "delete",
-    "segment.bytes": "52428800",
-    "retention.ms": "-1",
-    "message.timestamp.type": "CreateTime",
-}
 # Spring Kafka's TopicBuilder.name(...).compact() and the configs a Connect-style
 # compacted config topic is made with.
 SPRING_COMPACT = {"cleanup.policy": "compact"}

@@ -9,6 +9,7 @@ import pytest
 from purgatory.broker.config.broker_config import load_config, validate_topic_configs
 from purgatory.broker.config.config_def import ConfigError
 from purgatory.broker.config.topic_configs import TOPIC_CONFIGS, kafka_value
+from tests.support import STREAMS_CHANGELOG
 
 KAFKA_4_TOPIC_CONFIGS = {
     "cleanup.policy", "compression.type", "compression.gzip.level", "compression.lz4.level",
@@ -106,15 +107,7 @@ def test_a_tiered_topic_may_not_be_compacted() -> None:
 
 def test_kafka_streams_changelog_and_repartition_configs_are_accepted() -> None:
     defaults = load_config(environ={}).topic_defaults()
-    changelog = {
-        "cleanup.policy": "compact",
-        "message.timestamp.type": "CreateTime",
-        "min.compaction.lag.ms": "0",
-        "max.compaction.lag.ms": "9223372036854775807",
-        "min.cleanable.dirty.ratio": "0.5",
-        "delete.retention.ms": "86400000",
-        "segment.ms": "604800000",
-    }
+    changelog = dict(STREAMS_CHANGELOG)
     repartition = {
         "cleanup.policy": "delete",
         "segment.bytes": "52428800",

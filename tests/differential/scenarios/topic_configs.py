@@ -9,25 +9,11 @@ from typing import Any
 from purgatory.protocol.api import ApiKey
 from tests.differential.harness import Client
 from tests.differential.scenarios.base import METADATA, create, scenario, topic_ready
+from tests.support import STREAMS_CHANGELOG, STREAMS_REPARTITION
 
 DESCRIBE_CONFIGS = 4
 TOPIC = 2
 
-STREAMS_CHANGELOG = {
-    "cleanup.policy": "compact",
-    "message.timestamp.type": "CreateTime",
-    "min.compaction.lag.ms": "0",
-    "max.compaction.lag.ms": "9223372036854775807",
-    "min.cleanable.dirty.ratio": "0.5",
-    "delete.retention.ms": "86400000",
-    "segment.ms": "604800000",
-}
-STREAMS_REPARTITION = {
-    "cleanup.policy": "delete",
-    "segment.bytes": "52428800",
-    "retention.ms": "-1",
-    "message.timestamp.type": "CreateTime",
-}
 # Asked of every topic by name: its own configs and defaults of every type (the defaults
 # where Purgatory's differ on purpose, segment.bytes and retention.bytes, are left out).
 ASKED = [
