@@ -198,11 +198,15 @@ class ForwardingManager:
         """A group needs its coordinator: create ``__consumer_offsets`` (Kafka's
         AutoTopicCreationManager does so for FindCoordinator, whatever
         ``auto.create.topics.enable`` says). Its replication factor is capped at the
-        cluster's size; its records never expire by time or size."""
+        cluster's size (the brokers registered or in the quorum, not those live now: a
+        group found while a broker starts or is fenced must not get fewer replicas for
+        ever; the controller refuses until enough are live, and FindCoordinator answers
+        COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka's does). Its records never expire
+        by time or size."""
         if OFFSETS_TOPIC in self._auto_creating or OFFSETS_TOPIC in self.metadata.topics:
             return
-        live = len(self.metadata.live_brokers) or 1
-        factor = min(self.config["offsets.topic.replication.factor"], live)
+        size = len(self.metadata.known_brokers) or 1
+        factor = min(self.config["offsets.topic.replication.factor"], size)
         topic = m.CreatableTopic(
             OFFSETS_TOPIC,
             self.config["offsets.topic.num.partitions"],

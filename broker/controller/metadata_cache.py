@@ -90,6 +90,12 @@ class MetadataCache:
         return self.image.unfenced_brokers()
 
     @property
+    def known_brokers(self) -> frozenset[int]:
+        """Brokers registered (fenced or not) or named among the quorum's members: the
+        cluster as this broker knows it, even while some of it is starting or away."""
+        return frozenset(self.image.brokers) | frozenset(self.members)
+
+    @property
     def epoch(self) -> int:
         """The offset of the last metadata record applied (-1: none yet)."""
         return self.image.offset

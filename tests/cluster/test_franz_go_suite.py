@@ -93,4 +93,4 @@ def test_franz_go_kgo_integration_test_passes(name: str, cluster: Cluster, tmp_p
         "KGO_TEST_RECORDS": str(RECORDS),
         "KGO_LOG_LEVEL": os.environ.get("KGO_LOG_LEVEL", "info"),
     }
-    assert_go_test_passes(kgo_binary(), name, env, tmp_path, timeout_s=120)
+    assert_go_test_passes(kgo_binary(), name, env, tmp_path, timeout_s=120, cluster=cluster)

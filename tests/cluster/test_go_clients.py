@@ -64,4 +64,4 @@ def test_go_client_against_purgatory(
     client: str, name: str, cluster: Cluster, tmp_path: Path
 ) -> None:
     env = {"PURGATORY_BOOTSTRAP": cluster.bootstrap_servers}
-    assert_go_test_passes(binary(client), name, env, tmp_path, timeout_s=90)
+    assert_go_test_passes(binary(client), name, env, tmp_path, timeout_s=90, cluster=cluster)

@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 import structlog
 
+from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient, Consumer, Producer
+from purgatory.protocol.errors import ErrorCode
 from tests.integration.test_console_producer import cli
 from tests.support import bootstrap, running_cluster, wait_until
 
@@ -102,3 +104,21 @@ async def test_keyless_records_go_to_partitions_that_have_a_leader(
         await producer.cluster.refresh(["orders"])
         metadata = [await producer.send_and_wait("orders", b"x" * 60) for _ in range(20)]
     assert {r.partition for r in metadata} == {0, 1, 2} - {dead}
+
+
+async def test_the_offsets_topic_waits_for_the_whole_cluster_rather_than_fewer_replicas() -> None:
+    """A group looked up first while one broker of three is away gets no coordinator (as
+    from Kafka, whose controller refuses a replication factor above the live brokers)
+    rather than an `__consumer_offsets` with two replicas for ever."""
+    async with running_cluster(3, **FAST_FENCING) as brokers:
+        await brokers[2].stop()
+        live = brokers[:2]
+        await wait_until(
+            lambda: 2 not in live[0].metadata.live_brokers, message="broker 2 seen as dead"
+        )
+        coordinator, forwarding = live[0].group_coordinator, live[0].forwarding
+        assert coordinator.find_coordinator("g") == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+        await wait_until(lambda: not forwarding._auto_creating, message="the creation's answer")
+        assert coordinator.find_coordinator("g") == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+        await wait_until(lambda: not forwarding._auto_creating, message="the creation's answer")
+        assert OFFSETS_TOPIC not in live[0].metadata.topics
