@@ -23,7 +23,13 @@ from purgatory.common.histogram import FetchLatency
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import METADATA_STALE, ErrorCode, KafkaError
-from purgatory.protocol.records import CorruptRecordError, Header, decode_records
+from purgatory.protocol.records import (
+    CorruptRecordError,
+    Header,
+    batch_end,
+    decode_records,
+    iter_batches,
+)
 
 # Partition errors a fetch retries rather than raising from poll().
 RETRIED_FETCH_ERRORS = frozenset({ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR})
@@ -233,4 +239,10 @@ class Fetcher:
             state.fetch_positions[tp] = records[-1].offset + 1
             await self.queue.put(Chunk(tp, epoch, records))
             self.queue_high_water = max(self.queue_high_water, self.queue.qsize())
+        else:
+            # Batches with no record for the application (a transaction marker, a batch
+            # the log cleaner emptied): the position moves past them, as Kafka's does.
+            end = max((batch_end(b) for b in iter_batches(part.records)), default=offset)
+            if end > offset:
+                state.fetch_positions[tp] = end
         return False

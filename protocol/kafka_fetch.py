@@ -10,12 +10,14 @@ Clients skip tagged fields they do not know.
 
 Per version: 7 adds the top-level error code and session id, 5 the log start offset, 11
 the preferred read replica, 12 compact encodings and tagged fields, 13 topic ids instead
-of names.
+of names. Each partition carries its last stable offset and, for a read_committed fetch,
+its aborted transactions (null for read_uncommitted, as Kafka writes them).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 WAIT_TIME_TAG = 736  # KIP-736's number; Kafka's own FetchResponse tags are 0..2
@@ -26,6 +28,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 _TOP_V7 = struct.Struct(">ihi")  # throttle time, error code, session id
 _NO_ZERO_UUID = bytes(16)
 
@@ -36,6 +39,9 @@ class FetchPartition(NamedTuple):
     high_watermark: int
     log_start_offset: int
     records: bytes
+    last_stable_offset: int = -1
+    # (producer id, first offset) each; None (a null array) for read_uncommitted
+    aborted_transactions: Sequence[tuple[int, int]] | None = None
 
 
 class FetchTopic(NamedTuple):
@@ -79,11 +85,19 @@ class FetchResponseBody:
             _array_length(out, len(topic.partitions), flexible)
             for p in topic.partitions:
                 out += _PARTITION_HEAD.pack(
-                    p.partition, p.error_code, p.high_watermark, p.high_watermark
+                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset
                 )
                 if version >= 5:
                     out += _I64.pack(p.log_start_offset)
-                _array_length(out, 0, flexible)  # aborted transactions: none
+                aborted = p.aborted_transactions
+                if aborted is None:
+                    _array_length(out, -1, flexible)  # null
+                else:
+                    _array_length(out, len(aborted), flexible)
+                    for producer_id, first_offset in aborted:
+                        out += _ABORTED.pack(producer_id, first_offset)
+                        if flexible:
+                            out.append(0)  # aborted transaction tagged fields
                 if version >= 11:
                     out += _I32.pack(-1)  # preferred read replica: none
                 records = p.records

@@ -118,8 +118,6 @@ def validate(batch: bytes | memoryview, *, stored: bool = False) -> BatchInfo:
         raise InconsistentBatchError(
             f"record_count {count} does not match last_offset_delta {last_delta}"
         )
-    if attributes & TRANSACTIONAL_FLAG:
-        raise CorruptRecordError("transactional batches are not supported (no transactions)")
     return BatchInfo(
         base,
         epoch,
@@ -130,6 +128,30 @@ def validate(batch: bytes | memoryview, *, stored: bool = False) -> BatchInfo:
         producer_id,
         producer_epoch,
         base_sequence,
+        bool(attributes & TRANSACTIONAL_FLAG),
+        bool(attributes & CONTROL_FLAG),
+    )
+
+
+def stored_info(batch: bytes | memoryview) -> BatchInfo:
+    """A stored v2 batch's header figures, unchecked (no CRC): what a log replays to
+    rebuild its producers' state after a truncation. ``record_count`` is the offsets it
+    spans, as ``validate(stored=True)`` gives it."""
+    (base, _, epoch, _, _, attributes, last_delta, base_ts, max_ts, pid, pepoch, seq, _) = (
+        HEADER.unpack_from(batch)
+    )
+    return BatchInfo(
+        base,
+        epoch,
+        last_delta + 1,
+        base_ts,
+        max(max_ts, base_ts),
+        len(batch),
+        pid,
+        pepoch,
+        seq,
+        bool(attributes & TRANSACTIONAL_FLAG),
+        bool(attributes & CONTROL_FLAG),
     )
 
 
@@ -188,9 +210,31 @@ def encode(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """One uncompressed v2 batch of (timestamp_ms, key, value, headers) records, at
-    consecutive offsets from ``base_offset``."""
+    consecutive offsets from ``base_offset``; ``transactional``: a transactional
+    producer's (its attributes' transactional bit set)."""
+    return _encode(
+        records,
+        TRANSACTIONAL_FLAG if transactional else 0,
+        base_offset,
+        leader_epoch,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+    )
+
+
+def _encode(
+    records: Sequence[tuple[int, bytes | None, bytes | None, Sequence[Header]]],
+    attributes: int,
+    base_offset: int,
+    leader_epoch: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> bytes:
     if not records:
         raise ValueError("a batch holds at least one record")
     base_ts = min(r[0] for r in records)
@@ -210,7 +254,7 @@ def encode(
         body += record
     tail = (
         _AFTER_CRC.pack(
-            0,
+            attributes,
             len(records) - 1,
             base_ts,
             max_ts,
@@ -226,6 +270,64 @@ def encode(
         + struct.pack(">I", crc32c(tail))
         + tail
     )
+
+
+# Kafka's ControlRecordType keys of a transaction marker (EndTransactionMarker).
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+_CONTROL_KEY = struct.Struct(">hh")  # version 0, type
+_MARKER_VALUE = struct.Struct(">hi")  # version 0, coordinator epoch
+
+
+def end_txn_marker(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int
+) -> bytes:
+    """The control batch ending a producer's transaction in one partition, as Kafka's
+    EndTransactionMarker writes it (MemoryRecords.withEndTransactionMarker): transactional
+    and control bits set, no sequence, base offset 0 (the leader assigns it), one record
+    whose key is the marker's type (version 0, 0 abort or 1 commit) and whose value is
+    version 0 and the coordinator's epoch."""
+    key = _CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    return _encode(
+        [(timestamp_ms, key, value, ())],
+        TRANSACTIONAL_FLAG | CONTROL_FLAG,
+        0,
+        -1,
+        producer_id,
+        producer_epoch,
+        -1,
+    )
+
+
+def parse_end_txn_marker(batch: bytes | memoryview) -> tuple[bool, int]:
+    """(commit, coordinator epoch) of a control batch holding a transaction marker; raises
+    CorruptRecordError for any other batch (a control record of another type, as KRaft's
+    log holds, is not a marker)."""
+    (base_offset, _, _, _, _, attributes, _, _, _, _, _, _, count) = HEADER.unpack_from(batch)
+    if not attributes & CONTROL_FLAG or count < 1:
+        raise CorruptRecordError(f"batch at offset {base_offset} is not a transaction marker")
+    data = _decompress(attributes & CODEC_MASK, bytes(batch[HEADER_SIZE:]), base_offset)
+    try:
+        _, pos = _read_varint(data, 0)  # record length
+        pos += 1  # record attributes
+        _, pos = _read_varint(data, pos)  # timestamp delta
+        _, pos = _read_varint(data, pos)  # offset delta
+        key, pos = _read_bytes(data, pos)
+        value, pos = _read_bytes(data, pos)
+    except IndexError:
+        key = value = None
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control batch at offset {base_offset} has no control key")
+    _, kind = _CONTROL_KEY.unpack_from(key)
+    if kind not in (ABORT_MARKER, COMMIT_MARKER):
+        raise CorruptRecordError(
+            f"control batch at offset {base_offset} is of type {kind}, not a transaction marker"
+        )
+    if value is None or len(value) < _MARKER_VALUE.size:
+        raise CorruptRecordError(f"transaction marker at offset {base_offset} has no value")
+    _, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
+    return kind == COMMIT_MARKER, coordinator_epoch
 
 
 def record_entries(batch: bytes | memoryview) -> list[tuple[int, bytes | None, bool, bytes]]:

@@ -81,7 +81,9 @@ class ConsumerRecord(msgspec.Struct, frozen=True):
 
 class BatchInfo(msgspec.Struct, frozen=True):
     """What the broker needs of a batch without decoding its records (the producer fields
-    are those of an idempotent Kafka producer's v2 batch; -1 otherwise).
+    are those of an idempotent Kafka producer's v2 batch; -1 otherwise; ``transactional``
+    and ``control`` the v2 attributes' bits: a transactional producer's batch, and a
+    transaction marker).
 
     ``base_offset`` and ``partition_leader_epoch`` are as the batch says: a leader ignores
     a producer's and writes its own (``assign_offsets``); a follower keeps the leader's."""
@@ -95,6 +97,8 @@ class BatchInfo(msgspec.Struct, frozen=True):
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    transactional: bool = False
+    control: bool = False
 
 
 _records_encoder = msgspec.msgpack.Encoder()
@@ -200,6 +204,15 @@ def batch_base_offset(batch: bytes | memoryview) -> int:
 def batch_leader_epoch(batch: bytes | memoryview) -> int:
     """The partition leader epoch the broker stamped on a stored batch."""
     return int(_BROKER_FIELDS.unpack_from(batch)[2])
+
+
+def batch_end(batch: bytes | memoryview) -> int:
+    """The offset after a stored batch (of either format): its base offset plus the
+    offsets it spans, which a compacted Kafka batch keeps in ``last_offset_delta``."""
+    base = int.from_bytes(batch[0:8], "big", signed=True)
+    if batch[16] == KAFKA_MAGIC:
+        return base + int.from_bytes(batch[23:27], "big", signed=True) + 1
+    return base + int.from_bytes(batch[39:43], "big", signed=True)
 
 
 def iter_batches(data: bytes | memoryview) -> Iterator[memoryview]:

@@ -161,6 +161,7 @@ class Harness:
         min_bytes: int = 1,
         max_wait_ms: int = 500,
         leader_epoch: int = -1,
+        isolation_level: int = 0,
     ) -> asyncio.Future[FetchResult]:
         """A fetch of partition 0; its result (a done future unless it waits)."""
         params = FetchParams(
@@ -169,6 +170,7 @@ class Harness:
             min_bytes,
             1 << 20,
             (((topic, 0), PartitionFetchInfo(offset, 1 << 20, leader_epoch)),),
+            isolation_level=isolation_level,
         )
         result = self.replica_manager.fetch_messages(params)
         if isinstance(result, FetchResult):

@@ -22,13 +22,15 @@ def fetch_params(
     name_of: Callable[[Any], str],
     replica_epoch: int = -1,
     negative_offset_refused: bool = True,
+    isolation_level: int = 0,
 ) -> FetchParams:
     """``topics`` is the request's topic list, each topic named by ``name_of`` and with
     ``partitions`` that have ``partition``, ``fetch_offset``, ``partition_max_bytes`` and,
     from Kafka's Fetch v9 (KIP-320), ``current_leader_epoch`` (-1, not checked, before;
     any negative one is none).
     Without ``negative_offset_refused`` a negative ``fetch_offset`` is fetched, and answered
-    OFFSET_OUT_OF_RANGE for its partition alone, as Kafka's listener does."""
+    OFFSET_OUT_OF_RANGE for its partition alone, as Kafka's listener does.
+    ``isolation_level``: 1 reads committed records only (Kafka's READ_COMMITTED)."""
     if max_bytes < 0 or min_bytes < 0 or max_wait_ms < 0:
         raise RequestError(
             ErrorCode.INVALID_REQUEST, "max_wait_ms, min_bytes and max_bytes must not be negative"
@@ -50,5 +52,11 @@ def fetch_params(
             info = PartitionFetchInfo(p.fetch_offset, p.partition_max_bytes, epoch, log_start)
             partitions.append(((name, p.partition), info))
     return FetchParams(
-        replica_id, max_wait_ms, min_bytes, max_bytes, tuple(partitions), replica_epoch
+        replica_id,
+        max_wait_ms,
+        min_bytes,
+        max_bytes,
+        tuple(partitions),
+        replica_epoch,
+        1 if isolation_level == 1 else 0,
     )

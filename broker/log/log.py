@@ -11,6 +11,15 @@ included; the log start offset reported to clients is the start of the whole log
 
 Deletion is by whole segments, never the active one, as in Kafka. Nothing here reads a
 clock: time-based retention is given the time.
+
+Transactions: the producer state (broker/log/producer_state.py) knows each open
+transaction; ``first_unstable_offset`` is where the first of them (or of those ended by a
+marker not yet committed) starts, and the last stable offset (a partition's, the high
+watermark at most) never passes it. Each transaction ended by an abort marker is kept in
+``aborted_txns`` (Kafka's TransactionIndex, one for the whole log), which answers a
+read_committed fetch's ``aborted_transactions``. A truncation replays the batch headers
+left to rebuild both (truncation is rare; Kafka reloads from a snapshot instead); an
+entry goes when its marker is truncated away or the log start passes it.
 """
 
 from __future__ import annotations
@@ -24,8 +33,15 @@ from typing import Any
 
 from purgatory.broker.log.leader_epoch_cache import LeaderEpochCache
 from purgatory.broker.log.log_segment import LogSegment, RemoteLogSegmentMetadata
-from purgatory.broker.log.producer_state import ProducerStateManager
-from purgatory.protocol.records import KAFKA_MAGIC, BatchInfo, assign_offsets, decode_records
+from purgatory.broker.log.producer_state import CompletedTxn, ProducerStateManager
+from purgatory.protocol.kafka_records import parse_end_txn_marker, stored_info
+from purgatory.protocol.records import (
+    KAFKA_MAGIC,
+    BatchInfo,
+    assign_offsets,
+    batch_end,
+    decode_records,
+)
 
 # Kafka's "use the value of retention.*" marker for local.retention.*.
 USE_TOTAL_RETENTION = -2
@@ -127,6 +143,7 @@ class Log:
         "_appended_bytes",
         "_copied_to",
         "_segment_bases",
+        "aborted_txns",
         "cleaner_checkpoint",
         "config",
         "leader_epochs",
@@ -156,6 +173,8 @@ class Log:
         self.remote_size_bytes = 0
         self.leader_epochs = LeaderEpochCache()
         self.producer_state = ProducerStateManager()
+        # Aborted transactions in the order of their markers (Kafka's TransactionIndex).
+        self.aborted_txns: list[CompletedTxn] = []
         self.cleaner_checkpoint = 0
 
     def __len__(self) -> int:
@@ -215,6 +234,7 @@ class Log:
         self.log_start_offset = self.local_log_start_offset = self.log_end_offset = offset
         self.leader_epochs.clear()
         self.producer_state.clear()
+        self.aborted_txns = []
         self.cleaner_checkpoint = offset
 
     def truncate_to(self, offset: int) -> None:
@@ -251,15 +271,39 @@ class Log:
             self._appended_bytes = last
         new_end = self.log_end_offset = segment.next_offset
         self.leader_epochs.truncate_from_end(new_end)
-        self.producer_state.truncate_from(new_end)
+        if self.producer_state.transactional:
+            self._rebuild_producer_state(new_end)
+        else:
+            self.producer_state.truncate_from(new_end)
         self.cleaner_checkpoint = min(self.cleaner_checkpoint, new_end)
+
+    def _rebuild_producer_state(self, end: int) -> None:
+        """The producer state and aborted transactions of the batches left below ``end``,
+        replayed from their headers (a marker's record read too)."""
+        self.aborted_txns = [t for t in self.aborted_txns if t.last_offset < end]
+        state = self.producer_state
+        state.clear()
+        for segment in self.segments:
+            for base, batch in zip(segment.bases, segment.batches, strict=True):
+                if batch[16] != KAFKA_MAGIC:
+                    continue
+                info = stored_info(batch)
+                if info.producer_id < 0:
+                    continue
+                if info.control:
+                    commit, coordinator_epoch = parse_end_txn_marker(batch)
+                    state.complete_txn(info, base, commit, coordinator_epoch)
+                else:
+                    state.update(info, base)
 
     def _store(self, base: int, batch: bytes, info: BatchInfo, leader_epoch: int) -> None:
         """Add a batch, its offsets assigned, at ``base``: a later epoch to the epoch cache,
         the batch to the active segment (rolled when full or old), size retention and the memory
         budget applied, then an idempotent producer's batch to the producer state. The
         cache and the producer state are called only when they have something to record:
-        a call each saved per batch on the append path."""
+        a call each saved per batch on the append path. A transaction marker is read
+        first (a bad one raises CorruptRecordError before anything changes)."""
+        marker = parse_end_txn_marker(batch) if info.control and info.producer_id >= 0 else None
         if leader_epoch > self.leader_epochs.latest_epoch:
             self.leader_epochs.assign(leader_epoch, base)
         config = self.config
@@ -298,7 +342,44 @@ class Log:
         if memory.used > memory.trigger:
             memory.over()
         if info.producer_id >= 0:
-            self.producer_state.update(info, base)
+            if marker is None:
+                self.producer_state.update(info, base)
+            else:
+                ended = self.producer_state.complete_txn(info, base, *marker)
+                if ended.aborted:
+                    self.aborted_txns.append(ended)
+
+    # -- transactions ----------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """Where the first open transaction starts (or the first ended by a marker the high
+        watermark has not passed yet: ``producer_state.on_high_watermark_updated``); None
+        when there is none. Never below the log start."""
+        first = self.producer_state.first_unstable_offset()
+        return None if first is None else max(first, self.log_start_offset)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of each aborted transaction overlapping the offsets
+        [``start``, ``upper``) (Kafka's collectAbortedTransactions): what a read_committed
+        consumer of those offsets must drop."""
+        txns = self.aborted_txns
+        if not txns:
+            return []
+        out: list[tuple[int, int]] = []
+        for i in range(bisect.bisect_left(txns, start, key=_marker_offset), len(txns)):
+            txn = txns[i]
+            if txn.first_offset < upper:
+                out.append((txn.producer_id, txn.first_offset))
+            if txn.last_stable_offset >= upper:  # every later one starts after upper
+                break
+        return out
+
+    def _transactions_start_at(self, offset: int) -> None:
+        """The log starts at ``offset`` now: aborted transactions wholly below it go."""
+        txns = self.aborted_txns
+        if txns and txns[0].last_offset < offset:
+            self.aborted_txns = [t for t in txns if t.last_offset >= offset]
 
     # -- the remote tier ---------------------------------------------------------------------
 
@@ -416,6 +497,7 @@ class Log:
             self._drop_oldest_local()
         self.local_log_start_offset = max(self.local_log_start_offset, offset)
         self.leader_epochs.truncate_from_start(offset)
+        self._transactions_start_at(offset)
         return True
 
     def evict_oldest_segment(self, high_watermark: int) -> int:
@@ -484,6 +566,7 @@ class Log:
         if not self.remote_segments:
             self.log_start_offset = max(self.log_start_offset, self.local_log_start_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._transactions_start_at(self.log_start_offset)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -607,13 +690,8 @@ class Log:
         return best
 
 
-def batch_end(batch: bytes) -> int:
-    """The offset after a stored batch (of either format): its base offset plus the
-    offsets it spans, which a compacted Kafka batch keeps in ``last_offset_delta``."""
-    base = int.from_bytes(batch[0:8], "big", signed=True)
-    if batch[16] == KAFKA_MAGIC:
-        return base + int.from_bytes(batch[23:27], "big", signed=True) + 1
-    return base + int.from_bytes(batch[39:43], "big", signed=True)
+def _marker_offset(txn: CompletedTxn) -> int:
+    return txn.last_offset
 
 
 def _deletable(

@@ -175,17 +175,7 @@ class LogValidator:
             )
         max_timestamp = self._records(batch, info, attributes, now_ms)
         if max_timestamp != info.max_timestamp:
-            info = BatchInfo(
-                info.base_offset,
-                info.partition_leader_epoch,
-                info.record_count,
-                info.base_timestamp,
-                max_timestamp,
-                info.size,
-                info.producer_id,
-                info.producer_epoch,
-                info.base_sequence,
-            )
+            info = msgspec.structs.replace(info, max_timestamp=max_timestamp)
         return info
 
     def _records(self, batch: bytes, info: BatchInfo, attributes: int, now_ms: int) -> int:

@@ -26,7 +26,8 @@ class DelayedFetch(DelayedOperation):
     D. the bytes available across the partitions reach ``min_bytes``;
     E. ``max_wait_ms`` passes (expiration).
 
-    Consumers count bytes up to the high watermark, followers up to the log end.
+    Consumers count bytes up to the high watermark (read_committed ones up to the last
+    stable offset), followers up to the log end.
     """
 
     __slots__ = (
@@ -56,13 +57,17 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         rm = self.replica_manager
         follower = self.from_follower
+        committed = not follower and self.params.isolation_level == 1
         accumulated = 0
         for (topic, index), info in self.params.partitions:
             partition = rm.leader_partition(topic, index, info.current_leader_epoch)
             if isinstance(partition, ErrorCode):  # cases A and B
                 return self.force_complete()
             log = partition.log
-            end = log.log_end_offset if follower else partition.high_watermark
+            if follower:
+                end = log.log_end_offset
+            else:
+                end = partition.last_stable_offset if committed else partition.high_watermark
             offset = info.fetch_offset
             if offset > log.log_end_offset or offset < log.local_log_start_offset:
                 return self.force_complete()  # case C

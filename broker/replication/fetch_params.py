@@ -33,6 +33,9 @@ class FetchParams(msgspec.Struct, gc=False):
     # it would walk at every collection while the fetch waits.
     partitions: tuple[tuple[TopicPartition, PartitionFetchInfo], ...]
     replica_epoch: int = -1  # a follower's broker epoch (KIP-903); -1: not given
+    # 0 read_uncommitted (up to the high watermark), 1 read_committed (up to the last
+    # stable offset, with the aborted transactions of what is read)
+    isolation_level: int = 0
 
     @property
     def is_from_follower(self) -> bool:
@@ -44,6 +47,10 @@ class FetchPartitionData(msgspec.Struct, gc=False):
     high_watermark: int
     log_start_offset: int
     records: bytes  # concatenated record batches, possibly ending in a partial one
+    last_stable_offset: int = -1
+    # (producer id, first offset) of the aborted transactions overlapping ``records``, for
+    # a read_committed fetch (empty when none); None for read_uncommitted
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
 
 NO_DATA = b""

@@ -22,6 +22,7 @@ from purgatory.broker.replication.fetch_params import (
 )
 from purgatory.broker.replication.partition import Partition
 from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.records import batch_end
 
 # (topic, partition, the asker's current leader epoch or -1) -> the partition if this
 # broker leads it in that epoch, else why not
@@ -43,12 +44,15 @@ def read_from_local_log(
     ``max_bytes`` bounds the whole response, each partition's own ``max_bytes`` that
     partition; the first batch of the response is returned even when it alone exceeds
     them (KIP-74), so a consumer never gets stuck behind a large batch. Consumers read up
-    to the high watermark, followers up to the log end. A consumer's offset in the remote
+    to the high watermark (read_committed ones to the last stable offset, and are told
+    the aborted transactions of what they read), followers up to the log end. A
+    consumer's offset in the remote
     tier yields a remote read (of up to the partition's ``max_bytes``) and an empty entry
     for now; a follower's is out of range, with the *local* log start (it replicates only
     the local tier and starts over there).
     """
     follower = params.replica_id >= 0
+    committed = not follower and params.isolation_level == 1
     remaining = params.max_bytes
     out: list[tuple[TopicPartition, FetchPartitionData]] = []
     remote: list[RemoteFetchInfo] = []
@@ -63,28 +67,35 @@ def read_from_local_log(
             continue
         log = partition.log
         hw = partition.high_watermark
+        lso = partition.last_stable_offset
         if not follower and log.in_remote_tier(offset):
             info = remote_log_manager.remote_fetch_info(
                 partition, offset, min(max_bytes, params.max_bytes)
             )
             if info is not None:
                 remote.append(info)
-                out.append((key, FetchPartitionData(0, hw, log.log_start_offset, NO_DATA)))
+                out.append((key, FetchPartitionData(0, hw, log.log_start_offset, NO_DATA, lso)))
                 continue
         limit = max(min(max_bytes, remaining), 0)
+        upper = log.log_end_offset if follower else lso if committed else hw
         try:
-            batches = log.read(
-                offset, limit if sent else max(limit, 1), log.log_end_offset if follower else hw
-            )
+            batches = log.read(offset, limit if sent else max(limit, 1), upper)
         except OffsetOutOfRange:
             errored = True
             start = log.local_log_start_offset if follower else log.log_start_offset
-            out.append((key, FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, NO_DATA)))
+            out.append(
+                (key, FetchPartitionData(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, NO_DATA, lso))
+            )
             continue
         if batches and sent and sum(len(b) for b in batches) > limit:
             batches = []
         records = b"".join(batches) if batches else NO_DATA
         sent += len(records)
         remaining -= len(records)
-        out.append((key, FetchPartitionData(0, hw, log.log_start_offset, records)))
+        aborted = None
+        if committed:  # Kafka's collectAbortedTransactions over what is returned
+            aborted = (
+                tuple(log.aborted_transactions(offset, batch_end(batches[-1]))) if batches else ()
+            )
+        out.append((key, FetchPartitionData(0, hw, log.log_start_offset, records, lso, aborted)))
     return LogReadResult(out, sent, errored, remote)

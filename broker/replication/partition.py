@@ -3,7 +3,9 @@
 As leader it tracks each follower's log end offset (LEO) from the offsets the follower
 fetches at, when each was last caught up, the ISR, and the high watermark (HW): the
 smallest LEO in the ISR, which never moves back. As follower it only appends what its
-leader sends, with the leader's offsets, and keeps HW = min(leader HW, own LEO).
+leader sends, with the leader's offsets, and keeps HW = min(leader HW, own LEO). The last stable offset (LSO),
+where read_committed consumers stop, is the HW or the first offset of the first
+transaction still open (or whose marker the HW has not passed), whichever is less.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from purgatory.broker.log.log import Log
 from purgatory.broker.log.log_validator import LogValidator, RecordValidationError
 from purgatory.common.broker_state import ReplicaInfo
 from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.kafka_records import end_txn_marker, validate
 from purgatory.protocol.records import batch_base_offset, is_kafka_batch
 
 UNKNOWN_OFFSET = -1  # a follower's log end before its first fetch from this leadership
@@ -128,6 +131,18 @@ class Partition:
     def under_min_isr(self) -> bool:
         return self.is_leader and len(self.isr) < self.effective_min_isr
 
+    @property
+    def last_stable_offset(self) -> int:
+        """min(high watermark, first unstable offset) (Kafka's lastStableOffset): what a
+        read_committed consumer may read below."""
+        hw = self.high_watermark
+        state = self.log.producer_state
+        if not state.transactional:
+            return hw
+        state.on_high_watermark_updated(hw)
+        first = self.log.first_unstable_offset
+        return hw if first is None or first > hw else first
+
     # -- appends ---------------------------------------------------------------------------
 
     def append_records_to_leader(
@@ -191,6 +206,35 @@ class Partition:
                 )
         base = log.append(records, info, self.leader_epoch)
         return LeaderAppend(base, log.log_end_offset, info.record_count, append_time)
+
+    def append_txn_marker_to_leader(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> LeaderAppend:
+        """Write the marker ending ``producer_id``'s transaction (Kafka's
+        appendRecordsToLeader with AppendOrigin.COORDINATOR and acks=-1: no LogValidator,
+        the producer state's checks G). Raises ``AppendRefused``: NOT_ENOUGH_REPLICAS
+        below min.insync.replicas, INVALID_PRODUCER_EPOCH or
+        TRANSACTION_COORDINATOR_FENCED."""
+        if len(self.isr) < self.effective_min_isr:
+            raise AppendRefused(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{len(self.isr)} in-sync replicas {self.isr}, "
+                f"min.insync.replicas is {self.effective_min_isr}",
+            )
+        marker = end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        info = validate(marker)
+        log = self.log
+        try:
+            log.producer_state.check_marker(info, coordinator_epoch)
+        except KafkaError as exc:
+            raise AppendRefused(exc.code, str(exc)) from exc
+        base = log.append(marker, info, self.leader_epoch)
+        return LeaderAppend(base, log.log_end_offset, 1)
 
     # -- roles ----------------------------------------------------------------------------
 

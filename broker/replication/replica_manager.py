@@ -356,12 +356,23 @@ class ReplicaManager:
             if response.error:
                 self.metrics.record_error("Produce", response.error)
             responses.append((key, response))
-        if waiting:
-            operation = DelayedProduce(timeout_ms, waiting, responses, self)
-            if not self.produce_purgatory.try_complete_else_watch(operation, tuple(waiting)):
-                self.parked[operation.done] = operation
-                return responses, operation.done
-        return responses, None
+        return responses, self._wait_for_isr(timeout_ms, waiting, responses)
+
+    def _wait_for_isr(
+        self,
+        timeout_ms: int,
+        waiting: dict[TopicPartition, ProducePartitionStatus],
+        responses: ProduceResult,
+    ) -> asyncio.Future[ProduceResult] | None:
+        """A DelayedProduce for the partitions ``waiting`` for their ISR (none: None),
+        parked unless it completes at once."""
+        if not waiting:
+            return None
+        operation = DelayedProduce(timeout_ms, waiting, responses, self)
+        if self.produce_purgatory.try_complete_else_watch(operation, tuple(waiting)):
+            return None
+        self.parked[operation.done] = operation
+        return operation.done
 
     def _append(
         self,
@@ -406,6 +417,64 @@ class ReplicaManager:
         if acks == -1 and partition.high_watermark < appended.required_offset:
             waiting[key] = ProducePartitionStatus(appended.required_offset, response)
         return response
+
+    # -- transaction markers --------------------------------------------------------------
+
+    def append_txn_markers(
+        self, timeout_ms: int, markers: list[tuple[TopicPartition, int, int, bool, int]]
+    ) -> tuple[ProduceResult, asyncio.Future[ProduceResult] | None]:
+        """Write each (partition, producer id, producer epoch, commit, coordinator epoch)
+        transaction marker on the partition's leader here (Kafka's WriteTxnMarkers:
+        appendRecords with AppendOrigin.COORDINATOR and acks=-1), internal topics
+        included; shaped like ``append_records``: one response per marker, and a future
+        while some wait in the Produce purgatory for the ISR. Errors per partition:
+        NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS,
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, then those of a waiting
+        produce (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND). A partition is
+        named at most once per call (Kafka appends one producer's markers at a time); a
+        repeat is INVALID_REQUEST."""
+        responses: ProduceResult = []
+        waiting: dict[TopicPartition, ProducePartitionStatus] = {}
+        seen: set[TopicPartition] = set()
+        now = self.scheduler.wall_ms()
+        for key, producer_id, producer_epoch, commit, coordinator_epoch in markers:
+            partition = self.leader_partition(*key)
+            if key in seen:
+                response = PartitionResponse(
+                    ErrorCode.INVALID_REQUEST, error_message=f"{key} has two markers in one call"
+                )
+            elif isinstance(partition, ErrorCode):
+                response = PartitionResponse(partition)
+            else:
+                response = self._append_marker(
+                    partition, (producer_id, producer_epoch, commit, coordinator_epoch), now
+                )
+                if not response.error and partition.high_watermark < partition.log.log_end_offset:
+                    waiting[key] = ProducePartitionStatus(partition.log.log_end_offset, response)
+            seen.add(key)
+            if response.error:
+                self.metrics.record_error("WriteTxnMarkers", response.error)
+            responses.append((key, response))
+        return responses, self._wait_for_isr(timeout_ms, waiting, responses)
+
+    def _append_marker(
+        self, partition: Partition, marker: tuple[int, int, bool, int], now_ms: int
+    ) -> PartitionResponse:
+        try:
+            appended = partition.append_txn_marker_to_leader(*marker, now_ms)
+        except AppendRefused as exc:
+            return PartitionResponse(
+                exc.code, log_start_offset=partition.log.log_start_offset, error_message=exc.message
+            )
+        key = partition.key
+        if partition.maybe_increment_high_watermark():  # the leader alone in the ISR
+            self.produce_purgatory.check_and_complete(key)
+        # Followers' fetches wake for the marker; read_committed ones once the last stable
+        # offset moves (here, with the high watermark, or when it passes the marker).
+        self.fetch_purgatory.check_and_complete(key)
+        return PartitionResponse(
+            ErrorCode.NONE, appended.base_offset, -1, partition.log.log_start_offset
+        )
 
     # -- DeleteRecords --------------------------------------------------------------------
 
@@ -644,17 +713,21 @@ class ReplicaManager:
         return ErrorCode.NONE, log.leader_epochs.end_offset_for(leader_epoch, log.log_end_offset)
 
     def fetch_offset_for_timestamp(
-        self, key: TopicPartition, timestamp: int
+        self, key: TopicPartition, timestamp: int, isolation_level: int = 0
     ) -> tuple[int, int, int]:
         """ListOffsets for one partition: (error, timestamp, offset); ``timestamp`` as
-        ``Log.fetch_offset_by_timestamp`` takes it, answered up to the high watermark."""
+        ``Log.fetch_offset_by_timestamp`` takes it, answered up to the high watermark, or
+        with ``isolation_level`` 1 (read_committed) the last stable offset, as Kafka's
+        fetchOffsetForTimestamp: the latest offset is then the LSO, and a record found
+        by its timestamp at or past it is none yet."""
         partition = self.leader_partition(*key)
         if isinstance(partition, ErrorCode):
             return partition, -1, -1
+        upper = partition.last_stable_offset if isolation_level else partition.high_watermark
         try:
-            ts, offset = partition.log.fetch_offset_by_timestamp(
-                timestamp, partition.high_watermark
-            )
+            ts, offset = partition.log.fetch_offset_by_timestamp(timestamp, upper)
         except ValueError:
             return ErrorCode.INVALID_REQUEST, -1, -1
+        if isolation_level and timestamp >= 0 and offset >= upper:  # not stable yet
+            return ErrorCode.NONE, -1, -1
         return ErrorCode.NONE, ts, offset

@@ -24,21 +24,38 @@ TOPIC_ID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 BATCHES = b"\x00" * 70  # record bytes go out as they are
 
 
-def kio_fetch_response(version: int) -> bytes:
+# (producer id, first offset) of aborted transactions, as a read_committed fetch gets them
+ABORTED = ((7, 4), (9, 6))
+
+
+def kio_fetch_response(
+    version: int, aborted: tuple[tuple[int, int], ...] | None = (), lso: int = 12
+) -> bytes:
     schema = response_module(ApiKey.FETCH, version)
+    kio_aborted = (
+        None
+        if aborted is None
+        else tuple(
+            build(schema.AbortedTransaction, producer_id=pid, first_offset=first)
+            for pid, first in aborted
+        )
+    )
     partitions = [
         build(
             schema.PartitionData,
             partition_index=i,
             error_code=error,
             high_watermark=hw,
-            last_stable_offset=hw,
+            last_stable_offset=stable,
             log_start_offset=3,
-            aborted_transactions=(),
+            aborted_transactions=txns,
             preferred_read_replica=-1,
             records=records,
         )
-        for i, error, hw, records in ((0, 0, 12, BATCHES), (2, 6, -1, b""))
+        for i, error, hw, stable, txns, records in (
+            (0, 0, 12, lso, kio_aborted, BATCHES),
+            (2, 6, -1, -1, None, b""),
+        )
     ]
     topic = build(
         schema.FetchableTopicResponse, topic="orders", topic_id=TOPIC_ID, partitions=partitions
@@ -51,11 +68,16 @@ def kio_fetch_response(version: int) -> bytes:
     return out.getvalue()
 
 
-def ours(version: int, wait_ms: int = 0) -> bytes:
+def ours(
+    version: int, wait_ms: int = 0, aborted: tuple[tuple[int, int], ...] | None = (), lso: int = 12
+) -> bytes:
     topic = FetchTopic(
         "orders",
         TOPIC_ID.bytes,
-        [FetchPartition(0, 0, 12, 3, BATCHES), FetchPartition(2, 6, -1, 3, b"")],
+        [
+            FetchPartition(0, 0, 12, 3, BATCHES, lso, aborted),
+            FetchPartition(2, 6, -1, 3, b"", -1, None),
+        ],
     )
     out = bytearray()
     FetchResponseBody(version, [topic], wait_ms).write_into(out)
@@ -69,6 +91,18 @@ def test_the_hand_written_fetch_response_is_kafkas_byte_for_byte(version: int) -
         assert ours(version) == expected
     else:  # the same, plus our one top-level tagged field in place of "no tagged fields"
         assert ours(version)[:-8] + b"\x00" == expected
+
+
+@pytest.mark.parametrize("version", range(4, 17))
+@pytest.mark.parametrize("aborted", [None, (), ABORTED], ids=["uncommitted", "none", "two"])
+def test_the_last_stable_offset_and_aborted_transactions_are_kafkas_byte_for_byte(
+    version: int, aborted: tuple[tuple[int, int], ...] | None
+) -> None:
+    """A read_committed fetch's LSO (below the high watermark while a transaction is open)
+    and aborted transactions; read_uncommitted's null array."""
+    expected = kio_fetch_response(version, aborted, lso=5)
+    written = ours(version, aborted=aborted, lso=5)
+    assert (written if version < 12 else written[:-8] + b"\x00") == expected
 
 
 @pytest.mark.parametrize("version", range(12, 17))

@@ -191,3 +191,46 @@ def test_kafka_readers_get_v2_batches_untouched_and_ours_rewritten_as_v2() -> No
 
 def _batches(data: bytes) -> list[bytes]:
     return [bytes(b) for b in iter_batches(data)]
+
+
+# -- transaction markers (Kafka's EndTransactionMarker) ---------------------------------------
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_transaction_marker_is_a_control_batch_kafkas_readers_recognise(commit: bool) -> None:
+    marker = kafka_records.end_txn_marker(42, 3, commit, 7, 1_700_000_000_000)
+    info = kafka_records.validate(marker)
+    assert (info.producer_id, info.producer_epoch, info.base_sequence) == (42, 3, -1)
+    assert info.transactional and info.control and info.record_count == 1
+    assert kafka_records.parse_end_txn_marker(marker) == (commit, 7)
+    read = DefaultRecordBatch(marker)  # kafka-python's reader
+    assert read.is_control_batch and read.is_transactional
+    (record,) = list(read)
+    assert record.key == (b"\x00\x00\x00\x01" if commit else b"\x00\x00\x00\x00")
+    assert record.value == b"\x00\x00\x00\x00\x00\x07"
+    assert kafka_records.decode(marker) == []  # never an application record
+
+
+def test_a_transactional_batch_is_accepted_and_flagged() -> None:
+    batch = kafka_records.encode(
+        [(1000, None, b"v", [])],
+        producer_id=5,
+        producer_epoch=0,
+        base_sequence=0,
+        transactional=True,
+    )
+    info = kafka_records.validate(batch)
+    assert info.transactional and not info.control
+    assert DefaultRecordBatch(batch).is_transactional
+    assert kafka_records.stored_info(batch) == info
+
+
+def test_a_control_batch_of_another_type_is_not_a_transaction_marker() -> None:
+    leader_change = bytearray(kafka_records.end_txn_marker(1, 0, True, 0, 0))
+    key_at = kafka_records.HEADER_SIZE + 5  # length, attributes, deltas, key length: a byte each
+    assert leader_change[key_at : key_at + 4] == b"\x00\x00\x00\x01"  # version 0, COMMIT
+    leader_change[key_at + 3] = 2  # KRaft's LEADER_CHANGE
+    with pytest.raises(CorruptRecordError):
+        kafka_records.parse_end_txn_marker(leader_change)
+    with pytest.raises(CorruptRecordError):
+        kafka_records.parse_end_txn_marker(kafka_records.encode([(0, None, b"v", [])]))

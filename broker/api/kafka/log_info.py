@@ -247,8 +247,10 @@ def _active_producers(schema: Any, partition: Partition) -> list[Any]:
             producer_epoch=entry.epoch,
             last_sequence=entry.last_sequence,
             last_timestamp=entry.last_timestamp,
-            coordinator_epoch=-1,
-            current_txn_start_offset=-1,
+            coordinator_epoch=entry.coordinator_epoch,
+            current_txn_start_offset=(
+                -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset
+            ),
         )
         for producer_id, entry in partition.log.producer_state.producers.items()
     ]

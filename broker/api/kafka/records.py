@@ -100,6 +100,7 @@ class RecordApis:
             request.topics,
             (lambda t: t.topic) if names is None else (lambda t: _name_of(names, t.topic_id.hex)),
             negative_offset_refused=False,  # Kafka: OFFSET_OUT_OF_RANGE, this partition only
+            isolation_level=request.isolation_level,  # (Fetch v4+: every version served)
         )
         result = self.replica_manager.fetch_messages(params)
         to_response = self._fetch_answers[version]
@@ -117,6 +118,7 @@ class RecordApis:
         offset_for = self.replica_manager.fetch_offset_for_timestamp
         schema = response_module(ApiKey.LIST_OFFSETS, version)
         asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+        isolation_level = getattr(request, "isolation_level", 0)  # (v2+) 1: read_committed
         answers: dict[str, dict[int, Any]] = {}
         for topic in request.topics:
             parts = answers.setdefault(topic.name, {})
@@ -133,7 +135,7 @@ class RecordApis:
                 if error:
                     timestamp, offset = -1, -1
                 else:
-                    error, timestamp, offset = offset_for(key, p.timestamp)
+                    error, timestamp, offset = offset_for(key, p.timestamp, isolation_level)
                 parts[p.partition_index] = build(
                     schema.ListOffsetsPartitionResponse,
                     partition_index=p.partition_index,
@@ -385,4 +387,14 @@ def _partition(index: int, data: FetchPartitionData, unknown_id: bool) -> FetchP
     if unknown_id and error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         error = ErrorCode.UNKNOWN_TOPIC_ID
     records = as_kafka_batches(data.records) if data.records else b""
-    return FetchPartition(index, error, data.high_watermark, data.log_start_offset, records)
+    # (A remote read's answer has no LSO of its own: the high watermark, as before.)
+    lso = data.last_stable_offset if data.last_stable_offset >= 0 else data.high_watermark
+    return FetchPartition(
+        index,
+        error,
+        data.high_watermark,
+        data.log_start_offset,
+        records,
+        lso,
+        data.aborted_transactions,
+    )

@@ -44,11 +44,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from purgatory.broker.log.log import Log, batch_end
+from purgatory.broker.log.log import Log
 from purgatory.broker.log.log_segment import LogSegment
 from purgatory.protocol import kafka_records
 from purgatory.protocol.kafka_records import CONTROL_FLAG, TRANSACTIONAL_FLAG
-from purgatory.protocol.records import KAFKA_MAGIC, decode_records, retained_runs
+from purgatory.protocol.records import KAFKA_MAGIC, batch_end, decode_records, retained_runs
 
 SLICE_RECORDS = 1000  # records read per slice: about 2-3 ms of this module's work
 _ATTRIBUTES_LOW = 22  # the low byte of a batch's int16 attributes (either format)

@@ -5,8 +5,9 @@ offset) into a clean head and a dirty tail; the tail ends at the first uncleanab
 the least of:
 
 A. the active segment's base offset (the active segment is never cleaned);
-B. the high watermark (only committed records are cleaned; Kafka's cleaner stops at the
-   first unstable offset, which is also where an open transaction will hold it back);
+B. the high watermark and the first unstable offset (only committed records are
+   cleaned, and nothing of an open transaction, or one whose marker is not committed:
+   Kafka's cleaner stops at the last stable offset);
 C. the first segment holding a record younger than ``min.compaction.lag.ms``.
 
 Cleaning ends at a segment boundary, so the tail counts whole segments ending at or
@@ -39,6 +40,10 @@ def cleanable_range(log: Log, high_watermark: int, now_ms: int) -> tuple[int, in
     """(first dirty offset, end of the last whole cleanable segment) of ``log``."""
     first_dirty = min(max(log.cleaner_checkpoint, log.local_log_start_offset), log.log_end_offset)
     limit = min(log.active_segment.base_offset, high_watermark)  # A, B
+    log.producer_state.on_high_watermark_updated(high_watermark)
+    unstable = log.first_unstable_offset
+    if unstable is not None:
+        limit = min(limit, unstable)  # B
     lag = log.config.min_compaction_lag_ms
     end = first_dirty
     for segment in log.segments[:-1]:
