@@ -385,7 +385,8 @@ class Log:
 
     def segments_to_copy(self, high_watermark: int) -> list[LogSegment]:
         """Closed local segments not yet in the remote tier whose records are all below
-        ``high_watermark`` (Kafka copies only committed data), oldest first."""
+        ``high_watermark`` (Kafka copies only committed data, below the last stable
+        offset: the RemoteLogManager gives that), oldest first."""
         out = []
         for segment in self.segments[:-1]:
             if segment.next_offset > high_watermark:

@@ -18,8 +18,10 @@ from purgatory.broker.replication.fetch_params import (
     error_data,
 )
 from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.records import batch_base_offset, batch_end, iter_batches
 
 if TYPE_CHECKING:
+    from purgatory.broker.log.log import Log
     from purgatory.broker.replication.replica_manager import ReplicaManager
 
 log = structlog.get_logger("delayed_remote_fetch")
@@ -37,7 +39,9 @@ class DelayedRemoteFetch(DelayedOperation):
     On completion a finished read's records (or its error) answer its partition; a read
     still queued or running is cancelled and its partition answered empty, with no error
     (the client fetches again). The other partitions are answered as they were read when
-    the fetch arrived, as in Kafka. ``wait_time_ms`` is the time spent here.
+    the fetch arrived, as in Kafka. ``wait_time_ms`` is the time spent here. A
+    read_committed fetch (its entry as read has aborted transactions, maybe none) gets
+    those overlapping the batches read (the remote tier holds only stable offsets).
     """
 
     __slots__ = ("created_at", "partitions", "reads", "replica_manager", "response")
@@ -70,6 +74,7 @@ class DelayedRemoteFetch(DelayedOperation):
         rm = self.replica_manager
         rm.parked.pop(self.response, None)
         filled: dict[TopicPartition, FetchPartitionData] = {}
+        as_read = dict(self.partitions)
         sent = 0
         for (topic, index), read in self.reads.items():
             partition = rm.leader_partition(topic, index)
@@ -96,7 +101,13 @@ class DelayedRemoteFetch(DelayedOperation):
             else:
                 records = read.result()
                 sent += len(records)
-                filled[(topic, index)] = FetchPartitionData(ErrorCode.NONE, hw, start, records)
+                first = as_read[(topic, index)]
+                aborted = first.aborted_transactions
+                if aborted is not None:
+                    aborted = _aborted_transactions(partition.log, records)
+                filled[(topic, index)] = FetchPartitionData(
+                    ErrorCode.NONE, hw, start, records, first.last_stable_offset, aborted
+                )
         rm.metrics.bytes_out += sent
         partitions = replace_partitions(self.partitions, filled)
         if self.response.done():  # the client went away meanwhile
@@ -106,6 +117,15 @@ class DelayedRemoteFetch(DelayedOperation):
 
     def on_expiration(self) -> None:
         self.replica_manager.replication_metrics.remote_fetch_expirations += 1
+
+
+def _aborted_transactions(log: Log, records: bytes) -> tuple[tuple[int, int], ...]:
+    """The aborted transactions overlapping the whole batches in ``records``."""
+    batches = list(iter_batches(records))
+    if not batches:
+        return ()
+    start = batch_base_offset(batches[0])
+    return tuple(log.aborted_transactions(start, batch_end(batches[-1])))
 
 
 def replace_partitions(

@@ -74,7 +74,10 @@ def read_from_local_log(
             )
             if info is not None:
                 remote.append(info)
-                out.append((key, FetchPartitionData(0, hw, log.log_start_offset, NO_DATA, lso)))
+                # (read_committed: the remote read's aborted transactions come with it)
+                none = () if committed else None
+                data = FetchPartitionData(0, hw, log.log_start_offset, NO_DATA, lso, none)
+                out.append((key, data))
                 continue
         limit = max(min(max_bytes, remaining), 0)
         upper = log.log_end_offset if follower else lso if committed else hw

@@ -167,3 +167,30 @@ async def test_describe_producers_answers_what_the_log_still_holds_after_a_trunc
     assert producers() == {11: (2, 1, 7_000), 12: (0, 0, 6_000)}
     h.partition("t").log.truncate_to(1)  # producer 12's batch is gone, and 11's second
     assert producers() == {11: (2, 0, 5_000)}
+
+
+async def test_describe_producers_shows_an_open_transaction_and_the_last_coordinator_epoch(
+    h: Harness,
+) -> None:
+    h.create("t")
+    ts = h.clock.wall_ms()
+
+    def txn(pid: int, seq: int) -> bytes:
+        return kafka_records.encode(
+            [(ts, None, b"v", [])],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            transactional=True,
+        )
+
+    await h.produce_batch("t", txn(21, 0), acks=1)  # 0
+    await h.produce_batch("t", txn(22, 0), acks=1)  # 1
+    await h.produce_batch("t", txn(21, 1), acks=1)  # 2
+    h.replica_manager.append_txn_markers(1_000, [(("t", 0), 22, 0, True, 4)])  # 3
+
+    answer = ask(h, ApiKey.DESCRIBE_PRODUCERS, 0, topics=[{"name": "t", "partition_indexes": [0]}])
+    (p,) = answer.topics[0].partitions
+    assert {
+        s.producer_id: (s.coordinator_epoch, s.current_txn_start_offset) for s in p.active_producers
+    } == {21: (-1, 0), 22: (4, -1)}

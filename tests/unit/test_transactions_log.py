@@ -5,6 +5,8 @@ clock."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from purgatory.broker.log.cleaner.cleaner_manager import cleanable_range
@@ -271,4 +273,34 @@ async def test_a_producer_may_not_write_a_control_batch() -> None:
     forged = kafka_records.end_txn_marker(1, 0, True, 0, h.clock.wall_ms())
     outcome = await h.produce_batch(TOPIC, forged, acks=1)
     assert outcome.error == ErrorCode.INVALID_RECORD
+    await h.shutdown()
+
+
+async def test_a_read_committed_fetch_from_the_remote_tier_gets_its_aborted_transactions() -> None:
+    h = Harness(**{"remote.storage.latency.ms": 0})
+    size = len(txn_batch(1, 0, [b"a"]))
+    h.create(
+        TOPIC,
+        **{
+            "remote.storage.enable": "true",
+            "segment.bytes": str(2 * size),
+            "local.retention.bytes": "1",
+        },
+    )
+    ts = h.clock.wall_ms()
+    await h.produce_batch(TOPIC, txn_batch(1, 0, [b"a"], ts=ts), acks=1)  # 0
+    await h.produce_batch(TOPIC, txn_batch(2, 0, [b"b"], ts=ts), acks=1)  # 1
+    h.replica_manager.append_txn_markers(1_000, [((TOPIC, 0), 1, 0, False, 0)])  # 2
+    h.replica_manager.append_txn_markers(1_000, [((TOPIC, 0), 2, 0, True, 0)])  # 3
+    for i in range(4):
+        await h.produce_batch(TOPIC, plain_batch([b"p%d" % i], ts), acks=1)  # 4-7
+    await caught_up(h)
+    h.replica_manager.remote_log_manager.run_once(h.clock.wall_ms())
+    log = h.partition(TOPIC).log
+    assert log.in_remote_tier(0)
+    result = await asyncio.wait_for(h.fetch(TOPIC, 0, isolation_level=1), 10)
+    data = result.partitions[0][1]
+    assert data.records and data.aborted_transactions == ((1, 0),)
+    uncommitted = await asyncio.wait_for(h.fetch(TOPIC, 0), 10)
+    assert uncommitted.partitions[0][1].aborted_transactions is None
     await h.shutdown()

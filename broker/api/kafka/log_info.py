@@ -120,9 +120,9 @@ class LogInfoApis:
 
     def handle_describe_producers(self, request: Any, version: int) -> Result:
         """The idempotent producers each partition's log knows (on its leader or a
-        follower, as Kafka answers from any replica held): id, epoch, last sequence and the
-        last batch's max timestamp. No transactions: coordinator epoch and transaction
-        start offset are -1."""
+        follower, as Kafka answers from any replica held): id, epoch, last sequence, the
+        last batch's max timestamp, the coordinator epoch of its last transaction marker
+        and the first offset of its open transaction (-1: none)."""
         check_partition_count(request.topics, lambda t: t.partition_indexes)
         schema = response_module(ApiKey.DESCRIBE_PRODUCERS, version)
 

@@ -79,7 +79,9 @@ class RemoteLogManager:
                 continue
             key = remote_partition(partition)
             held.add(key)
-            for segment in log.segments_to_copy(partition.high_watermark):
+            # Below the last stable offset, as Kafka's copier: no open transaction's
+            # records, nor an ended one's whose marker is not committed, go remote.
+            for segment in log.segments_to_copy(partition.last_stable_offset):
                 self.storage.copy_log_segment(key, segment)
                 log.segment_copied(segment)
                 self.copied_bytes += segment.size_bytes
