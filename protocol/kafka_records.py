@@ -37,6 +37,7 @@ import struct
 from collections.abc import Sequence
 
 import cramjam
+import msgspec
 from crc32c import crc32c
 
 from purgatory.protocol.records import KAFKA_MAGIC as MAGIC
@@ -65,6 +66,7 @@ CODEC_MASK = 0x07
 LOG_APPEND_TIME_FLAG = 0x08  # the timestamp type: the broker's, in max_timestamp
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+_TRANSACTION_FLAGS = TRANSACTIONAL_FLAG | CONTROL_FLAG
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 # Java's snappy (xerial) framing: this magic, two int32 versions, then int32-sized blocks.
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -118,7 +120,7 @@ def validate(batch: bytes | memoryview, *, stored: bool = False) -> BatchInfo:
         raise InconsistentBatchError(
             f"record_count {count} does not match last_offset_delta {last_delta}"
         )
-    return BatchInfo(
+    info = BatchInfo(
         base,
         epoch,
         count,
@@ -128,9 +130,14 @@ def validate(batch: bytes | memoryview, *, stored: bool = False) -> BatchInfo:
         producer_id,
         producer_epoch,
         base_sequence,
-        bool(attributes & TRANSACTIONAL_FLAG),
-        bool(attributes & CONTROL_FLAG),
     )
+    if attributes & _TRANSACTION_FLAGS:  # (else the defaults: nothing more per batch)
+        return msgspec.structs.replace(
+            info,
+            transactional=bool(attributes & TRANSACTIONAL_FLAG),
+            control=bool(attributes & CONTROL_FLAG),
+        )
+    return info
 
 
 def stored_info(batch: bytes | memoryview) -> BatchInfo:
