@@ -430,32 +430,51 @@ class ReplicaManager:
         while some wait in the Produce purgatory for the ISR. Errors per partition:
         NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS,
         INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, then those of a waiting
-        produce (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND). A partition is
-        named at most once per call (Kafka appends one producer's markers at a time); a
-        repeat is INVALID_REQUEST."""
+        produce (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND). Markers of several
+        producers for one partition are appended in order; each is answered as the last
+        of them is (the high watermark passing it passes the others)."""
         responses: ProduceResult = []
         waiting: dict[TopicPartition, ProducePartitionStatus] = {}
-        seen: set[TopicPartition] = set()
+        # (an earlier marker's response, the later one of its partition that waits for both)
+        follows: list[tuple[PartitionResponse, PartitionResponse]] = []
         now = self.scheduler.wall_ms()
         for key, producer_id, producer_epoch, commit, coordinator_epoch in markers:
             partition = self.leader_partition(*key)
-            if key in seen:
-                response = PartitionResponse(
-                    ErrorCode.INVALID_REQUEST, error_message=f"{key} has two markers in one call"
-                )
-            elif isinstance(partition, ErrorCode):
+            if isinstance(partition, ErrorCode):
                 response = PartitionResponse(partition)
             else:
                 response = self._append_marker(
                     partition, (producer_id, producer_epoch, commit, coordinator_epoch), now
                 )
                 if not response.error and partition.high_watermark < partition.log.log_end_offset:
+                    earlier = waiting.get(key)
+                    if earlier is not None:
+                        follows.append((earlier.response, response))
                     waiting[key] = ProducePartitionStatus(partition.log.log_end_offset, response)
-            seen.add(key)
             if response.error:
                 self.metrics.record_error("WriteTxnMarkers", response.error)
             responses.append((key, response))
-        return responses, self._wait_for_isr(timeout_ms, waiting, responses)
+        done = self._wait_for_isr(timeout_ms, waiting, responses)
+        if done is None or not follows:
+            return responses, done
+        answered: asyncio.Future[ProduceResult] = asyncio.get_running_loop().create_future()
+        self.parked[answered] = self.parked[done]
+        done.add_done_callback(functools.partial(self._markers_answered, answered, follows))
+        return responses, answered
+
+    def _markers_answered(
+        self,
+        answered: asyncio.Future[ProduceResult],
+        follows: list[tuple[PartitionResponse, PartitionResponse]],
+        done: asyncio.Future[ProduceResult],
+    ) -> None:
+        """The later marker of a partition is answered: so are the earlier ones."""
+        self.parked.pop(answered, None)
+        if answered.done() or done.cancelled():
+            return
+        for earlier, later in reversed(follows):
+            earlier.error, earlier.error_message = later.error, later.error_message
+        answered.set_result(done.result())
 
     def _append_marker(
         self, partition: Partition, marker: tuple[int, int, bool, int], now_ms: int

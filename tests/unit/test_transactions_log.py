@@ -216,24 +216,35 @@ async def test_markers_wait_for_the_isr_and_move_the_last_stable_offset() -> Non
     assert rm.fetch_offset_for_timestamp((TOPIC, 0), -1, 0) == (0, -1, 4)
     # A read_committed long poll at the LSO waits for the markers.
     waiting = h.fetch(TOPIC, 1, isolation_level=1, max_wait_ms=5_000)
-    responses, commit = rm.append_txn_markers(
+    # Two producers' markers for one partition in one call (as a WriteTxnMarkers carries
+    # them): both appended, both answered once the ISR has the later one.
+    responses, done = rm.append_txn_markers(
         5_000, [((TOPIC, 0), 1, 0, True, 0), ((TOPIC, 0), 2, 0, False, 0)]
     )
-    assert [r.error for _, r in responses] == [0, ErrorCode.INVALID_REQUEST]  # one per call
-    responses, abort = rm.append_txn_markers(5_000, [((TOPIC, 0), 2, 0, False, 0)])
-    assert [(r.error, r.base_offset) for _, r in responses] == [(0, 5)]
-    assert commit is not None and abort is not None
+    assert [(r.error, r.base_offset) for _, r in responses] == [(0, 4), (0, 5)]
+    assert done is not None
     await h.settle()
-    assert not abort.done() and not waiting.done()  # the ISR has not fetched the markers
+    assert not done.done() and not waiting.done()  # the ISR has not fetched the markers
     assert partition.last_stable_offset == 1
     await caught_up(h)
-    assert [r.error for _, r in abort.result()] == [0]
-    assert [r.error for _, r in commit.result()] == [0, ErrorCode.INVALID_REQUEST]
+    assert [r.error for _, r in done.result()] == [0, 0]
     result = await waiting
     data = result.partitions[0][1]
     assert data.last_stable_offset == 6
     assert [r.value for r in decode_records(records_of(result))] == [b"c0", b"c1", b"a0"]
     assert data.aborted_transactions == ((2, 3),)
+    await h.shutdown()
+
+
+async def test_markers_of_one_partition_that_time_out_are_all_answered_so() -> None:
+    h = Harness()
+    h.create(TOPIC)
+    responses, done = h.replica_manager.append_txn_markers(
+        100, [((TOPIC, 0), 1, 0, True, 0), ((TOPIC, 0), 2, 0, False, 0)]
+    )
+    assert done is not None
+    await h.advance(150)
+    assert [r.error for _, r in await done] == [ErrorCode.REQUEST_TIMED_OUT] * 2
     await h.shutdown()
 
 
