@@ -239,7 +239,7 @@ async def test_markers_wait_for_the_isr_and_move_the_last_stable_offset() -> Non
 async def test_markers_of_one_partition_that_time_out_are_all_answered_so() -> None:
     h = Harness()
     h.create(TOPIC)
-    responses, done = h.replica_manager.append_txn_markers(
+    _, done = h.replica_manager.append_txn_markers(
         100, [((TOPIC, 0), 1, 0, True, 0), ((TOPIC, 0), 2, 0, False, 0)]
     )
     assert done is not None
