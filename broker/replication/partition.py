@@ -349,6 +349,8 @@ class Partition:
                 hw = min(hw, state.log_end_offset if state is not None else UNKNOWN_OFFSET)
         if hw > self.high_watermark:
             self.high_watermark = hw
+            if self.log.producer_state.unreplicated:  # ended transactions now stable
+                self.log.producer_state.on_high_watermark_updated(hw)
             return True
         return False
 
@@ -407,6 +409,8 @@ class Partition:
 
     def follower_update_high_watermark(self, leader_high_watermark: int) -> None:
         self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        if self.log.producer_state.unreplicated:  # ended transactions now stable
+            self.log.producer_state.on_high_watermark_updated(self.high_watermark)
 
     def follower_update_log_start_offset(self, leader_log_start_offset: int) -> bool:
         """The leader's log start, from its fetch answer (records deleted there): this

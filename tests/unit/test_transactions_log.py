@@ -13,7 +13,12 @@ from purgatory.broker.log.cleaner.cleaner_manager import cleanable_range
 from purgatory.broker.log.log import Log, LogConfig
 from purgatory.protocol import kafka_records
 from purgatory.protocol.errors import ErrorCode, KafkaError
-from purgatory.protocol.records import decode_records, iter_batches, validate_batch
+from purgatory.protocol.records import (
+    assign_offsets,
+    decode_records,
+    iter_batches,
+    validate_batch,
+)
 from tests.harness import Harness, records_of
 
 TOPIC = "t"
@@ -314,4 +319,25 @@ async def test_a_read_committed_fetch_from_the_remote_tier_gets_its_aborted_tran
     assert data.records and data.aborted_transactions == ((1, 0),)
     uncommitted = await asyncio.wait_for(h.fetch(TOPIC, 0), 10)
     assert uncommitted.partitions[0][1].aborted_transactions is None
+    await h.shutdown()
+
+
+async def test_ended_transactions_are_forgotten_once_the_high_watermark_passes_them() -> None:
+    """On the leader and on a follower, without any read_committed reader asking."""
+    h = Harness()
+    h.create(TOPIC)
+    await h.produce_batch(TOPIC, txn_batch(1, 0, [b"x"], ts=h.clock.wall_ms()), acks=1)
+    h.replica_manager.append_txn_markers(1_000, [((TOPIC, 0), 1, 0, True, 0)])
+    state = h.partition(TOPIC).log.producer_state
+    assert state.unreplicated == {0: 1}
+    await caught_up(h)
+    assert state.unreplicated == {}
+    follower = h.partition(TOPIC)
+    follower.make_follower(1, 1, 2, [0, 1, 2], [0, 1, 2])
+    # The new leader's abort marker of producer 3, replicated at offset 2.
+    stored = assign_offsets(kafka_records.end_txn_marker(3, 0, False, 0, 1000), 2, 1)
+    follower.log.append_as_follower(stored, validate_batch(stored, stored=True))
+    assert follower.log.producer_state.unreplicated == {2: 2}
+    follower.follower_update_high_watermark(3)
+    assert follower.log.producer_state.unreplicated == {}
     await h.shutdown()
