@@ -33,6 +33,14 @@ from purgatory.broker.controller.metadata_cache import (
 from purgatory.broker.controller.quorum_controller import QuorumController
 from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
+from purgatory.broker.coordinator.transaction.transaction_coordinator import (
+    TransactionCoordinator,
+)
+from purgatory.broker.coordinator.transaction.transaction_marker_channel_manager import (
+    TransactionMarkerChannelManager,
+)
+from purgatory.broker.coordinator.transaction.transaction_metrics import transaction_families
+from purgatory.broker.coordinator.transaction.txn_marker_writer import TxnMarkerWriter
 from purgatory.broker.metadata.metadata_image import MetadataImage
 from purgatory.broker.metadata.metadata_loader import MetadataLoader
 from purgatory.broker.network.acceptor import ListenError
@@ -214,6 +222,35 @@ class Broker:
             self.metrics,
             self.forwarding.create_offsets_topic,
         )
+        # Transaction markers go to partition leaders over the inter-broker listener.
+        self.marker_channels = NodeChannels(
+            self.broker_id,
+            lambda: {**self.members, **self.metadata.endpoints(self.listeners.inter_broker)},
+            self.faults.delay_from_broker,
+            self.faults.cuts_off,
+            config["cluster.secret"],
+        )
+        self.txn_marker_writer = TxnMarkerWriter(
+            self.replica_manager, self.group_coordinator.complete_txn_offsets
+        )
+        self.transaction_coordinator = TransactionCoordinator(
+            config,
+            self.replica_manager,
+            self.metadata,
+            self.scheduler,
+            self.producer_ids,
+            TransactionMarkerChannelManager(
+                self.broker_id,
+                self.metadata,
+                lambda node, request, timeout_ms: self.marker_channels.send(
+                    node, ApiKey.WRITE_TXN_MARKERS, request, timeout_ms
+                ),
+                self.txn_marker_writer.write,
+            ),
+            self.forwarding.create_transaction_state_topic,
+            self._spawn,
+        )
+        self.metrics.register(transaction_families(self.transaction_coordinator))
         self.apis = KafkaApis(self)
         # Kafka's protocol: its code loads when the first Kafka client connects.
         self.kafka = LazyProtocol(KAFKA_LISTENER_MODULES, self._kafka_protocol)
@@ -293,6 +330,7 @@ class Broker:
             self._spawn(self.lifecycle.run())
         self.replica_manager.start()
         self.group_coordinator.start()
+        self.transaction_coordinator.start()
 
     def _advertised(self) -> Advertised:
         """What this broker registers: each listener's advertised address (the member
@@ -399,6 +437,8 @@ class Broker:
         await self._bounded("node channels", self.node_channels.close())
         await self._bounded("network", self.socket_server.stop())
         self.group_coordinator.shutdown()
+        self.transaction_coordinator.shutdown()
+        await self._bounded("marker channels", self.marker_channels.close())
         await self._bounded("replica manager", self.replica_manager.shutdown())
         await self._bounded("admin http", self.admin.stop())
         self.log.info("broker_stopped")

@@ -43,6 +43,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -63,6 +68,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
     @property
@@ -104,6 +111,13 @@ _NAMES = {
     ApiKey.DELETE_GROUPS: "DeleteGroups",
     ApiKey.OFFSET_DELETE: "OffsetDelete",
     ApiKey.INIT_PRODUCER_ID: "InitProducerId",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    ApiKey.ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    ApiKey.END_TXN: "EndTxn",
+    ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    ApiKey.TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions",
+    ApiKey.LIST_TRANSACTIONS: "ListTransactions",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
     ApiKey.ALTER_CONFIGS: "AlterConfigs",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
@@ -129,6 +143,7 @@ INTER_BROKER_APIS = frozenset(
         ApiKey.FETCH_SNAPSHOT,
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
+        ApiKey.WRITE_TXN_MARKERS,
     }
 )
 
@@ -162,6 +177,7 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.BROKER_REGISTRATION, 0): (ib.BrokerRegistrationRequest, ib.BrokerRegistrationResponse),
     (ApiKey.BROKER_HEARTBEAT, 0): (ib.BrokerHeartbeatRequest, ib.BrokerHeartbeatResponse),
     (ApiKey.ENVELOPE, 0): (ib.EnvelopeRequest, ib.EnvelopeResponse),
+    (ApiKey.WRITE_TXN_MARKERS, 0): (ib.WriteTxnMarkersRequest, ib.WriteTxnMarkersResponse),
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0): (
         m.OffsetForLeaderEpochRequest,
         m.OffsetForLeaderEpochResponse,

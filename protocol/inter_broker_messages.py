@@ -109,6 +109,29 @@ class AlterPartitionResponse(Message):
     topics: list[AlterPartitionTopicResponse]
 
 
+# -- WriteTxnMarkers (27): a transaction coordinator has partition leaders end a transaction --
+
+
+class WritableTxnMarker(Message):
+    """Kafka's WritableTxnMarker: end producer_id's transaction in these partitions."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
+    partitions: list[tuple[str, int]]
+
+
+class WriteTxnMarkersRequest(Message):
+    markers: list[WritableTxnMarker]
+    timeout_ms: int = 30000
+
+
+class WriteTxnMarkersResponse(Message):
+    # Per marker (in the request's order): its producer id and (topic, partition, error).
+    markers: list[tuple[int, list[tuple[str, int, int]]]]
+
+
 # -- ControlledShutdown (7): a broker asks the controller to move its leaderships away -----
 
 

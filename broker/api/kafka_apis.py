@@ -62,6 +62,9 @@ class KafkaApis:
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.WRITE_TXN_MARKERS: lambda request, version: broker.txn_marker_writer.write(
+                request
+            ),
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,

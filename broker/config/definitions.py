@@ -10,6 +10,7 @@ from purgatory.broker.config.quorum_configs import QUORUM_CONFIGS
 from purgatory.broker.config.replication_configs import REPLICATION_CONFIGS
 from purgatory.broker.config.server_configs import SERVER_CONFIGS
 from purgatory.broker.config.topic_configs import TOPIC_CONFIGS as TOPIC_CONFIGS
+from purgatory.broker.config.transaction_configs import TRANSACTION_CONFIGS
 
 ENV_PREFIX = "PURGATORY_"
 # Variables with the prefix that are not broker configs: the command-line tools' default
@@ -33,6 +34,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     *REPLICATION_CONFIGS,
     *QUORUM_CONFIGS,
     *GROUP_CONFIGS,
+    *TRANSACTION_CONFIGS,
 )
 
 BY_NAME: dict[str, ConfigDef] = {}

@@ -17,7 +17,7 @@ import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.controller_channel import ControllerChannel
-from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
+from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.controller.topics import every_topic_fails, topic_name_problem
 from purgatory.protocol import messages as m
@@ -197,21 +197,50 @@ class ForwardingManager:
     def create_offsets_topic(self) -> None:
         """A group needs its coordinator: create ``__consumer_offsets`` (Kafka's
         AutoTopicCreationManager does so for FindCoordinator, whatever
-        ``auto.create.topics.enable`` says). Its replication factor is capped at the
-        cluster's size (the brokers registered or in the quorum, not those live now: a
-        group found while a broker starts or is fenced must not get fewer replicas for
-        ever; the controller refuses until enough are live, and FindCoordinator answers
-        COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka's does). Its records never expire
-        by time or size."""
-        if OFFSETS_TOPIC in self._auto_creating or OFFSETS_TOPIC in self.metadata.topics:
-            return
-        size = len(self.metadata.known_brokers) or 1
-        factor = min(self.config["offsets.topic.replication.factor"], size)
-        topic = m.CreatableTopic(
+        ``auto.create.topics.enable`` says)."""
+        self._create_internal_topic(
             OFFSETS_TOPIC,
             self.config["offsets.topic.num.partitions"],
-            max(factor, 1),
-            {"retention.ms": "-1", "retention.bytes": "-1"},
+            self.config["offsets.topic.replication.factor"],
+            {},
+        )
+
+    def create_transaction_state_topic(self) -> None:
+        """A transactional id needs its coordinator: create ``__transaction_state``."""
+        factor = self._internal_replication_factor(
+            self.config["transaction.state.log.replication.factor"]
+        )
+        self._create_internal_topic(
+            TRANSACTION_STATE_TOPIC,
+            self.config["transaction.state.log.num.partitions"],
+            factor,
+            {
+                "min.insync.replicas": str(
+                    min(self.config["transaction.state.log.min.isr"], factor)
+                ),
+                "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+            },
+        )
+
+    def _internal_replication_factor(self, configured: int) -> int:
+        """``configured``, capped at the cluster's size (the brokers registered or in the
+        quorum, not those live now: a coordinator found while a broker starts or is
+        fenced must not get fewer replicas for ever; the controller refuses until enough
+        are live, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE meanwhile, as
+        Kafka's does)."""
+        return max(min(configured, len(self.metadata.known_brokers) or 1), 1)
+
+    def _create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """Create a coordinator's topic (once; its records never expire by time or size)."""
+        if name in self._auto_creating or name in self.metadata.topics:
+            return
+        topic = m.CreatableTopic(
+            name,
+            partitions,
+            self._internal_replication_factor(replication_factor),
+            {"retention.ms": "-1", "retention.bytes": "-1", **configs},
         )
         self._create_in_background(topic)
 

@@ -4,11 +4,12 @@ partitions it holds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from purgatory.broker.metadata.metadata_image import MetadataImage
-from purgatory.protocol.errors import KafkaError
+from purgatory.protocol.errors import ErrorCode, KafkaError
 from purgatory.protocol.inter_broker_messages import PartitionState, TopicState
 
 
@@ -102,6 +103,20 @@ class MetadataCache:
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         return self.image.partition(topic, partition)
+
+    def coordinator_of(
+        self, topic: str, partition: int, create: Callable[[], None]
+    ) -> tuple[int, int]:
+        """(error, broker id) of a coordinator: the live leader of its partition of an
+        internal topic, which ``create`` makes on the first ask (COORDINATOR_NOT_AVAILABLE
+        until it exists, and while the partition has no live leader)."""
+        state = self.partition(topic, partition)
+        if state is None:
+            create()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        if state.leader_id < 0 or state.leader_id not in self.live_brokers:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        return ErrorCode.NONE, state.leader_id
 
 
 def partition_changes(

@@ -104,13 +104,9 @@ class GroupCoordinator:
         ``__consumer_offsets``, which is created on the first ask."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, -1
-        state = self.metadata.partition(OFFSETS_TOPIC, self.manager.partition_for(group_id))
-        if state is None:
-            self.create_offsets_topic()
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        if state.leader_id < 0 or state.leader_id not in self.metadata.live_brokers:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
-        return ErrorCode.NONE, state.leader_id
+        return self.metadata.coordinator_of(
+            OFFSETS_TOPIC, self.manager.partition_for(group_id), self.create_offsets_topic
+        )
 
     def _coordinator_error(self, group_id: str) -> int:
         if not group_id or len(group_id) > MAX_GROUP_ID_LENGTH:
@@ -120,6 +116,10 @@ class GroupCoordinator:
     def _leadership(self, key: TopicPartition, leader_epoch: int, leads: bool) -> None:
         if key[0] == OFFSETS_TOPIC:
             self.manager.leadership_changed(key[1], leader_epoch, leads)
+
+    def complete_txn_offsets(self, index: int, producer_id: int, committed: bool) -> None:
+        """A transaction's marker is in ``__consumer_offsets`` partition ``index``."""
+        self.manager.complete_txn_offsets(index, producer_id, committed)
 
     def on_topics_deleted(self, topics: set[str]) -> None:
         """The metadata deleted topics (Kafka's onPartitionsDeleted): the groups here lose
@@ -290,14 +290,43 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = joining.rebalance_timeout_ms
         if group.state is GroupState.STABLE and unchanged:
             self.sessions.heard_from(group, member)
-            result = group.join_result(member)
-            # The leader is told the members but must not assign again (KIP-345).
-            return result._replace(skip_assignment=member.member_id == group.leader_id)
+            return self._store_replaced_static_member(group, member, old_member_id)
         future: asyncio.Future[JoinResult] = self._future()
         member.protocols = joining.protocols
         group.set_awaiting_join(member, future)
         self.sessions.heard_from(group, member)
         self.rebalancer.maybe_prepare(group, f"static member {member.group_instance_id} rejoined")
+        return future
+
+    def _store_replaced_static_member(
+        self, group: GroupMetadata, member: MemberMetadata, old_member_id: str
+    ) -> asyncio.Future[JoinResult]:
+        """Kafka's ``updateStaticMemberAndRebalance`` in a Stable group: the new member id
+        is stored with the generation before the join is answered, so that a coordinator
+        loading the group after a failover knows it (else it fences the restarted member,
+        FENCED_INSTANCE_ID, on its first TxnOffsetCommit or heartbeat). If the store
+        fails, the old member id is put back and the join answered with the error."""
+        future: asyncio.Future[JoinResult] = self._future()
+        instance = member.group_instance_id
+        assert instance is not None
+        new_member_id = member.member_id
+        assignment = {m.member_id: m.assignment for m in group.members.values()}
+
+        def stored(done: asyncio.Future[int]) -> None:
+            error = done.result()
+            if future.done():
+                return
+            if error:
+                if group.static_members.get(instance) == new_member_id:
+                    group.replace_static_member(instance, new_member_id, old_member_id)
+                future.set_result(JoinResult(error, UNKNOWN_MEMBER_ID))
+                return
+            self.sessions.heard_from(group, member)
+            result = group.join_result(member)
+            # The leader is told the members but must not assign again (KIP-345).
+            future.set_result(result._replace(skip_assignment=new_member_id == group.leader_id))
+
+        self.manager.store_group(group, assignment).add_done_callback(stored)
         return future
 
     # -- SyncGroup -------------------------------------------------------------------------

@@ -128,6 +128,11 @@ class GroupMetadata:
     pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    # TxnOffsetCommit: producer id -> the offsets its open transaction commits (Kafka's
+    # pendingTransactionalOffsetCommits), the group's once its commit marker is written.
+    pending_txn_offsets: dict[int, dict[TopicPartition, CommittedOffset]] = field(
+        default_factory=dict
+    )
     new_member_added: bool = False  # a member joined during the initial rebalance delay
     awaiting_join_count: int = 0
 

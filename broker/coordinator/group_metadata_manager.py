@@ -12,6 +12,7 @@ its groups (NOT_COORDINATOR from then on). As Kafka's GroupMetadataManager.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Callable, Iterator
 
 import structlog
@@ -32,6 +33,7 @@ from purgatory.broker.coordinator.group_records import (
     MemberValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    TxnOffsetCommitKey,
     decode_group,
     decode_key,
     decode_offset,
@@ -42,7 +44,15 @@ from purgatory.broker.purgatory import Scheduler
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.inter_broker_messages import TopicState
-from purgatory.protocol.records import CorruptRecordError, decode_records, encode_batch
+from purgatory.protocol.kafka_records import CONTROL_FLAG, parse_end_txn_marker
+from purgatory.protocol.records import (
+    CorruptRecordError,
+    batch_base_offset,
+    decode_records,
+    encode_batch,
+    is_kafka_batch,
+    iter_batches,
+)
 
 _LOAD_BATCH_BYTES = 1 << 20  # replayed per loop turn, so a long load never stalls others
 
@@ -109,7 +119,7 @@ class GroupMetadataManager:
             self._unload(index)
             self.loading[index] = leader_epoch
             self.leader_epochs[index] = leader_epoch
-            self.scheduler.call_soon(lambda: self._load(index, leader_epoch, 0, {}, {}))
+            self.scheduler.call_soon(lambda: self._load(index, leader_epoch, 0, _Replay()))
         elif index in self.owned or index in self.loading:
             self._unload(index)
 
@@ -124,14 +134,7 @@ class GroupMetadataManager:
 
     # -- loading --------------------------------------------------------------------------
 
-    def _load(
-        self,
-        index: int,
-        epoch: int,
-        offset: int,
-        groups: dict[str, GroupMetadataValue | None],
-        offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None],
-    ) -> None:
+    def _load(self, index: int, epoch: int, offset: int, replay: _Replay) -> None:
         """Replay the partition from ``offset`` one chunk at a time, then take its groups."""
         if self.loading.get(index) != epoch:
             return  # leadership moved on meanwhile
@@ -141,44 +144,21 @@ class GroupMetadataManager:
             return
         log = partition.log
         offset = max(offset, log.local_log_start_offset)
+        next_offset = offset
         if offset < log.log_end_offset:
-            try:
-                records = decode_records(b"".join(log.read(offset, _LOAD_BATCH_BYTES)))
-            except CorruptRecordError as exc:
-                self.log.error("offsets_partition_unreadable", partition=index, error=str(exc))
-                records = []
-            for record in records:
-                self._replay(record.key, record.value, groups, offsets)
-            if records:
-                next_offset = records[-1].offset + 1
-                self.scheduler.call_soon(
-                    lambda: self._load(index, epoch, next_offset, groups, offsets)
-                )
+            for batch in iter_batches(b"".join(log.read(offset, _LOAD_BATCH_BYTES))):
+                try:
+                    next_offset = max(next_offset, replay.batch(batch))
+                except (CorruptRecordError, ValueError) as exc:
+                    self.log.error("offsets_partition_unreadable", partition=index, error=str(exc))
+                    break
+            if next_offset > offset:
+                self.scheduler.call_soon(lambda: self._load(index, epoch, next_offset, replay))
                 return
-        self._finish_load(index, groups, offsets)
+        self._finish_load(index, replay)
 
-    def _replay(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        groups: dict[str, GroupMetadataValue | None],
-        offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None],
-    ) -> None:
-        if key is None:
-            return
-        parsed = decode_key(key)
-        if isinstance(parsed, OffsetCommitKey):
-            tp = (parsed.topic, parsed.partition)
-            offsets[(parsed.group, tp)] = None if value is None else decode_offset(value)
-        else:
-            groups[parsed.group] = None if value is None else decode_group(value)
-
-    def _finish_load(
-        self,
-        index: int,
-        groups: dict[str, GroupMetadataValue | None],
-        offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None],
-    ) -> None:
+    def _finish_load(self, index: int, replay: _Replay) -> None:
+        groups, offsets = replay.groups, replay.offsets
         now = self.scheduler.wall_ms()
         loaded: dict[str, GroupMetadata] = {}
         for group_id, value in groups.items():
@@ -195,13 +175,14 @@ class GroupMetadataManager:
             group = loaded.get(group_id)
             if group is None:  # a group that only commits offsets
                 group = loaded[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now)
-            group.offsets[tp] = CommittedOffset(
-                commit.offset,
-                commit.leader_epoch,
-                commit.metadata,
-                commit.commit_timestamp_ms,
-                commit.topic_id,
-            )
+            group.offsets[tp] = _committed(commit)
+        for (group_id, producer_id), pending in replay.pending.items():
+            group = loaded.get(group_id)
+            if group is None:
+                group = loaded[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now)
+            group.pending_txn_offsets[producer_id] = {
+                tp: _committed(value) for tp, value in pending.items()
+            }
         self.loading.pop(index, None)
         self.owned.add(index)
         for group in loaded.values():
@@ -249,14 +230,7 @@ class GroupMetadataManager:
     ) -> asyncio.Future[int]:
         """Append the commits; once stored they replace the group's committed offsets."""
         records: list[Record] = [
-            (
-                _key(OffsetCommitKey(group.group_id, topic, index)),
-                encode(
-                    OffsetCommitValue(
-                        o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms, o.topic_id
-                    )
-                ),
-            )
+            (_key(OffsetCommitKey(group.group_id, topic, index)), _value(o))
             for (topic, index), o in offsets.items()
         ]
         future = self.append(group.group_id, records)
@@ -269,6 +243,39 @@ class GroupMetadataManager:
         # The caller's copy: a member whose connection closes cancels it, never the
         # outcome the group's state follows.
         return asyncio.shield(future)
+
+    def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> asyncio.Future[int]:
+        """TxnOffsetCommit: append the offsets as the producer's transaction's; they become
+        the group's when its commit marker is written (``complete_txn_offsets``)."""
+        records: list[Record] = [
+            (_key(TxnOffsetCommitKey(group.group_id, topic, index, producer_id)), _value(o))
+            for (topic, index), o in offsets.items()
+        ]
+        future = self.append(group.group_id, records)
+
+        def stored(f: asyncio.Future[int]) -> None:
+            if f.result() == ErrorCode.NONE and self.groups.get(group.group_id) is group:
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+        future.add_done_callback(stored)
+        return asyncio.shield(future)
+
+    def complete_txn_offsets(self, index: int, producer_id: int, committed: bool) -> None:
+        """The producer's marker is in partition ``index``: its transaction's offsets in
+        the partition's groups become their committed offsets, or are dropped."""
+        if index not in self.owned:
+            return  # loading: the replay meets the marker in the log
+        for group in self.owned_groups():
+            if self.partition_for(group.group_id) != index:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending and committed:
+                group.offsets.update(pending)
 
     def store_group(
         self, group: GroupMetadata, assignment: dict[str, bytes]
@@ -342,7 +349,7 @@ class GroupMetadataManager:
         return asyncio.shield(future)
 
 
-def _key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
+def _key(key: OffsetCommitKey | GroupMetadataKey | TxnOffsetCommitKey) -> bytes:
     data = encode(key)
     assert data is not None
     return data
@@ -388,3 +395,63 @@ def _group_from(group_id: str, value: GroupMetadataValue) -> GroupMetadata:
         if m.group_instance_id is not None:
             group.static_members[m.group_instance_id] = m.member_id
     return group
+
+
+def _value(o: CommittedOffset) -> bytes | None:
+    return encode(
+        OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms, o.topic_id)
+    )
+
+
+def _committed(value: OffsetCommitValue) -> CommittedOffset:
+    return CommittedOffset(
+        value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms, value.topic_id
+    )
+
+
+class _Replay:
+    """What replaying an ``__consumer_offsets`` partition found so far: the last record
+    per group and per committed offset, and the offsets of transactions not yet ended
+    (a commit marker makes them committed offsets, an abort marker drops them)."""
+
+    __slots__ = ("groups", "offsets", "pending")
+
+    def __init__(self) -> None:
+        self.groups: dict[str, GroupMetadataValue | None] = {}
+        self.offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None] = {}
+        self.pending: dict[tuple[str, int], dict[TopicPartition, OffsetCommitValue]] = {}
+
+    def batch(self, batch: memoryview) -> int:
+        """Replay one batch; returns the offset after it."""
+        if is_kafka_batch(batch) and batch[_ATTRIBUTES_LOW] & CONTROL_FLAG:
+            committed, _ = parse_end_txn_marker(batch)
+            (producer_id,) = _PRODUCER_ID.unpack_from(batch, _PRODUCER_ID_AT)
+            for key in [k for k in self.pending if k[1] == producer_id]:
+                ended = self.pending.pop(key)
+                if committed:
+                    for tp, value in ended.items():
+                        self.offsets[(key[0], tp)] = value
+            return batch_base_offset(batch) + 1
+        records = decode_records(batch)
+        for record in records:
+            self.record(record.key, record.value)
+        return records[-1].offset + 1 if records else batch_base_offset(batch) + 1
+
+    def record(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        parsed = decode_key(key)
+        if isinstance(parsed, OffsetCommitKey):
+            tp = (parsed.topic, parsed.partition)
+            self.offsets[(parsed.group, tp)] = None if value is None else decode_offset(value)
+        elif isinstance(parsed, TxnOffsetCommitKey):
+            if value is not None:
+                pending = self.pending.setdefault((parsed.group, parsed.producer_id), {})
+                pending[(parsed.topic, parsed.partition)] = decode_offset(value)
+        else:
+            self.groups[parsed.group] = None if value is None else decode_group(value)
+
+
+_ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes
+_PRODUCER_ID_AT = 43
+_PRODUCER_ID = struct.Struct(">q")

@@ -22,6 +22,17 @@ class GroupMetadataKey(msgspec.Struct, array_like=True, frozen=True, tag=2):
     group: str
 
 
+class TxnOffsetCommitKey(msgspec.Struct, array_like=True, frozen=True, tag=3):
+    """An offset a transaction commits (its value an OffsetCommitValue): it counts once
+    the producer's commit marker follows it in the partition, and never after an abort.
+    (Kafka writes an OffsetCommitKey in the producer's transactional batch instead.)"""
+
+    group: str
+    topic: str
+    partition: int
+    producer_id: int
+
+
 class OffsetCommitValue(msgspec.Struct, array_like=True, frozen=True):
     offset: int
     leader_epoch: int
@@ -52,7 +63,7 @@ class GroupMetadataValue(msgspec.Struct, array_like=True, frozen=True):
     members: list[MemberValue]
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordKey = OffsetCommitKey | GroupMetadataKey | TxnOffsetCommitKey
 
 _encoder = msgspec.msgpack.Encoder()
 _key_decoder = msgspec.msgpack.Decoder(RecordKey)

@@ -120,6 +120,62 @@ class OffsetMetadataManager:
             return dict.fromkeys(offsets, error)
         if member_id in group.members:
             self.keep_alive(group, group.members[member_id])
+        results, valid = self._checked(offsets)
+        if not valid:
+            return results
+        stored = self.manager.store_offsets(group, valid)
+        return mapped(stored, lambda code: {**results, **dict.fromkeys(valid, code)})
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[TopicPartition, OffsetToCommit],
+    ) -> dict[TopicPartition, int] | asyncio.Future[dict[TopicPartition, int]]:
+        """TxnOffsetCommit: the producer's transaction commits these offsets for the group
+        (Kafka's handleTxnCommitOffsets: a group not known is created Empty; a member or
+        generation given is checked, KIP-447). They count once the transaction commits."""
+        error = self.coordinator_error(group_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            group = self.manager.groups[group_id] = GroupMetadata(
+                group_id, GroupState.EMPTY, self.scheduler.wall_ms()
+            )
+        if group.state is GroupState.DEAD:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif (
+            group_instance_id is not None
+            and group.static_members.get(group_instance_id, member_id) != member_id
+        ):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif member_id and member_id not in group.members:  # "": no member named
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error:
+            return dict.fromkeys(offsets, error)
+        results, valid = self._checked(offsets)
+        if not valid:
+            return results
+        stored = self.manager.store_txn_offsets(group, producer_id, valid)
+        return mapped(stored, lambda code: {**results, **dict.fromkeys(valid, code)})
+
+    def pending_txn_partitions(self, group_id: str) -> frozenset[TopicPartition]:
+        """The partitions an open transaction commits offsets of for the group."""
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            return frozenset()
+        return frozenset(tp for pending in group.pending_txn_offsets.values() for tp in pending)
+
+    def _checked(
+        self, offsets: dict[TopicPartition, OffsetToCommit]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, CommittedOffset]]:
+        """(the partitions refused, with their errors; the offsets to store)."""
         results: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, CommittedOffset] = {}
         now = self.scheduler.wall_ms()
@@ -133,10 +189,7 @@ class OffsetMetadataManager:
             else:
                 topic_id = topics[tp[0]].topic_id
                 valid[tp] = CommittedOffset(offset, leader_epoch, metadata or "", now, topic_id)
-        if not valid:
-            return results
-        stored = self.manager.store_offsets(group, valid)
-        return mapped(stored, lambda code: {**results, **dict.fromkeys(valid, code)})
+        return results, valid
 
     def _commit_error(
         self, group: GroupMetadata, generation_id: int, member_id: str, instance: str | None

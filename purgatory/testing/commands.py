@@ -1,5 +1,5 @@
 """Arguments of the testing package's benchmarks (`purgatory perf cluster-start`, `scale`,
-`soak`, `compare`)."""
+`soak`, `compare`, `transactions`)."""
 
 from __future__ import annotations
 
@@ -125,6 +125,35 @@ def add_perf_commands(sub: Any) -> None:
         "--markdown", action="store_true", help="the medians as a Markdown table, not JSON"
     )
     compare.set_defaults(func=lazy("purgatory.testing.compare_bench", "main"))
+
+    txn = sub.add_parser(
+        "transactions",
+        help="what a transaction costs beside Apache Kafka (and kfake, librdkafka's mock): "
+        "commit latency, commit to read_committed visibility, transactional against "
+        "idempotent produce throughput",
+        description="Starts each system in turn (--brokers each), measures it with "
+        "confluent-kafka and stops it; --runs rounds with the order rotating; prints the "
+        "medians and every sample as JSON.",
+    )
+    txn.add_argument(
+        "--systems", default="purgatory,kafka", help="any of purgatory, kafka, kfake, mock"
+    )
+    txn.add_argument("--brokers", type=int, default=3, help="brokers per system (3)")
+    txn.add_argument("--runs", type=int, default=3, help="rounds of all systems (3)")
+    txn.add_argument(
+        "--transactions", type=int, default=200, help="transactions timed one by one (200)"
+    )
+    txn.add_argument(
+        "--num-records", type=int, default=100000, help="records per throughput phase (100000)"
+    )
+    txn.add_argument("--batch", type=int, default=1000, help="records per transaction (1000)")
+    txn.add_argument("--record-size", type=int, default=100, help="bytes per value (100)")
+    txn_output = txn.add_mutually_exclusive_group()
+    txn_output.add_argument("--json", action="store_true", help="one line of JSON")
+    txn_output.add_argument(
+        "--markdown", action="store_true", help="the medians as a Markdown table, not JSON"
+    )
+    txn.set_defaults(func=lazy("purgatory.testing.transaction_bench", "main"))
 
 
 def _counts(text: str) -> list[int]:

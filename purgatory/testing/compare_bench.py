@@ -263,22 +263,32 @@ def _progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def run(args: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
+def rounds(
+    systems: list[str], runs: int, measure: Callable[[str], dict[str, float]]
+) -> tuple[dict[str, list[dict[str, float]]], dict[str, dict[str, float]]]:
+    """``runs`` rounds of ``measure(system)`` over every system, the order rotating from
+    one round to the next so a drift of the machine falls on all of them; (every sample,
+    the medians) per system. Progress goes to stderr."""
     samples: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
-    for index in range(args.runs):
+    for index in range(runs):
         shift = index % len(systems)
         for system in systems[shift:] + systems[:shift]:
-            _progress(f"run {index + 1}/{args.runs}: {system} ...")
-            result = measure_once(system, args)
+            _progress(f"run {index + 1}/{runs}: {system} ...")
+            result = measure(system)
             samples[system].append(result)
             _progress(
-                f"run {index + 1}/{args.runs}: {system}: "
+                f"run {index + 1}/{runs}: {system}: "
                 + ", ".join(f"{name} {value:g}" for name, value in result.items())
             )
     medians = {
         system: {name: statistics.median(r[name] for r in results) for name in results[0]}
         for system, results in samples.items()
     }
+    return samples, medians
+
+
+def run(args: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
+    samples, medians = rounds(systems, args.runs, lambda system: measure_once(system, args))
     out: dict[str, Any] = {
         "benchmark": "compare",
         "kafka_version": KAFKA_VERSION if "kafka" in systems else None,

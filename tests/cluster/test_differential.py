@@ -71,27 +71,6 @@ KNOWN = [
         issue=45,
     ),
     Known(
-        "find_coordinator_of_a_transaction",
-        "find_txn.coordinators[0].error_code",
-        "no transaction coordinator: FindCoordinator of a transactional id is INVALID_REQUEST "
-        "(Kafka: COORDINATOR_NOT_AVAILABLE while it creates __transaction_state, then the "
-        "coordinator)",
-        issue=46,
-    ),
-    Known(
-        "fetch_*",
-        "*.aborted_transactions",
-        "a read_uncommitted fetch answers an empty aborted-transactions list where Kafka "
-        "answers null; clients read both as none (no transactions)",
-        issue=46,
-    ),
-    Known(
-        "every_version_of_produce_fetch_and_list_offsets",
-        "fetch_v*.aborted_transactions",
-        "as in fetch_*: the empty aborted-transactions list",
-        issue=46,
-    ),
-    Known(
         "fetch_session_asked_for",
         "new_session.session_id",
         "fetch sessions (KIP-227) are declined: session id 0 (which the protocol lets a "
@@ -135,13 +114,7 @@ KNOWN = [
         "delete_records_moves_the_log_start",
         "fetch_below_the_start.responses[0].partitions[0].*",
         "a fetch below the new log start: OFFSET_OUT_OF_RANGE with the real offsets, as in "
-        "fetch_out_of_range (and the empty aborted-transactions list, as in fetch_*)",
-    ),
-    Known(
-        "delete_records_moves_the_log_start",
-        "fetch_at_the_start.responses[0].partitions[0].aborted_transactions",
-        "the empty aborted-transactions list, as in fetch_*",
-        issue=46,
+        "fetch_out_of_range",
     ),
     Known(
         "produce_idempotent_sequences",
@@ -155,12 +128,6 @@ KNOWN = [
         "a batch of an unknown codec, or whose records do not decompress, is CORRUPT_MESSAGE "
         "(no log information, as for a bad CRC): Kafka answers UNKNOWN_SERVER_ERROR, its "
         "validator's exception left unmapped",
-    ),
-    Known(
-        "produce_compressed_batches",
-        "fetch.*.aborted_transactions",
-        "the empty aborted-transactions list, as in fetch_*",
-        issue=46,
     ),
 ]
 

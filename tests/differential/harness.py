@@ -58,6 +58,8 @@ DROPPED = frozenset(
         "log_dir",
         "total_bytes",
         "usable_bytes",
+        # DescribeTransactions: when the transaction began, by each broker's clock.
+        "transaction_start_time",
     }
 )
 # (b) Random identifiers: each distinct value becomes a symbol, numbered by first appearance.

@@ -59,15 +59,21 @@ def forged(brokers: list[Broker]) -> dict[ApiKey, tuple[Any, int]]:
         ApiKey.ALTER_PARTITION: (ib.AlterPartitionRequest(leader.broker_id, topic), 0),
         ApiKey.CONTROLLED_SHUTDOWN: (ib.ControlledShutdownRequest(victim, 1), 0),
         ApiKey.ENVELOPE: (ib.EnvelopeRequest(ApiKey.CREATE_TOPICS, 0, bytes(envelope_body)), 0),
+        ApiKey.WRITE_TXN_MARKERS: (
+            ib.WriteTxnMarkersRequest([ib.WritableTxnMarker(1, 0, False, 10**6, [("t", 0)])]),
+            0,
+        ),
         ApiKey.FETCH: (follower_fetch, 2),
     }
 
 
 def picture(brokers: list[Broker]) -> Any:
-    """What a forged request could have changed: quorum epochs, topics, ISRs, fencing."""
+    """What a forged request could have changed: quorum epochs, topics, ISRs, fencing,
+    the partition's log (a forged marker)."""
     return [
         (
             b.raft.epoch,
+            b.replica_manager.partitions[("t", 0)].log.log_end_offset,
             sorted(b.metadata.topics),
             [(p.leader_id, p.leader_epoch, list(p.isr)) for p in b.metadata.topics["t"].partitions],
             sorted(b.metadata.live_brokers),

@@ -162,7 +162,10 @@ def test_each_family_is_exposed_once_with_samples(scrapes: list[str]) -> None:
             dict(labels)["purgatory"]
             for name, labels in samples
             if name == "purgatory_size" and len(labels) == 1
-        } == {"Fetch", "Produce", "RemoteFetch", "DeleteRecords", "Rebalance", "Heartbeat"}
+        } == {
+            *("Fetch", "Produce", "RemoteFetch", "DeleteRecords", "Rebalance", "Heartbeat"),
+            "TransactionTimeout",
+        }
 
 
 def test_every_broker_reports_its_process(scrapes: list[str]) -> None:

@@ -249,8 +249,10 @@ async def test_a_static_member_rejoins_without_a_rebalance_and_fences_its_old_id
     await groups.h.settle()
     assert sync.result().error == E.NONE
     rebalances = groups.coordinator.rebalancer.rebalances
-    again = groups.join(instance="worker-1")  # a restart: a new member id, same instance
-    assert isinstance(again, JoinResult) and again.error == E.NONE
+    rejoin = groups.join(instance="worker-1")  # a restart: a new member id, same instance
+    await groups.h.settle()  # answered once the group with the new member id is stored
+    again: JoinResult = rejoin.result()
+    assert again.error == E.NONE
     assert again.member_id != first.member_id and again.generation_id == first.generation_id
     assert again.skip_assignment  # it leads: it must not assign again
     assert groups.coordinator.rebalancer.rebalances == rebalances
@@ -258,6 +260,13 @@ async def test_a_static_member_rejoins_without_a_rebalance_and_fences_its_old_id
     assert groups.sync(again.member_id, again.generation_id).assignment == b"parts"
     old = groups.coordinator.heartbeat(GROUP, first.member_id, "worker-1", first.generation_id)
     assert old == E.FENCED_INSTANCE_ID
+    # A coordinator that loads the group after a failover knows the new member id too.
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=1, leader_epoch=1)
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=0, leader_epoch=2)
+    await groups.h.settle()
+    assert groups.group.static_members == {"worker-1": again.member_id}
+    beat = groups.coordinator.heartbeat(GROUP, again.member_id, "worker-1", again.generation_id)
+    assert beat == E.NONE
 
 
 async def test_leaving_members_rebalance_the_group_at_once(groups: Groups) -> None:
@@ -459,3 +468,70 @@ async def test_a_coordinator_loading_offsets_of_a_topic_deleted_meanwhile_drops_
             (encode(OffsetCommitKey(GROUP, "u", 0)), None),
         ]
     )
+
+
+def _txn_marker(groups: Groups, producer_id: int, committed: bool) -> None:
+    """The transaction coordinator's marker, written in the offsets partition."""
+    responses, done = groups.h.replica_manager.append_txn_markers(
+        30_000, [((OFFSETS_TOPIC, 0), producer_id, 0, committed, 0)]
+    )
+    assert done is None and responses[0][1].error == E.NONE
+    groups.coordinator.complete_txn_offsets(0, producer_id, committed)
+
+
+async def test_a_transactions_offsets_count_only_once_it_commits_and_a_reload_agrees(
+    groups: Groups,
+) -> None:
+    offsets = groups.coordinator.offsets
+    # A producer with no group membership (KIP-447's old style): generation -1, no member.
+    stored = offsets.commit_txn_offsets(GROUP, 77, -1, "", None, {("t", 0): (10, -1, "")})
+    await groups.h.settle()
+    assert stored.result() == {("t", 0): E.NONE}
+    aborted = offsets.commit_txn_offsets(GROUP, 88, -1, "", None, {("t", 1): (20, -1, "")})
+    await groups.h.settle()
+    assert aborted.result() == {("t", 1): E.NONE}
+    assert offsets.fetch_offsets(GROUP, [("t", 0), ("t", 1)])[1] == {("t", 0): None, ("t", 1): None}
+    _txn_marker(groups, 77, True)
+    _txn_marker(groups, 88, False)
+    _, fetched = offsets.fetch_offsets(GROUP, [("t", 0), ("t", 1)])
+    assert fetched[("t", 0)] is not None and fetched[("t", 0)][0] == 10
+    assert fetched[("t", 1)] is None
+    # A new leader replays commits, the transactions' offsets and their markers alike.
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=1, leader_epoch=1)
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=0, leader_epoch=2)
+    await groups.h.settle()
+    _, reloaded = offsets.fetch_offsets(GROUP, [("t", 0), ("t", 1)])
+    assert reloaded[("t", 0)] is not None and reloaded[("t", 0)][0] == 10
+    assert reloaded[("t", 1)] is None
+
+
+async def test_a_transaction_still_open_at_a_reload_keeps_its_offsets_pending(
+    groups: Groups,
+) -> None:
+    offsets = groups.coordinator.offsets
+    stored = offsets.commit_txn_offsets(GROUP, 5, -1, "", None, {("t", 2): (7, -1, "")})
+    await groups.h.settle()
+    assert stored.result() == {("t", 2): E.NONE}
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=1, leader_epoch=1)
+    groups.h.set_partition(OFFSETS_TOPIC, 0, leader_id=0, leader_epoch=2)
+    await groups.h.settle()
+    assert groups.group.pending_txn_offsets == {
+        5: {("t", 2): groups.group.pending_txn_offsets[5][("t", 2)]}
+    }
+    _txn_marker(groups, 5, True)
+    assert offsets.fetch_offsets(GROUP, [("t", 2)])[1][("t", 2)][0] == 7
+
+
+async def test_txn_offset_commits_check_the_member_and_generation_given(groups: Groups) -> None:
+    leader, _follower, generation = await stable_pair(groups)
+    offsets = groups.coordinator.offsets
+    commit = {("t", 0): (1, -1, "")}
+    assert offsets.commit_txn_offsets(GROUP, 1, generation, "stranger", None, commit) == {
+        ("t", 0): E.UNKNOWN_MEMBER_ID
+    }
+    assert offsets.commit_txn_offsets(GROUP, 1, generation + 1, leader, None, commit) == {
+        ("t", 0): E.ILLEGAL_GENERATION
+    }
+    good = offsets.commit_txn_offsets(GROUP, 1, generation, leader, None, commit)
+    await groups.h.settle()
+    assert good.result() == {("t", 0): E.NONE}

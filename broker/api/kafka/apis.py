@@ -26,9 +26,11 @@ from purgatory.broker.api.kafka.leader_election import LeaderElectionApis
 from purgatory.broker.api.kafka.leader_election import error_response as election_error_response
 from purgatory.broker.api.kafka.log_info import LOG_INFO_APIS, LogInfoApis
 from purgatory.broker.api.kafka.log_info import error_response as log_info_error_response
-from purgatory.broker.api.kafka.offsets import OffsetApis
+from purgatory.broker.api.kafka.offsets import OffsetApis, txn_offset_commit_response
 from purgatory.broker.api.kafka.quorum import QuorumApis, describe_quorum_response
 from purgatory.broker.api.kafka.records import RecordApis, delete_records_response
+from purgatory.broker.api.kafka.transactions import TRANSACTION_APIS, TransactionApis
+from purgatory.broker.api.kafka.transactions import error_response as transaction_error_response
 from purgatory.broker.api.results import Result
 from purgatory.broker.network.request_channel import Request
 from purgatory.broker.replication.delayed_delete_records import DeleteRecordsResult
@@ -63,6 +65,7 @@ class KafkaListenerApis:
             **QuorumApis(broker).handlers(),
             **LogInfoApis(broker).handlers(),
             **LeaderElectionApis(broker).handlers(),
+            **TransactionApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
         assert not missing, f"advertised without a handler: {missing}"
@@ -252,14 +255,10 @@ class KafkaListenerApis:
             return alter_configs_response(
                 ApiKey(key), version, [(r, code, message) for r in body.resources]
             )
-        if key == ApiKey.INIT_PRODUCER_ID:
-            return build(
-                schema.InitProducerIdResponse,
-                throttle_time=0,
-                error_code=code,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
+        if key == ApiKey.TXN_OFFSET_COMMIT:
+            return txn_offset_commit_response(version, body, code)
+        if key in TRANSACTION_APIS:
+            return transaction_error_response(key, version, body, code)
         if key == ApiKey.DESCRIBE_CLUSTER:
             return build(
                 schema.DescribeClusterResponse,

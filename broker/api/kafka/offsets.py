@@ -1,8 +1,9 @@
 """The Kafka listener's committed-offset APIs: FindCoordinator, OffsetCommit, OffsetFetch
 and OffsetDelete, served by the group coordinator (``broker/coordinator``).
 
-FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
-(creating the topic on first use: COORDINATOR_NOT_AVAILABLE until it exists); the other
+FindCoordinator names the leader of the group's ``__consumer_offsets`` partition, or of
+a transactional id's ``__transaction_state`` partition (creating the topic on first use:
+COORDINATOR_NOT_AVAILABLE until it exists); the other
 APIs answer NOT_COORDINATOR on any other broker, and Kafka clients then ask again.
 """
 
@@ -20,7 +21,8 @@ from purgatory.protocol.kafka_schemas import build, response_module
 if TYPE_CHECKING:
     from purgatory.broker.server import Broker
 
-GROUP_KEY = 0  # FindCoordinator key types: 0 group, 1 transaction
+GROUP_KEY = 0  # FindCoordinator key types: 0 group, 1 transaction (share groups: 2)
+TRANSACTION_KEY = 1
 
 
 class OffsetApis:
@@ -34,16 +36,20 @@ class OffsetApis:
             ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
             ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
             ApiKey.OFFSET_DELETE: self.handle_offset_delete,
+            ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
         }
 
     # -- FindCoordinator ---------------------------------------------------------------------
 
     def _coordinator(self, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
         """(error, message, node id, host, port) of the coordinator of ``key``."""
-        if key_type != GROUP_KEY:
-            message = "only group coordinators exist here (no transactions)"
+        if key_type == GROUP_KEY:
+            code, node = self.coordinator.find_coordinator(key)
+        elif key_type == TRANSACTION_KEY:
+            code, node = self.broker.transaction_coordinator.find_coordinator(key)
+        else:
+            message = f"unknown coordinator key type {key_type} (0: group, 1: transaction)"
             return ErrorCode.INVALID_REQUEST, message, -1, "", -1
-        code, node = self.coordinator.find_coordinator(key)
         if code:
             return code, None, -1, "", -1
         address = self.broker.endpoints().get(node)
@@ -86,16 +92,7 @@ class OffsetApis:
     # -- OffsetCommit ------------------------------------------------------------------------
 
     def handle_offset_commit(self, request: Any, version: int) -> Result:
-        check_partition_count(request.topics)
-        offsets = {
-            (t.name, p.partition_index): (
-                p.committed_offset,
-                getattr(p, "committed_leader_epoch", -1),
-                p.committed_metadata,
-            )
-            for t in request.topics
-            for p in t.partitions
-        }
+        offsets = _offsets_to_commit(request)
         generation = getattr(request, "generation_id_or_member_epoch", None)
         if generation is None:
             generation = request.generation_id
@@ -128,6 +125,24 @@ class OffsetApis:
 
         return answer(result, to_response)
 
+    # -- TxnOffsetCommit ---------------------------------------------------------------------
+
+    def handle_txn_offset_commit(self, request: Any, version: int) -> Result:
+        """Offsets a transaction commits (AddOffsetsToTxn came first); they become the
+        group's when the transaction commits. PRODUCER_FENCED is not checked here: the
+        coordinator fences the producer's transaction itself (Kafka checks it from v3+
+        with transaction version 2 only)."""
+        offsets = _offsets_to_commit(request)
+        result = self.coordinator.offsets.commit_txn_offsets(
+            request.group_id,
+            request.producer_id,
+            getattr(request, "generation_id", -1),
+            getattr(request, "member_id", ""),
+            getattr(request, "group_instance_id", None),
+            offsets,
+        )
+        return answer(result, lambda errors: txn_offset_commit_response(version, request, errors))
+
     # -- OffsetFetch -------------------------------------------------------------------------
 
     def handle_offset_fetch(self, request: Any, version: int) -> Result:
@@ -156,11 +171,20 @@ class OffsetApis:
             partition_code = code if version < 2 else ErrorCode.NONE  # v1: no group error
             if code and asked is not None:
                 offsets = dict.fromkeys(asked)
+            # KIP-447: a read_committed consumer asks for stable offsets only; one an open
+            # transaction is committing is UNSTABLE_OFFSET_COMMIT until it ends.
+            unstable = (
+                self.coordinator.offsets.pending_txn_partitions(group)
+                if getattr(request, "require_stable", False) and not code
+                else frozenset()
+            )
             by_topic: dict[str, list[Any]] = {}
-            for (topic, index), committed in offsets.items():
-                by_topic.setdefault(topic, []).append(
-                    _partition(part_cls, index, committed, partition_code)
-                )
+            for tp, committed in offsets.items():
+                if tp in unstable:
+                    part = _partition(part_cls, tp[1], None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                else:
+                    part = _partition(part_cls, tp[1], committed, partition_code)
+                by_topic.setdefault(tp[0], []).append(part)
             results.append(
                 (
                     group,
@@ -226,4 +250,46 @@ def _partition(cls: Any, index: int, committed: CommittedOffset | None, code: in
         committed_leader_epoch=epoch,
         metadata=metadata,
         error_code=code,
+    )
+
+
+def _offsets_to_commit(request: Any) -> dict[TopicPartition, tuple[int, int, str | None]]:
+    """(offset, leader epoch, metadata) per partition of an OffsetCommit or TxnOffsetCommit."""
+    check_partition_count(request.topics)
+    return {
+        (t.name, p.partition_index): (
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        for t in request.topics
+        for p in t.partitions
+    }
+
+
+def txn_offset_commit_response(
+    version: int, request: Any, errors: dict[TopicPartition, int] | int
+) -> Any:
+    """The response with each partition's error (or ``errors`` throughout)."""
+    schema = response_module(ApiKey.TXN_OFFSET_COMMIT, version)
+    return build(
+        schema.TxnOffsetCommitResponse,
+        throttle_time=0,
+        topics=[
+            build(
+                schema.TxnOffsetCommitResponseTopic,
+                name=t.name,
+                partitions=[
+                    build(
+                        schema.TxnOffsetCommitResponsePartition,
+                        partition_index=p.partition_index,
+                        error_code=errors
+                        if isinstance(errors, int)
+                        else errors[(t.name, p.partition_index)],
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
     )

@@ -53,7 +53,6 @@ class RecordApis:
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
-            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
 
     # -- Produce -----------------------------------------------------------------------------
@@ -181,21 +180,6 @@ class RecordApis:
         }
         outcome = self.replica_manager.delete_records(millis(request.timeout), offsets)
         return answer(outcome, lambda results: delete_records_response(version, asked, results))
-
-    # -- InitProducerId ----------------------------------------------------------------------
-
-    def handle_init_producer_id(self, request: Any, version: int) -> Result:
-        """Kafka gives an idempotent producer (no transactional id) a new id at epoch 0
-        whatever id and epoch it sends (its client bumps epochs itself); the epoch bump
-        of KIP-360 is for transactional ids (issue 46) and our own protocol's clients."""
-        given = self.broker.producer_ids.init_producer_id(request.transactional_id)
-        return build(
-            response_module(ApiKey.INIT_PRODUCER_ID, version).InitProducerIdResponse,
-            throttle_time=0,
-            error_code=given.error_code,
-            producer_id=given.producer_id,
-            producer_epoch=given.producer_epoch,
-        )
 
 
 def delete_records_response(
@@ -382,6 +366,9 @@ def _name_of(names: dict[str, str], topic_id: str) -> str:
     return names.get(topic_id) or _UNKNOWN_ID + topic_id
 
 
+_NOT_FOUND = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+
+
 def _partition(index: int, data: FetchPartitionData, unknown_id: bool) -> FetchPartition:
     error = data.error
     if unknown_id and error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
@@ -396,5 +383,7 @@ def _partition(index: int, data: FetchPartitionData, unknown_id: bool) -> FetchP
         data.log_start_offset,
         records,
         lso,
-        data.aborted_transactions,
+        # A partition the metadata does not have gets an empty list from Kafka (its answer
+        # made before any read), one whose read failed null, as a read_uncommitted one.
+        () if error in _NOT_FOUND else data.aborted_transactions,
     )

@@ -28,14 +28,6 @@ async def find_coordinator_of_a_group(c: Client) -> None:
 
 
 @scenario
-async def find_coordinator_of_a_transaction(c: Client) -> None:
-    await coordinator_ready(c, c.topic("group"))
-    await c.call(
-        "find_txn", ApiKey.FIND_COORDINATOR, FIND_COORDINATOR, key_type=1, coordinator_keys=["tx"]
-    )
-
-
-@scenario
 async def group_member_lifecycle_and_its_errors(c: Client) -> None:
     await topic_with_records(c, b"a")
     group = c.topic("group")

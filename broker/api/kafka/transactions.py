@@ -1,0 +1,318 @@
+"""The Kafka listener's transaction APIs: InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions, served by the
+transaction coordinator (``broker/coordinator/transaction``); TxnOffsetCommit is the group
+coordinator's (``groups.py``).
+
+Errors as Kafka's KafkaApis maps them: clients older than KIP-588 (InitProducerId below
+v4, the others below v2) are told INVALID_PRODUCER_EPOCH where newer ones hear
+PRODUCER_FENCED. AddPartitionsToTxn v4 and later (KIP-890, sent by brokers) is not served.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from purgatory.broker.api.request_limits import check_topic_count
+from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
+from purgatory.broker.coordinator.group_records import partition_for
+from purgatory.broker.coordinator.transaction.transaction_metadata import TransactionState
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.kafka_schemas import build, response_module
+
+if TYPE_CHECKING:
+    from purgatory.broker.server import Broker
+
+TRANSACTION_APIS = frozenset(
+    {
+        ApiKey.INIT_PRODUCER_ID,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        ApiKey.END_TXN,
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        ApiKey.LIST_TRANSACTIONS,
+    }
+)
+
+
+def _fenced(error: int, version: int, since: int) -> int:
+    if error == ErrorCode.PRODUCER_FENCED and version < since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
+class TransactionApis:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.coordinator = broker.transaction_coordinator
+
+    def handlers(self) -> dict[int, Any]:
+        return {
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: self.handle_add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.handle_add_offsets_to_txn,
+            ApiKey.END_TXN: self.handle_end_txn,
+            ApiKey.DESCRIBE_TRANSACTIONS: self.handle_describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: self.handle_list_transactions,
+        }
+
+    # -- InitProducerId ----------------------------------------------------------------------
+
+    async def handle_init_producer_id(self, request: Any, version: int) -> Any:
+        """An idempotent producer (no transactional id) gets a new id at epoch 0 whatever
+        it sends (its client bumps epochs itself); a transactional one, the coordinator's
+        answer for its id."""
+        timeout = request.transaction_timeout
+        result = await self.coordinator.init_producer_id(
+            request.transactional_id,
+            int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else timeout,
+            getattr(request, "producer_id", -1),
+            getattr(request, "producer_epoch", -1),
+        )
+        return build(
+            response_module(ApiKey.INIT_PRODUCER_ID, version).InitProducerIdResponse,
+            throttle_time=0,
+            error_code=_fenced(result.error_code, version, 4),
+            producer_id=result.producer_id,
+            producer_epoch=result.producer_epoch,
+        )
+
+    # -- AddPartitionsToTxn, AddOffsetsToTxn -------------------------------------------------
+
+    async def handle_add_partitions_to_txn(self, request: Any, version: int) -> Any:
+        topics = request.v3_and_below_topics
+        check_topic_count(len(topics))
+        asked = [(t.name, int(p)) for t in topics for p in t.partitions]
+        known = self.broker.metadata
+        unknown = {tp for tp in asked if known.partition(*tp) is None}
+        if unknown:  # Kafka adds none: the unknown ones fail, the others are not attempted
+            errors: dict[tuple[str, int], int] = {
+                tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if tp in unknown
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in asked
+            }
+        else:
+            error = await self.coordinator.add_partitions(
+                request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch,
+                frozenset(asked),
+            )
+            errors = dict.fromkeys(asked, _fenced(error, version, 2))
+        schema = response_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), error in errors.items():
+            by_topic.setdefault(topic, []).append(
+                build(
+                    schema.AddPartitionsToTxnPartitionResult,
+                    partition_index=index,
+                    partition_error_code=error,
+                )
+            )
+        return build(
+            schema.AddPartitionsToTxnResponse,
+            throttle_time=0,
+            results_by_topic_v3_and_below=[
+                build(schema.AddPartitionsToTxnTopicResult, name=topic, results_by_partition=ps)
+                for topic, ps in by_topic.items()
+            ],
+        )
+
+    async def handle_add_offsets_to_txn(self, request: Any, version: int) -> Any:
+        """The group's ``__consumer_offsets`` partition joins the transaction."""
+        partition = partition_for(
+            request.group_id, self.broker.config["offsets.topic.num.partitions"]
+        )
+        error = await self.coordinator.add_partitions(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            frozenset({(OFFSETS_TOPIC, partition)}),
+        )
+        return build(
+            response_module(ApiKey.ADD_OFFSETS_TO_TXN, version).AddOffsetsToTxnResponse,
+            throttle_time=0,
+            error_code=_fenced(error, version, 2),
+        )
+
+    # -- EndTxn ------------------------------------------------------------------------------
+
+    async def handle_end_txn(self, request: Any, version: int) -> Any:
+        error = await self.coordinator.end_transaction(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.committed,
+        )
+        return build(
+            response_module(ApiKey.END_TXN, version).EndTxnResponse,
+            throttle_time=0,
+            error_code=_fenced(error, version, 2),
+        )
+
+    # -- DescribeTransactions, ListTransactions ----------------------------------------------
+
+    def handle_describe_transactions(self, request: Any, version: int) -> Any:
+        """Each id this broker coordinates, as its coordinator holds it; an error answer
+        carries the schema's defaults (0, ""), as Kafka's does."""
+        schema = response_module(ApiKey.DESCRIBE_TRANSACTIONS, version)
+        states = []
+        for transactional_id in request.transactional_ids:
+            error = self.coordinator.state.ownership_error(transactional_id)
+            txn = self.coordinator.state.transactions.get(transactional_id)
+            if not error and (txn is None or txn.producer_epoch < 0):
+                error = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+            if error or txn is None:
+                states.append(
+                    build(
+                        schema.TransactionState,
+                        error_code=error,
+                        transactional_id=transactional_id,
+                        transaction_state="",
+                        transaction_timeout=0,
+                        transaction_start_time=_start_time(0),
+                        producer_id=0,
+                        producer_epoch=0,
+                        topics=[],
+                    )
+                )
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for topic, index in sorted(txn.partitions):
+                by_topic.setdefault(topic, []).append(index)
+            states.append(
+                build(
+                    schema.TransactionState,
+                    error_code=ErrorCode.NONE,
+                    transactional_id=transactional_id,
+                    transaction_state=txn.state.kafka_name,
+                    transaction_timeout=txn.txn_timeout_ms,
+                    transaction_start_time=_start_time(txn.txn_start_timestamp),
+                    producer_id=txn.producer_id,
+                    producer_epoch=txn.producer_epoch,
+                    topics=[
+                        build(schema.TopicData, topic=topic, partitions=indexes)
+                        for topic, indexes in by_topic.items()
+                    ],
+                )
+            )
+        return build(
+            schema.DescribeTransactionsResponse, throttle_time=0, transaction_states=states
+        )
+
+    def handle_list_transactions(self, request: Any, version: int) -> Any:
+        """The transactional ids this broker coordinates, filtered as asked (states by
+        Kafka's names, producer ids, and from v1 how long they have been open)."""
+        schema = response_module(ApiKey.LIST_TRANSACTIONS, version)
+        names = {s.kafka_name: s for s in TransactionState}
+        wanted = set(request.state_filters)
+        unknown = sorted(wanted - set(names))
+        producers = {int(p) for p in request.producer_id_filters}
+        duration = getattr(request, "duration_filter", -1)
+        duration_ms = (
+            int(duration.total_seconds() * 1000) if hasattr(duration, "total_seconds") else duration
+        )
+        now = self.coordinator.scheduler.wall_ms()
+        listed = []
+        for txn in self.coordinator.state.owned_transactions():
+            if txn.producer_epoch < 0:
+                continue  # an id whose first InitProducerId has not completed
+            if wanted and txn.state.kafka_name not in wanted:
+                continue
+            if producers and txn.producer_id not in producers:
+                continue
+            if (
+                duration_ms is not None
+                and duration_ms >= 0
+                and (
+                    txn.state != TransactionState.ONGOING
+                    or now - txn.txn_start_timestamp < duration_ms
+                )
+            ):
+                continue
+            listed.append(
+                build(
+                    schema.TransactionState,
+                    transactional_id=txn.transactional_id,
+                    producer_id=txn.producer_id,
+                    transaction_state=txn.state.kafka_name,
+                )
+            )
+        return build(
+            schema.ListTransactionsResponse,
+            throttle_time=0,
+            error_code=ErrorCode.NONE,
+            unknown_state_filters=unknown,
+            transaction_states=listed,
+        )
+
+
+def _start_time(ms: int) -> datetime.datetime:
+    """A transaction's start for DescribeTransactions (kio's field is a datetime, not
+    nullable): -1, an id with no transaction open, is the instant 1 ms before the epoch,
+    which is written as -1, as Kafka writes it."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+
+
+def error_response(key: int, version: int, body: Any, code: int) -> Any:
+    """The API's response answering ``code`` throughout (a refused request)."""
+    schema = response_module(key, version)
+    if key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
+        name = "AddOffsetsToTxnResponse" if key == ApiKey.ADD_OFFSETS_TO_TXN else "EndTxnResponse"
+        return build(getattr(schema, name), throttle_time=0, error_code=code)
+    if key == ApiKey.INIT_PRODUCER_ID:
+        return build(
+            schema.InitProducerIdResponse,
+            throttle_time=0,
+            error_code=code,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    if key == ApiKey.ADD_PARTITIONS_TO_TXN:
+        return build(
+            schema.AddPartitionsToTxnResponse,
+            throttle_time=0,
+            results_by_topic_v3_and_below=[
+                build(
+                    schema.AddPartitionsToTxnTopicResult,
+                    name=t.name,
+                    results_by_partition=[
+                        build(
+                            schema.AddPartitionsToTxnPartitionResult,
+                            partition_index=p,
+                            partition_error_code=code,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.v3_and_below_topics
+            ],
+        )
+    if key == ApiKey.DESCRIBE_TRANSACTIONS:
+        return build(
+            schema.DescribeTransactionsResponse,
+            throttle_time=0,
+            transaction_states=[
+                build(
+                    schema.TransactionState,
+                    error_code=code,
+                    transactional_id=t,
+                    transaction_state="",
+                    transaction_timeout=0,
+                    transaction_start_time=_start_time(0),
+                    producer_id=0,
+                    producer_epoch=0,
+                    topics=[],
+                )
+                for t in body.transactional_ids
+            ],
+        )
+    return build(
+        schema.ListTransactionsResponse,
+        throttle_time=0,
+        error_code=code,
+        unknown_state_filters=[],
+        transaction_states=[],
+    )
