@@ -261,3 +261,67 @@ def test_transaction_log_records_read_back_as_written() -> None:
     assert back.producer_id == 1234 and back.producer_epoch == 7
     assert back.state is S.ONGOING and back.partitions == transit.partitions
     assert (back.txn_start_timestamp, back.txn_last_update_timestamp) == (6_000, 6_000)
+
+
+async def test_a_timeout_during_a_change_being_written_aborts_after_it(txns: Txns) -> None:
+    p = await txns.init(timeout=5_000)
+    pid = p.producer_id
+    assert await txns.add(pid, 0, ("t", 0)) == E.NONE
+    # Partitions being added when the timeout fires: the append is held (no ISR ack yet).
+    txns.h.set_partition(TRANSACTION_STATE_TOPIC, 0, isr=[0, 1])
+    adding = asyncio.ensure_future(txns.add(pid, 0, ("t", 1)))
+    await txns.h.settle()
+    assert txns.txn.pending is not None
+    await txns.h.advance(5_000)
+    assert txns.txn.state is S.ONGOING  # not aborted under the pending change
+    txns.h.set_partition(TRANSACTION_STATE_TOPIC, 0, isr=[0])  # the follower drops out
+    await txns.h.advance(100)
+    await txns.settle()
+    assert adding.done()
+    await txns.h.advance(100)
+    await txns.settle()
+    assert txns.txn.state is S.COMPLETE_ABORT and txns.txn.producer_epoch == 1
+
+
+async def test_a_producer_gone_while_its_end_txn_is_written_still_gets_its_markers(
+    txns: Txns,
+) -> None:
+    # The request is cancelled when its connection closes (a producer killed after
+    # sending EndTxn); what it started must finish, as Kafka's append callbacks do.
+    p = await txns.init()
+    pid = p.producer_id
+    assert await txns.add(pid, 0, ("t", 0)) == E.NONE
+    txns.h.set_partition(TRANSACTION_STATE_TOPIC, 0, isr=[0, 1])  # the append is held
+    ending = asyncio.ensure_future(txns.end(pid, 0, commit=True))
+    await txns.h.settle()
+    assert txns.txn.pending is not None
+    ending.cancel()
+    await txns.h.settle()
+    txns.h.set_partition(TRANSACTION_STATE_TOPIC, 0, isr=[0])  # the follower drops out
+    await txns.h.advance(100)
+    await txns.settle()
+    assert txns.txn.state is S.COMPLETE_COMMIT and txns.txn.pending is None
+    assert txns.markers("t", 0) == [(pid, True)]
+    # The producer's successor is served at once, not CONCURRENT_TRANSACTIONS for ever.
+    successor = await txns.init()
+    assert (successor.error_code, successor.producer_epoch) == (E.NONE, 1)
+
+
+async def test_a_producer_gone_while_its_init_or_add_is_written_leaves_no_change_pending(
+    txns: Txns,
+) -> None:
+    p = await txns.init(timeout=5_000)
+    pid = p.producer_id
+    txns.h.set_partition(TRANSACTION_STATE_TOPIC, 0, isr=[0, 1])
+    adding = asyncio.ensure_future(txns.add(pid, 0, ("t", 0)))
+    await txns.h.settle()
+    adding.cancel()
+    await txns.h.settle()
+    txns.h.set_partition(TRANSACTION_STATE_TOPIC, 0, isr=[0])
+    await txns.h.advance(100)
+    await txns.settle()
+    assert txns.txn.state is S.ONGOING and txns.txn.pending is None
+    # Its timeout is watched: the transaction is aborted when it passes.
+    await txns.h.advance(5_000)
+    await txns.settle()
+    assert txns.txn.state is S.COMPLETE_ABORT

@@ -17,7 +17,7 @@ TransactionCoordinator, transaction version 1).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, NamedTuple
 
 import structlog
@@ -35,6 +35,7 @@ from purgatory.broker.coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     TransactionMetadata,
     TransactionState,
+    TxnTransitMetadata,
 )
 from purgatory.broker.coordinator.transaction.transaction_state_manager import (
     TransactionStateManager,
@@ -192,7 +193,9 @@ class TransactionCoordinator:
                 new_producer_id=None,
                 timeout_ms=timeout_ms,
             )
-        error = await self.state.append(txn, transit)
+        # Shielded: the client going away (its request cancelled) must not leave the
+        # change half made (txn.pending for ever: CONCURRENT_TRANSACTIONS to every call).
+        error = await asyncio.shield(self.state.append(txn, transit))
         if error:
             return InitProducerIdResult(error, -1, -1)
         return InitProducerIdResult(ErrorCode.NONE, transit.producer_id, transit.producer_epoch)
@@ -216,10 +219,24 @@ class TransactionCoordinator:
             return ErrorCode.NONE
         starts = txn.state != TransactionState.ONGOING
         transit = txn.prepare_add_partitions(partitions, self._now())
+        return await self._carried_on(self._add_partitions(txn, transit, starts))
+
+    async def _add_partitions(
+        self, txn: TransactionMetadata, transit: TxnTransitMetadata, starts: bool
+    ) -> int:
         error = await self.state.append(txn, transit)
         if not error and starts:
             self._watch_timeout(txn)
         return error
+
+    def _carried_on(self, work: Coroutine[Any, Any, int]) -> Awaitable[int]:
+        """``work`` (a change written, then what follows it) as the coordinator's own task:
+        a request is cancelled when its client goes away, but what it started carries on,
+        as Kafka's append callbacks do. Else a producer killed while its EndTxn is being
+        written leaves the transaction in Prepare* for ever (no markers, every later
+        InitProducerId answered CONCURRENT_TRANSACTIONS), or one killed while its
+        AddPartitionsToTxn is written leaves an open transaction no timeout aborts."""
+        return asyncio.shield(self.spawn(work))
 
     def _watch_timeout(self, txn: TransactionMetadata) -> None:
         operation = DelayedTxnTimeout(self, txn, txn.txn_start_timestamp)
@@ -237,11 +254,7 @@ class TransactionCoordinator:
         state = txn.state
         if state == TransactionState.ONGOING:
             transit = txn.prepare_abort_or_commit(commit, self._now())
-            error = await self.state.append(txn, transit)
-            if not error:
-                self.timeouts.check_and_complete(transactional_id)
-                self._send_markers(txn)
-            return error
+            return await self._carried_on(self._prepare_end(txn, transit))
         finished = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
         finishing = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
         if state == finished:
@@ -250,9 +263,23 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.INVALID_TXN_STATE
 
+    async def _prepare_end(self, txn: TransactionMetadata, transit: TxnTransitMetadata) -> int:
+        """PrepareCommit or PrepareAbort written, then the markers sent."""
+        error = await self.state.append(txn, transit)
+        if not error:
+            self.timeouts.check_and_complete(txn.transactional_id)
+            self._send_markers(txn)
+        return error
+
     async def _abort(self, txn: TransactionMetadata, *, fence: bool) -> None:
         """The coordinator aborts on its own (timed out, or a new producer of the id)."""
-        if txn.pending is not None or txn.state != TransactionState.ONGOING:
+        if txn.state != TransactionState.ONGOING:
+            return
+        if txn.pending is not None:  # a change being written (partitions added): after it
+            self.scheduler.call_at(
+                self.scheduler.now_ms() + _COMPLETE_RETRY_MS,
+                lambda: self._abort_if_current(txn, fence),
+            )
             return
         transit = txn.prepare_abort_or_commit(False, self._now(), fence=fence)
         error = await self.state.append(txn, transit)
@@ -271,6 +298,10 @@ class TransactionCoordinator:
         )
         self.timeouts.check_and_complete(txn.transactional_id)
         self._send_markers(txn)
+
+    def _abort_if_current(self, txn: TransactionMetadata, fence: bool) -> None:
+        if self.state.transactions.get(txn.transactional_id) is txn:
+            self.spawn(self._abort(txn, fence=fence))
 
     def abort_timed_out(self, txn: TransactionMetadata) -> None:
         """A transaction's timeout passed while it was still open."""
