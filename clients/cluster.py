@@ -277,9 +277,11 @@ class ClientCluster:
         tps: list[TopicPartition],
         timestamp: int,
         errors: dict[TopicPartition, KafkaError] | None = None,
+        read_committed: bool = False,
     ) -> dict[TopicPartition, int]:
-        """ListOffsets at each leader: -1 latest (the high watermark), -2 earliest, else the
-        first offset at or after ``timestamp``. See ``per_leader`` for ``errors``."""
+        """ListOffsets at each leader: -1 latest (the high watermark; ``read_committed``: the
+        last stable offset), -2 earliest, else the first offset at or after ``timestamp``.
+        See ``per_leader`` for ``errors``."""
         out: dict[TopicPartition, int] = {}
 
         async def ask(conn: Connection, group: list[TopicPartition]) -> None:
@@ -289,6 +291,7 @@ class ClientCluster:
                     m.ListOffsetsTopic(t, [m.ListOffsetsPartition(p, timestamp) for p in ps])
                     for t, ps in by_topic(group).items()
                 ],
+                1 if read_committed else 0,
             )
             response: m.ListOffsetsResponse = await conn.send(ApiKey.LIST_OFFSETS, request)
             for topic in response.topics:

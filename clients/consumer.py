@@ -79,11 +79,18 @@ class Consumer:
         heartbeat_interval_ms: int = 3000,
         max_poll_interval_ms: int = 300000,
         partition_assignment_strategy: Sequence[str] = ("range", "roundrobin"),
+        isolation_level: str = "read_uncommitted",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(
                 f"auto.offset.reset must be earliest, latest or none, got {auto_offset_reset!r}"
             )
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(
+                "isolation.level must be read_uncommitted or read_committed, got "
+                f"{isolation_level!r}"
+            )
+        self.read_committed = isolation_level == "read_committed"
         if queued_max_message_chunks < 1:
             raise ValueError("queued.max.message.chunks must be at least 1")
         self.group_id = group_id
@@ -105,6 +112,7 @@ class Consumer:
             # fetch.message.max.bytes is the classic consumer's name for the same bound.
             fetch_message_max_bytes or max_partition_fetch_bytes,
             retry_backoff_ms,
+            self.read_committed,
         )
         self.fetcher = Fetcher(
             self.cluster, self.state, config, self.queue, self._out_of_range, on_fetch
@@ -277,7 +285,8 @@ class Consumer:
         """Move ``tps`` to the offset of ``timestamp``; partitions whose leader cannot
         answer now keep no position and are tried again by the next poll."""
         errors: dict[TopicPartition, KafkaError] = {}
-        for tp, offset in (await self.cluster.list_offsets(tps, timestamp, errors)).items():
+        offsets = await self.cluster.list_offsets(tps, timestamp, errors, self.read_committed)
+        for tp, offset in offsets.items():
             self._set_position(tp, offset)
         self.state.note_trouble(errors)
 
@@ -300,7 +309,7 @@ class Consumer:
     async def list_offsets(
         self, tps: list[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
-        return await self.cluster.list_offsets(tps, timestamp)
+        return await self.cluster.list_offsets(tps, timestamp, None, self.read_committed)
 
     async def _initialize_positions(self) -> None:
         positions = self.state.positions

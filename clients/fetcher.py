@@ -59,6 +59,7 @@ class FetchConfig(msgspec.Struct, frozen=True):
     max_bytes: int
     max_partition_bytes: int
     retry_backoff_ms: int
+    read_committed: bool = False  # Fetch v2 with isolation_level 1
 
 
 # (partition, the offset it was fetched at): what to do when that offset is out of range
@@ -178,18 +179,26 @@ class Fetcher:
                     self.cluster.leader_epoch_for(topic, partition),
                 )
             )
-        request = m.FetchRequest(
-            -1,
-            config.max_wait_ms,
-            config.min_bytes,
-            config.max_bytes,
-            [m.FetchTopic(t, parts) for t, parts in by_topic.items()],
-        )
+        topics = [m.FetchTopic(t, parts) for t, parts in by_topic.items()]
+        request: m.FetchRequest
+        if config.read_committed:  # v2 carries the isolation level
+            request = m.FetchRequestV2(
+                -1,
+                config.max_wait_ms,
+                config.min_bytes,
+                config.max_bytes,
+                topics,  # type: ignore[arg-type]  # v2's partitions add fields with defaults
+                isolation_level=1,
+            )
+        else:
+            request = m.FetchRequest(
+                -1, config.max_wait_ms, config.min_bytes, config.max_bytes, topics
+            )
         started = time.perf_counter()
         response: m.FetchResponseV1 = await conn.send(
             ApiKey.FETCH,
             request,
-            version=1,
+            version=2 if config.read_committed else 1,
             timeout_ms=config.max_wait_ms + self.cluster.request_timeout_ms,
         )
         latency = self.fetch_latency.get(broker_id)

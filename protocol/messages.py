@@ -259,6 +259,9 @@ class FetchRequestV2(FetchRequest):
     # A follower's broker epoch (its registration): a leader proposes a follower for the
     # ISR only with the epoch its fetches came with (KIP-903). -1: not given.
     replica_epoch: int = -1
+    # A consumer's isolation: 1 (read_committed) reads up to the last stable offset, the
+    # aborted transactions' batches left out by the broker. 0: everything to the HW.
+    isolation_level: int = 0
 
 
 class PartitionDataV2(PartitionData):
@@ -301,6 +304,7 @@ class ListOffsetsTopic(Message):
 class ListOffsetsRequest(Message):
     replica_id: int
     topics: list[ListOffsetsTopic]
+    isolation_level: int = 0  # 1: latest is the last stable offset (read_committed)
 
 
 class ListOffsetsPartitionResponse(Message):

@@ -18,6 +18,7 @@ import structlog
 
 from purgatory.broker.api.fetch_request import fetch_params
 from purgatory.broker.api.groups import GroupApis
+from purgatory.broker.api.read_committed import drop_aborted
 from purgatory.broker.api.request_limits import (
     check_partition_count,
     check_topic_count,
@@ -125,6 +126,7 @@ class KafkaApis:
             request.topics,
             _topic_name,
             getattr(request, "replica_epoch", -1),  # v2 carries it
+            isolation_level=getattr(request, "isolation_level", 0),  # and read_committed
         )
         result = self.replica_manager.fetch_messages(params)
         to_response = _FETCH_RESPONSES[version]
@@ -139,7 +141,9 @@ class KafkaApis:
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
-                error, timestamp, offset = offset_for((topic.name, p.partition_index), p.timestamp)
+                error, timestamp, offset = offset_for(
+                    (topic.name, p.partition_index), p.timestamp, request.isolation_level
+                )
                 parts.append(
                     m.ListOffsetsPartitionResponse(p.partition_index, error, timestamp, offset)
                 )
@@ -385,9 +389,10 @@ def _fetch_response_v1(result: FetchResult) -> m.FetchResponseV1:
 
 
 def _partition_data_v2(index: int, data: FetchPartitionData) -> m.PartitionDataV2:
-    return m.PartitionDataV2(
-        index, data.error, data.high_watermark, data.log_start_offset, data.records
-    )
+    records = data.records
+    if data.aborted_transactions:  # read_committed: the broker drops them (read_committed.py)
+        records = drop_aborted(records, data.aborted_transactions)
+    return m.PartitionDataV2(index, data.error, data.high_watermark, data.log_start_offset, records)
 
 
 def _fetch_response_v2(result: FetchResult) -> m.FetchResponseV2:

@@ -203,6 +203,12 @@ def add_commands(sub: Any) -> None:
     )
     consume.add_argument("--group", help="commit positions for this group and resume from them")
     consume.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        help="read_committed: only committed transactions' records, up to the last stable "
+        "offset (default read_uncommitted: every record, as kafka-console-consumer)",
+    )
+    consume.add_argument(
         "--consumer-property",
         action="append",
         default=[],

@@ -42,6 +42,7 @@ CONSUMER_PROPERTIES: dict[str, tuple[str, Reader]] = {
     "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
     "max.poll.interval.ms": ("max_poll_interval_ms", int),
     "partition.assignment.strategy": ("partition_assignment_strategy", _strategies),
+    "isolation.level": ("isolation_level", str),
 }
 PRODUCER_PROPERTIES: dict[str, tuple[str, Reader]] = {
     "acks": ("acks", _acks),

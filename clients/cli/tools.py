@@ -251,7 +251,10 @@ async def _consume(args: argparse.Namespace, interrupts: Interrupts) -> int:
             auto_offset_reset="earliest" if args.from_beginning else "latest",
             queued_max_message_chunks=args.queued_max_message_chunks,
             fetch_message_max_bytes=args.fetch_message_max_bytes,
-            **args.consumer_kwargs,
+            **{
+                **({"isolation_level": args.isolation_level} if args.isolation_level else {}),
+                **args.consumer_kwargs,
+            },
         ) as consumer:
             metrics = None
             if args.metrics_port is not None:

@@ -15,6 +15,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from purgatory.broker.controller.internal_topics import TRANSACTION_STATE_TOPIC
 from purgatory.broker.coordinator.group_records import partition_for
 from purgatory.broker.server import Broker
+from purgatory.clients import Consumer as OurConsumer
+from tests.integration.test_console_producer import cli
 from tests.integration.test_kafka_clients import create, in_thread
 from tests.support import bootstrap, running_cluster, wait_until
 
@@ -272,3 +274,36 @@ async def test_the_coordinators_broker_stopping_mid_transaction_leaves_no_half_t
     assert await in_thread(read_all, servers, "read_uncommitted", TOPIC, 3) == [
         b"open-%d" % i for i in range(3)
     ]
+
+
+async def our_consumer_reads(brokers: list[Broker], isolation: str, expect: int) -> list[bytes]:
+    async with OurConsumer(
+        bootstrap(brokers), auto_offset_reset="earliest", isolation_level=isolation
+    ) as consumer:
+        await consumer.assign_topics([TOPIC])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(values) < expect and time.monotonic() < deadline:
+            values += [r.value or b"" for r in await consumer.poll(timeout_ms=100)]
+        values += [r.value or b"" for r in await consumer.poll(timeout_ms=200)]  # nothing more
+        return values
+
+
+async def test_our_consumer_and_cli_read_committed_too(brokers: list[Broker]) -> None:
+    await in_thread(commit_ten_abort_five, bootstrap(brokers))
+    committed = [b"committed-%d" % i for i in range(10)]
+    assert await our_consumer_reads(brokers, "read_committed", 10) == committed
+    aborted = [b"aborted-%d" % i for i in range(5)]
+    assert await our_consumer_reads(brokers, "read_uncommitted", 15) == committed + aborted
+    code, out, err = await cli(
+        "consume", TOPIC, "--from-beginning", "--isolation-level", "read_committed",
+        "--max-records", "10", "--bootstrap", bootstrap(brokers),
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.split() == [v.decode() for v in committed]
+    # Kafka's consumer property name works too; a wrong value is refused clearly.
+    code, _, err = await cli(
+        "consume", TOPIC, "--from-beginning", "--consumer-property", "isolation.level=serial",
+        "--max-records", "1", "--bootstrap", bootstrap(brokers),
+    )  # fmt: skip
+    assert code != 0 and "isolation.level must be" in err and "Traceback" not in err
