@@ -59,8 +59,10 @@ TRANSACTION_CONFIGS: tuple[ConfigDef, ...] = (
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         int,
         10000,
-        "How often the coordinator looks for transactions open past their timeout, to abort "
-        "them (and fence their producer's epoch).",
+        "Kafka's scan for transactions open past their timeout. Accepted so Kafka's "
+        "configuration files work; here each open transaction's timeout is its own timer on "
+        "the timing wheel, so it is aborted (its producer fenced) at its timeout, not up to "
+        "this much later.",
         at_least(1),
     ),
     ConfigDef(
