@@ -3,8 +3,10 @@ Purgatory: an idempotent producer, a group consumer on the classic protocol, two
 splitting a topic and one taking it all when the other leaves, the AdminClient (with
 describeLogDirs, describeProducers and describeTopics paged by DescribeTopicPartitions),
 topics made with Kafka Streams' configs and a LogAppendTime lz4 topic, config changes
-(incrementalAlterConfigs of a topic and of the brokers' cluster-wide default), and a Kafka
-Streams application (a repartition and a count, restarted onto its changelog).
+(incrementalAlterConfigs of a topic and of the brokers' cluster-wide default), transactions
+(commit and abort as each isolation level reads them, offsets sent to a transaction, a
+zombie fenced), and a Kafka Streams application (a repartition and a count, restarted onto
+its changelog; and exactly_once_v2).
 
 Each scenario is one JVM running one program of tests/java (`make java-clients` builds
 them), which prints what the client saw as JSON. JAVA_CLIENT_LOG_LEVEL=debug shows the
@@ -466,6 +468,30 @@ def _topic_configs(cluster: Cluster, topic: str) -> dict[str, str]:
     return {name: entry.value for name, entry in described.items()}
 
 
+def _word_count(
+    version: str,
+    cluster: Cluster,
+    application: str,
+    expected: int,
+    state_dir: Path,
+    **options: object,
+) -> dict[str, Any]:
+    """One run of StreamsWordCount from ``<application>-input`` to ``<application>-output``
+    until its counts add up to ``expected``."""
+    return run(
+        version,
+        "streams-word-count",
+        cluster,
+        application_id=application,
+        input=f"{application}-input",
+        output=f"{application}-output",
+        expected=expected,
+        partitions=PARTITIONS,
+        state_dir=state_dir,
+        **options,
+    )
+
+
 def test_a_kafka_streams_application_counts_words_and_resumes_from_its_changelog(
     version: str, cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -482,18 +508,7 @@ def test_a_kafka_streams_application_counts_words_and_resumes_from_its_changelog
     first, second = 60, 40
 
     def count_words(expected: int, state_dir: Path) -> dict[str, Any]:
-        """One run of the application until its counts add up to ``expected``."""
-        return run(
-            version,
-            "streams-word-count",
-            cluster,
-            application_id=application,
-            input=source,
-            output=sink,
-            expected=expected,
-            partitions=PARTITIONS,
-            state_dir=state_dir,
-        )
+        return _word_count(version, cluster, application, expected, state_dir)
 
     _produce_words(cluster, source, 0, first)
     result = count_words(expected=first, state_dir=tmp_path / "first")
@@ -529,3 +544,144 @@ def test_a_kafka_streams_application_counts_words_and_resumes_from_its_changelog
     assert result["counts"] == dict.fromkeys(WORDS, total)
     assert (result["closed"], result["state"]) == (True, "NOT_RUNNING")
     assert _counts_written(cluster, sink) == {word: list(range(1, total + 1)) for word in WORDS}
+
+
+COMMITTED = [f"committed-{i}" for i in range(10)]
+ABORTED = [f"aborted-{i}" for i in range(5)]
+
+
+def test_a_transactional_producer_commits_and_aborts_and_read_committed_sees_only_the_commit(
+    version: str, cluster: Cluster
+) -> None:
+    """10 records committed, 5 sent and aborted: read_committed reads the 10, up to the last
+    stable offset; read_uncommitted all 15; neither is handed a control record (the two
+    markers take offsets 10 and 16)."""
+    topic = f"java-txn-{version}"
+    cluster.create_topic(topic, partitions=1)
+    result = run(version, "txn-commit-abort", cluster, topic=topic, transactional_id=topic)
+    assert result["read_committed"] == {"values": COMMITTED, "end_offset": 17}
+    assert result["read_uncommitted"] == {"values": COMMITTED + ABORTED, "end_offset": 17}
+
+
+def test_offsets_sent_to_a_transaction_become_the_groups_only_when_it_commits(
+    version: str, cluster: Cluster
+) -> None:
+    """Consume-transform-produce: a member reads 3 records and a transaction writes them on
+    with the member's position (sendOffsetsToTransaction with its group metadata). Aborted,
+    the group has no committed offset and the member reads the 3 again; committed, the
+    group's offset is 3. The output holds both attempts, read_committed only the second.
+    Offsets sent with metadata of an older generation are refused."""
+    name = f"java-txn-offsets-{version}"
+    source, sink = f"{name}-input", f"{name}-output"
+    cluster.create_topic(source, partitions=1)
+    cluster.create_topic(sink, partitions=1)
+    result = run(
+        version,
+        "txn-send-offsets",
+        cluster,
+        input=source,
+        output=sink,
+        group=name,
+        transactional_id=name,
+    )
+    first = [f"in-{i}" for i in range(3)]
+    assert result["abort"] == {"read": first, "next": 3, "during": None, "after": None}
+    assert result["commit"] == {"read": first, "next": 3, "during": None, "after": 3}
+    # KIP-447: the member's metadata of an older generation is refused (ILLEGAL_GENERATION).
+    assert result["stale_generation"] == "CommitFailedException"
+    assert result["after_stale_generation"] == 3
+    transformed = [f"out-{v}" for v in first]
+    # Two transactions of 3 records and a marker each.
+    assert result["read_committed"] == {"values": transformed, "end_offset": 8}
+    assert result["read_uncommitted"] == {"values": transformed * 2, "end_offset": 8}
+
+
+def test_a_second_producer_of_a_transactional_id_fences_the_first(
+    version: str, cluster: Cluster
+) -> None:
+    """The successor's initTransactions aborts the zombie's open transaction and bumps the
+    epoch: the zombie's commit throws ProducerFencedException, its record stays invisible
+    to read_committed."""
+    topic = f"java-txn-fence-{version}"
+    cluster.create_topic(topic, partitions=1)
+    result = run(version, "txn-fence", cluster, topic=topic, transactional_id=topic)
+    assert result["zombie_commit"] == "ProducerFencedException"
+    # The zombie's record, the abort marker, the successor's and its commit marker.
+    assert result["read_committed"] == {"values": ["successor"], "end_offset": 4}
+    assert result["read_uncommitted"] == {"values": ["zombie", "successor"], "end_offset": 4}
+
+
+def _read_committed_counts(cluster: Cluster, topic: str) -> dict[str, list[int]]:
+    """``_counts_written``, read_committed: each partition read until its last stable offset
+    reaches the high watermark (the application's last commit ends before its markers are
+    written; they take offsets no record is read at)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    def consumer(isolation: str) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": f"{topic}-reader",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+            }
+        )
+
+    uncommitted, committed = consumer("read_uncommitted"), consumer("read_committed")
+    try:
+        ends = {
+            p: uncommitted.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        }
+        committed.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        written: dict[str, list[int]] = {}
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 15
+        while len(at_end) < PARTITIONS:
+            assert time.monotonic() < deadline, f"{topic}: {at_end} of {ends} read in 15 s"
+            message = committed.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                assert error.code() == -191, error  # _PARTITION_EOF, at the offset reached
+                if message.offset() >= ends[message.partition()]:
+                    at_end.add(message.partition())
+                continue
+            count = int.from_bytes(message.value(), "big", signed=True)
+            written.setdefault(message.key().decode(), []).append(count)
+        return written
+    finally:
+        uncommitted.close()
+        committed.close()
+
+
+def test_a_kafka_streams_application_counts_words_exactly_once(
+    version: str, cluster: Cluster, tmp_path: Path
+) -> None:
+    """The word count with processing.guarantee=exactly_once_v2: one transactional producer
+    per thread writes the repartition, changelog and output records and the input offsets
+    in each transaction. A second run, with an empty state.dir, restores its store from the
+    changelog (read_committed, past the markers in it) and counts on. The output, read
+    read_committed, holds each count once, in order."""
+    application = f"java-streams-eos-{version}-{uuid.uuid4().hex[:8]}"
+    source, sink = f"{application}-input", f"{application}-output"
+    cluster.create_topic(source, partitions=PARTITIONS)
+    cluster.create_topic(sink, partitions=PARTITIONS)
+    total = 0
+    for run_index, words in enumerate((60, 40)):
+        _produce_words(cluster, source, total, words)
+        total += words
+        result = _word_count(
+            version,
+            cluster,
+            application,
+            total,
+            tmp_path / str(run_index),
+            processing_guarantee="exactly_once_v2",
+        )
+        assert result["counts"] == dict.fromkeys(WORDS, total // len(WORDS))
+        assert (result["closed"], result["state"]) == (True, "NOT_RUNNING")
+    written = _read_committed_counts(cluster, sink)
+    assert written == {word: list(range(1, total // len(WORDS) + 1)) for word in WORDS}

@@ -1,7 +1,8 @@
 """KafkaJS (the Node.js client, unmodified, the version tests/js/package-lock.json locks)
 against a 3-broker Purgatory: an idempotent producer, two group members splitting a topic
-and one taking it all when the other leaves, the admin client with its errors, and a
-producer that keeps sending while the leader of a partition is killed.
+and one taking it all when the other leaves, the admin client with its errors, a producer
+that keeps sending while the leader of a partition is killed, and transactions (commit,
+abort, offsets sent to a transaction, a zombie fenced).
 
 Each scenario is one Node process running one script of tests/js (`make js-clients`
 installs KafkaJS there), which prints what the client saw as JSON on stdout and KafkaJS's
@@ -408,3 +409,51 @@ def test_a_producer_that_cannot_reach_min_insync_replicas_reports_every_record_i
         assert error["cause"]["name"] == "KafkaJSProtocolError"
         assert error["cause"]["type"] in ("NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
     assert "NOT_ENOUGH_REPLICAS" in {r["error"]["cause"]["type"] for r in failed}
+
+
+def test_transactions_commit_abort_send_offsets_and_fence_a_zombie(cluster: Cluster) -> None:
+    """transactions.js: a transaction of 10 committed and one of 5 aborted, read by a
+    consumer with readUncommitted false (the 10) and true (all 15); consume-transform-
+    produce with the offsets in the transaction (transaction.sendOffsets), the group's offset
+    moving only when it commits; a second producer of a transactional id fencing the first."""
+    name = "kafkajs-txn"
+    topics = {"topic": name, "input": f"{name}-input", "output": f"{name}-output"}
+    for topic in [*topics.values(), f"{name}-output-fence"]:
+        cluster.create_topic(topic, partitions=1)
+    result = run("transactions", cluster, group=f"{name}-group", **topics)
+    committed = [f"committed-{i}" for i in range(10)]
+    assert result["commit_abort"] == {
+        "read_committed": committed,
+        "read_uncommitted": committed + [f"aborted-{i}" for i in range(5)],
+    }
+    sent = result["send_offsets"]
+    first = [f"in-{i}" for i in range(3)]
+    assert sent["abort"] == {"read": first, "next": 3, "during": -1, "after": -1}
+    assert sent["commit"] == {"read": first, "next": 3, "during": -1, "after": 3}
+    transformed = [f"out-{v}" for v in first]
+    assert sent["output"] == {
+        "read_committed": transformed,
+        "read_uncommitted": transformed * 2,
+    }
+    fence = result["fence"]
+    # KafkaJS's EndTxn is v1, which Kafka answers INVALID_PRODUCER_EPOCH (PRODUCER_FENCED
+    # from v2 on).
+    assert fence["zombie_commit"]["type"] == "INVALID_PRODUCER_EPOCH"
+    assert (fence["read_committed"], fence["read_uncommitted"]) == (
+        ["successor"],
+        ["zombie", "successor"],
+    )
+    # KafkaJS logs each error response at ERROR: here the zombie's, and those it retries as
+    # Kafka's clients do: a transaction begun, or a producer initialised, while the markers
+    # of the one before are still being written.
+    assert not [
+        e
+        for e in errors_but(result, CONCURRENT_TRANSACTIONS, fence["zombie_commit"]["message"])
+        if CONCURRENT_TRANSACTIONS not in e["message"]
+    ]
+
+
+CONCURRENT_TRANSACTIONS = (
+    "The producer attempted to update a transaction while another concurrent operation on the "
+    "same transaction was ongoing"
+)

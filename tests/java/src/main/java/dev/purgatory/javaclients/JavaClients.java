@@ -32,7 +32,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * group} ({@link GroupRebalance}), {@code admin} ({@link AdminScenario}), {@code log-info}
  * ({@link LogInfoScenario}), {@code topic-configs} ({@link TopicConfigsScenario}), {@code
  * alter-configs} ({@link AlterConfigsScenario}), {@code streams-word-count} ({@link
- * StreamsWordCount}, a Kafka Streams application). A scenario that
+ * StreamsWordCount}, a Kafka Streams application), {@code txn-commit-abort}, {@code
+ * txn-send-offsets} and {@code txn-fence} ({@link Transactions}). A scenario that
  * fails prints {@code {"error": class, "message": ...}} and exits 1.
  */
 public final class JavaClients {
@@ -44,7 +45,7 @@ public final class JavaClients {
 
     public static void main(String[] args) {
         if (args.length == 0) {
-            System.err.println("usage: JavaClients produce|consume|group|admin|log-info|topic-configs|alter-configs|streams-word-count --bootstrap HOST:PORT ...");
+            System.err.println("usage: JavaClients produce|consume|group|admin|log-info|topic-configs|alter-configs|streams-word-count|txn-commit-abort|txn-send-offsets|txn-fence --bootstrap HOST:PORT ...");
             System.exit(2);
         }
         Map<String, Scenario> scenarios = new HashMap<>();
@@ -57,6 +58,9 @@ public final class JavaClients {
         scenarios.put("topic-configs", TopicConfigsScenario::run);
         scenarios.put("alter-configs", AlterConfigsScenario::run);
         scenarios.put("streams-word-count", StreamsWordCount::run);
+        scenarios.put("txn-commit-abort", Transactions::commitAndAbort);
+        scenarios.put("txn-send-offsets", Transactions::sendOffsets);
+        scenarios.put("txn-fence", Transactions::fence);
         Scenario scenario = scenarios.get(args[0]);
         if (scenario == null) {
             System.err.println("unknown scenario " + args[0] + "; one of " + scenarios.keySet());
@@ -96,6 +100,10 @@ public final class JavaClients {
             String value = values.get(name);
             if (value == null) throw new IllegalArgumentException("--" + name + " is required");
             return value;
+        }
+
+        String get(String name, String otherwise) {
+            return values.getOrDefault(name, otherwise);
         }
 
         int integer(String name) {

@@ -32,8 +32,8 @@ import org.apache.kafka.streams.kstream.Produced;
  * store {@code counts} backed by {@code <application-id>-counts-changelog}; each new count
  * goes to {@code --output} (key the word, value a long).
  *
- * <p>It runs (at_least_once, no cache, commits every 100 ms, purging repartition topics at
- * every commit) until the counts it emitted add up to {@code --expected} records, then
+ * <p>It runs ({@code --processing-guarantee}, at_least_once unless told; no cache, commits
+ * every 100 ms, purging repartition topics at every commit) until the counts it emitted add up to {@code --expected} records, then
  * until DeleteRecords moved the log start of a repartition partition, and closes (which
  * commits). Run again with the same {@code --application-id} it resumes from the committed
  * offsets and restores its store from the changelog, so {@code --expected} is the total
@@ -53,7 +53,7 @@ final class StreamsWordCount {
         config.put(StreamsConfig.APPLICATION_ID_CONFIG, applicationId);
         config.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, options.get("bootstrap"));
         config.put(StreamsConfig.STATE_DIR_CONFIG, options.get("state-dir"));
-        config.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        config.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, options.get("processing-guarantee", StreamsConfig.AT_LEAST_ONCE));
         config.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "100");
         config.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");
         config.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, "0");
