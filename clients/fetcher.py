@@ -254,4 +254,6 @@ class Fetcher:
             end = max((batch_end(b) for b in iter_batches(part.records)), default=offset)
             if end > offset:
                 state.fetch_positions[tp] = end
+                if state.positions.get(tp) == offset:  # every record before is handed out
+                    state.positions[tp] = end  # so commits and lag count the marker too
         return False

@@ -185,3 +185,22 @@ def test_bad_arguments_are_refused_before_anything_starts() -> None:
         Cluster(mode="docker")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at least 1 broker"):
         Cluster(brokers=0)
+
+
+def test_records_of_a_partition_ending_in_a_transaction_marker() -> None:
+    from confluent_kafka import Producer
+
+    with Cluster(brokers=1) as cluster:
+        cluster.create_topic("txn", partitions=1, replication_factor=1)
+        producer = Producer(
+            {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "records"}
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("txn", value=b"a")
+        producer.produce("txn", value=b"b")
+        producer.commit_transaction(30)
+        cluster.wait_for(
+            lambda: cluster.partition("txn").high_watermark == 3, 10, "the marker at offset 2"
+        )
+        assert cluster.records("txn") == [(0, None, b"a"), (1, None, b"b")]

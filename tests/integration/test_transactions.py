@@ -307,3 +307,17 @@ async def test_our_consumer_and_cli_read_committed_too(brokers: list[Broker]) ->
         "--max-records", "1", "--bootstrap", bootstrap(brokers),
     )  # fmt: skip
     assert code != 0 and "isolation.level must be" in err and "Traceback" not in err
+
+
+async def test_our_consumers_position_passes_a_trailing_marker(brokers: list[Broker]) -> None:
+    """A partition ending in an abort marker: once every record is read, the position is
+    the log end (what a commit stores and lag is counted from), as in Kafka's consumer."""
+    await in_thread(commit_ten_abort_five, bootstrap(brokers))
+    async with OurConsumer(bootstrap(brokers), auto_offset_reset="earliest") as consumer:
+        await consumer.assign_topics([TOPIC])
+
+        async def at_the_end() -> bool:
+            await consumer.poll(timeout_ms=50)
+            return consumer.position((TOPIC, 0)) == 17
+
+        await wait_until(at_the_end, message="the position past the last marker")
