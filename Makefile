@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 COMPILE = @$(BIN)/python -m compileall -q broker clients protocol experiments purgatory > /dev/null
 BROKERS ?= 3
 
-.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage kafka-jars java-clients go-clients franz-go-suite js-clients
+.PHONY: run test lint format venv clean check-java system-packages chaos simulation fuzz fuzz-coverage eos kafka-jars java-clients go-clients franz-go-suite js-clients
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed; set PYTHON=python3.11")'
@@ -57,6 +57,20 @@ FUZZ_SEED ?= 42
 FUZZ_LOGS ?= out/fuzz-logs
 fuzz: $(STAMP)
 	BROKER_TEST_LOGS=$(FUZZ_LOGS) $(BIN)/python -m tests.fuzz --frames $(FUZZ_FRAMES) --seed $(FUZZ_SEED)
+
+## make eos: issue 46's exactly-once proof at length: a consume-transform-produce worker
+## (confluent-kafka, offsets in its transactions) SIGKILLed and restarted KILLS times (CI:
+## 15) on three broker processes, BROKER_KILLS brokers killed -9 under it (coordinators
+## first); the output read read_committed must hold each input record once. Prints a JSON
+## summary (kills, records, duplicates, missing, seconds); workers' log in $(EOS_LOG).
+KILLS ?= 50
+BROKER_KILLS ?= 6
+EOS_SEED ?= 46
+EOS_LOG ?= out/eos-workers.log
+eos: $(STAMP)
+	@mkdir -p $(dir $(EOS_LOG))
+	$(BIN)/python -m tests.eos --kills $(KILLS) --broker-kills $(BROKER_KILLS) --seed $(EOS_SEED) \
+		--worker-log $(EOS_LOG) $(EOS_ARGS)
 
 ## make fuzz-coverage: coverage-guided (atheris) runs of the Kafka codec, our codec and the
 ## LogValidator, COVERAGE_RUNS each (CI: 50,000); a crash is written as crash-<sha1>.
