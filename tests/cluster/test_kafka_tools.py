@@ -564,5 +564,11 @@ def test_kafka_leader_election_brings_leadership_back_and_says_what_failed(
         "Valid replica already elected for partitions tools-elect-0"
     ]
     assert cluster.records("tools-elect") != []
-    # Leave every partition the restart moved with its preferred leader again.
-    elect("--election-type", "preferred", "--all-topic-partitions")
+    # Leave every partition the restart moved with its preferred leader again, where it
+    # is back in the ISR: the internal topics' 100 partitions may still be catching up
+    # under load, and the tool then exits 1 for those (cleanup, not a check).
+    kafka_tool(
+        "kafka-leader-election",
+        *("--bootstrap-server", cluster.bootstrap_servers),
+        *("--election-type", "preferred", "--all-topic-partitions"),
+    )
