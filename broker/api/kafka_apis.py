@@ -222,7 +222,9 @@ class KafkaApis:
         endpoints: Mapping[int, tuple[str, int]],
     ) -> m.MetadataResponse:
         created = await self.broker.forwarding.create_topics(
-            m.CreateTopicsRequest([m.CreatableTopic(name) for name in dict.fromkeys(missing)])
+            m.CreateTopicsRequest(
+                [self.broker.forwarding.creatable(name) for name in dict.fromkeys(missing)]
+            )
         )
         return self.metadata_response(
             request.topics, endpoints, creating={r.name: r.error_code for r in created.topics}

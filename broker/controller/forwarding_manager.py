@@ -192,35 +192,47 @@ class ForwardingManager:
             or topic_name_problem(topic)
         ):
             return
-        self._create_in_background(m.CreatableTopic(topic))
+        self._create_in_background(self.creatable(topic))
+
+    def creatable(self, name: str) -> m.CreatableTopic:
+        """How an auto-created topic is made: a coordinator's internal topic as its
+        coordinator needs it, whoever asks first (Kafka's AutoTopicCreationManager: a
+        Metadata request naming ``__consumer_offsets`` creates it with
+        ``offsets.topic.num.partitions``, not ``num.partitions``, or its coordinators would
+        look for partitions it does not have); any other with the broker's defaults."""
+        if name == OFFSETS_TOPIC:
+            return self._internal_topic(
+                OFFSETS_TOPIC,
+                self.config["offsets.topic.num.partitions"],
+                self.config["offsets.topic.replication.factor"],
+                {},
+            )
+        if name == TRANSACTION_STATE_TOPIC:
+            factor = self._internal_replication_factor(
+                self.config["transaction.state.log.replication.factor"]
+            )
+            return self._internal_topic(
+                TRANSACTION_STATE_TOPIC,
+                self.config["transaction.state.log.num.partitions"],
+                factor,
+                {
+                    "min.insync.replicas": str(
+                        min(self.config["transaction.state.log.min.isr"], factor)
+                    ),
+                    "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+                },
+            )
+        return m.CreatableTopic(name)
 
     def create_offsets_topic(self) -> None:
         """A group needs its coordinator: create ``__consumer_offsets`` (Kafka's
         AutoTopicCreationManager does so for FindCoordinator, whatever
         ``auto.create.topics.enable`` says)."""
-        self._create_internal_topic(
-            OFFSETS_TOPIC,
-            self.config["offsets.topic.num.partitions"],
-            self.config["offsets.topic.replication.factor"],
-            {},
-        )
+        self._create_internal_topic(OFFSETS_TOPIC)
 
     def create_transaction_state_topic(self) -> None:
         """A transactional id needs its coordinator: create ``__transaction_state``."""
-        factor = self._internal_replication_factor(
-            self.config["transaction.state.log.replication.factor"]
-        )
-        self._create_internal_topic(
-            TRANSACTION_STATE_TOPIC,
-            self.config["transaction.state.log.num.partitions"],
-            factor,
-            {
-                "min.insync.replicas": str(
-                    min(self.config["transaction.state.log.min.isr"], factor)
-                ),
-                "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
-            },
-        )
+        self._create_internal_topic(TRANSACTION_STATE_TOPIC)
 
     def _internal_replication_factor(self, configured: int) -> int:
         """``configured``, capped at the cluster's size (the brokers registered or in the
@@ -230,19 +242,22 @@ class ForwardingManager:
         Kafka's does)."""
         return max(min(configured, len(self.metadata.known_brokers) or 1), 1)
 
-    def _create_internal_topic(
+    def _internal_topic(
         self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> None:
-        """Create a coordinator's topic (once; its records never expire by time or size)."""
-        if name in self._auto_creating or name in self.metadata.topics:
-            return
-        topic = m.CreatableTopic(
+    ) -> m.CreatableTopic:
+        """A coordinator's topic: its records never expire by time or size."""
+        return m.CreatableTopic(
             name,
             partitions,
             self._internal_replication_factor(replication_factor),
             {"retention.ms": "-1", "retention.bytes": "-1", **configs},
         )
-        self._create_in_background(topic)
+
+    def _create_internal_topic(self, name: str) -> None:
+        """Create a coordinator's topic (once)."""
+        if name in self._auto_creating or name in self.metadata.topics:
+            return
+        self._create_in_background(self.creatable(name))
 
     def _create_in_background(self, topic: m.CreatableTopic) -> None:
         name = topic.name

@@ -333,3 +333,30 @@ async def test_listeners_hear_each_revocation_before_the_next_assignment_and_sta
         ("assigned", PARTITIONS),
         ("revoked", PARTITIONS),  # closing gives the partitions up too
     ]
+
+
+async def test_a_metadata_request_naming_the_offsets_topic_creates_it_as_its_coordinators_need() -> (
+    None
+):
+    """A client that asks Metadata for `__consumer_offsets` before any FindCoordinator
+    (sarama does, under load it came first) auto-creates it with
+    offsets.topic.num.partitions partitions, as Kafka's AutoTopicCreationManager does: a
+    topic of num.partitions (1) left every group hashed past partition 0 without a
+    coordinator for ever (COORDINATOR_NOT_AVAILABLE)."""
+    from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
+    from purgatory.protocol import messages as m
+    from purgatory.protocol.errors import ErrorCode
+
+    async with running_cluster(1, **{"offsets.topic.num.partitions": 7}) as brokers:
+        broker = brokers[0]
+        answer = broker.apis.handle_metadata(m.MetadataRequest([OFFSETS_TOPIC], True), 0)
+        await answer
+        await wait_until(lambda: OFFSETS_TOPIC in broker.metadata.topics)
+        assert len(broker.metadata.topics[OFFSETS_TOPIC].partitions) == 7
+        groups = [f"g{i}" for i in range(20)]  # hashed over the 7 partitions
+        await wait_until(
+            lambda: all(
+                broker.group_coordinator.find_coordinator(g)[0] == ErrorCode.NONE for g in groups
+            ),
+            message="a coordinator for every group",
+        )
