@@ -325,3 +325,9 @@ async def test_a_producer_gone_while_its_init_or_add_is_written_leaves_no_change
     await txns.h.advance(5_000)
     await txns.settle()
     assert txns.txn.state is S.COMPLETE_ABORT
+
+
+async def test_a_transactional_id_too_long_for_the_log_is_an_invalid_request(txns: Txns) -> None:
+    too_long = "x" * 32768  # a flexible request's compact string may carry it
+    result = await txns.coordinator.init_producer_id(too_long, TIMEOUT)
+    assert result.error_code == E.INVALID_REQUEST

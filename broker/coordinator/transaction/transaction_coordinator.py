@@ -52,6 +52,9 @@ from purgatory.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 _COMPLETE_RETRY_MS = 100
+# A transactional id's bytes in __transaction_state's key (an int16 length, as Kafka's); a
+# flexible request's compact string could carry more.
+MAX_ID_BYTES = 32767
 
 
 class InitProducerIdResult(NamedTuple):
@@ -147,7 +150,7 @@ class TransactionCoordinator:
     ) -> InitProducerIdResult:
         if transactional_id is None:  # an idempotent producer: the id manager's
             return InitProducerIdResult(*self.producer_ids.init_producer_id(None))
-        if not transactional_id:
+        if not transactional_id or len(transactional_id.encode()) > MAX_ID_BYTES:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST, -1, -1)
         if not 0 < timeout_ms <= self.config["transaction.max.timeout.ms"]:
             return InitProducerIdResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1)
