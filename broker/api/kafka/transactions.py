@@ -165,19 +165,7 @@ class TransactionApis:
             if not error and (txn is None or txn.producer_epoch < 0):
                 error = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
             if error or txn is None:
-                states.append(
-                    build(
-                        schema.TransactionState,
-                        error_code=error,
-                        transactional_id=transactional_id,
-                        transaction_state="",
-                        transaction_timeout=0,
-                        transaction_start_time=_start_time(0),
-                        producer_id=0,
-                        producer_epoch=0,
-                        topics=[],
-                    )
-                )
+                states.append(_describe_error(schema, transactional_id, error))
                 continue
             by_topic: dict[str, list[int]] = {}
             for topic, index in sorted(txn.partitions):
@@ -256,6 +244,22 @@ def _start_time(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
+def _describe_error(schema: Any, transactional_id: str, code: int) -> Any:
+    """DescribeTransactions' entry for an id answered with an error: the schema's
+    defaults (0, ""), as Kafka's."""
+    return build(
+        schema.TransactionState,
+        error_code=code,
+        transactional_id=transactional_id,
+        transaction_state="",
+        transaction_timeout=0,
+        transaction_start_time=_start_time(0),
+        producer_id=0,
+        producer_epoch=0,
+        topics=[],
+    )
+
+
 def error_response(key: int, version: int, body: Any, code: int) -> Any:
     """The API's response answering ``code`` throughout (a refused request)."""
     schema = response_module(key, version)
@@ -294,20 +298,7 @@ def error_response(key: int, version: int, body: Any, code: int) -> Any:
         return build(
             schema.DescribeTransactionsResponse,
             throttle_time=0,
-            transaction_states=[
-                build(
-                    schema.TransactionState,
-                    error_code=code,
-                    transactional_id=t,
-                    transaction_state="",
-                    transaction_timeout=0,
-                    transaction_start_time=_start_time(0),
-                    producer_id=0,
-                    producer_epoch=0,
-                    topics=[],
-                )
-                for t in body.transactional_ids
-            ],
+            transaction_states=[_describe_error(schema, t, code) for t in body.transactional_ids],
         )
     return build(
         schema.ListTransactionsResponse,
