@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker_commands.add_commands(sub)
     client_commands.add_commands(sub)
     client_commands.add_admin_commands(sub)
+    testing_commands.add_commands(sub)
     if experiment_commands is not None:
         experiment_commands.add_commands(sub)
     perf = sub.add_parser("perf", help="benchmarks, printing JSON with --json")

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 # Optional dependencies, by the extra that brings them (pyproject.toml).
-EXTRAS = {"rich": "cli", "matplotlib": "plots", "pyspark": "spark"}
+EXTRAS = {"rich": "cli", "trustme": "cli", "matplotlib": "plots", "pyspark": "spark"}
 
 
 def lazy(module: str, name: str) -> Any:

@@ -1,11 +1,39 @@
-"""Arguments of the testing package's benchmarks (`purgatory perf cluster-start`, `scale`,
-`soak`, `compare`, `transactions`)."""
+"""Arguments of the testing package's commands: `purgatory certs` and the benchmarks
+(`purgatory perf cluster-start`, `scale`, `soak`, `compare`, `transactions`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from purgatory.common.lazy_command import lazy
+
+
+def add_commands(sub: Any) -> None:
+    certs = sub.add_parser(
+        "certs",
+        help="write a test CA, a broker certificate and client certificates as Kafka's PEM "
+        "stores, and print the broker and client configs that use them",
+    )
+    certs.add_argument("--out", required=True, metavar="DIR", help="directory to write into")
+    certs.add_argument(
+        "--broker-host",
+        action="append",
+        metavar="HOST",
+        help="a host name or address the broker certificate is valid for, repeatable "
+        "(default: 127.0.0.1 and localhost)",
+    )
+    certs.add_argument(
+        "--client",
+        action="append",
+        metavar="NAME",
+        help="write client-NAME.pem, a client certificate with CN=NAME, repeatable",
+    )
+    certs.add_argument(
+        "--key-password",
+        metavar="P",
+        help="encrypt the private keys with this password (ssl.key.password)",
+    )
+    certs.set_defaults(func=lazy("purgatory.testing.certs", "certs_command"))
 
 
 def add_perf_commands(sub: Any) -> None:
