@@ -61,12 +61,15 @@ class TestCA:
         """A broker certificate valid for ``hosts`` (names or IP addresses), CN the first."""
         if not hosts:
             raise ValueError("a broker certificate needs at least one host name or address")
-        leaf = self._ca.issue_cert(
-            *hosts,
-            common_name=hosts[0],
-            organization_name=ORGANIZATION,
-            organization_unit_name=ORGANIZATION_UNIT,
-        )
+        try:
+            leaf = self._ca.issue_cert(
+                *hosts,
+                common_name=hosts[0],
+                organization_name=ORGANIZATION,
+                organization_unit_name=ORGANIZATION_UNIT,
+            )
+        except ValueError as exc:  # a name that is neither an address nor a DNS name
+            raise ValueError(f"broker hosts {', '.join(hosts)}: {exc}") from None
         return self._keystore(leaf, key_password)
 
     def client(self, name: str, *, key_password: str | None = None) -> Keystore:
