@@ -39,6 +39,15 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--admin-port", type=int, help="admin HTTP port (port of `admin.listener`)")
     p.add_argument("--cluster", metavar="ID@HOST:PORT,...", help="cluster.members")
     p.add_argument(
+        "--add-scram",
+        action="append",
+        default=[],
+        metavar="'MECHANISM=[name=USER,password=PASSWORD]'",
+        help="a SCRAM user the first controller writes into the new metadata log, as "
+        "kafka-storage format --add-scram (repeatable; optional iterations=N): "
+        "bootstrap.scram.credentials",
+    )
+    p.add_argument(
         "--lifeline-fd",
         type=int,
         metavar="FD",

@@ -33,6 +33,8 @@ def config_from_args(args: argparse.Namespace) -> dict[str, str]:
         overrides["log.format"] = args.log_format
     if args.log_level:
         overrides["log.level"] = args.log_level
+    if args.add_scram:
+        overrides["bootstrap.scram.credentials"] = " ".join(a.strip() for a in args.add_scram)
     return overrides
 
 

@@ -18,6 +18,7 @@ from purgatory.protocol import group_messages as g
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol import raft_messages as rm
+from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.errors import DECODE_ERRORS, ErrorCode
 from purgatory.protocol.framing import LENGTH_PREFIX as _LENGTH
 
@@ -57,6 +58,8 @@ class ApiKey(enum.IntEnum):
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     VOTE = 52
     BEGIN_QUORUM_EPOCH = 53
     END_QUORUM_EPOCH = 54
@@ -127,6 +130,8 @@ _NAMES = {
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
 
 # Kafka's inter-broker and controller APIs: served (as Fetch from a follower, replica id
@@ -199,6 +204,14 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
         m.IncrementalAlterConfigsResponse,
     ),
     (ApiKey.SASL_AUTHENTICATE, 0): (ib.SaslAuthenticateRequest, ib.SaslAuthenticateResponse),
+    (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0): (
+        sm.DescribeUserScramCredentialsRequest,
+        sm.DescribeUserScramCredentialsResponse,
+    ),
+    (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0): (
+        sm.AlterUserScramCredentialsRequest,
+        sm.AlterUserScramCredentialsResponse,
+    ),
 }
 
 

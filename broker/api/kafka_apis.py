@@ -33,6 +33,7 @@ from purgatory.broker.replication.fetch_params import (
     TopicPartition,
 )
 from purgatory.protocol import messages as m
+from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey, RequestError, supported_versions
 from purgatory.protocol.errors import ErrorCode, is_retriable
 from purgatory.protocol.raft_messages import METADATA_TOPIC
@@ -69,6 +70,8 @@ class KafkaApis:
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.handle_describe_user_scram_credentials,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.handle_alter_user_scram_credentials,
             **GroupApis(broker).handlers(),
             # The quorum's and the controller's (Vote, BrokerHeartbeat, ...).
             **{key: _ignore_version(h) for key, h in broker.controller_apis.handlers().items()},
@@ -323,6 +326,19 @@ class KafkaApis:
         self, request: m.IncrementalAlterConfigsRequest, version: int
     ) -> Result:
         return self.broker.forwarding.alter_configs(request, incremental=True)
+
+    def handle_describe_user_scram_credentials(
+        self, request: sm.DescribeUserScramCredentialsRequest, version: int
+    ) -> Result:
+        """Answered from this broker's metadata image, as Kafka's brokers answer it."""
+        check_topic_count(len(request.users or ()))
+        return self.broker.metadata.image.scram.describe(request.users)
+
+    def handle_alter_user_scram_credentials(
+        self, request: sm.AlterUserScramCredentialsRequest, version: int
+    ) -> Result:
+        check_topic_count(len(request.deletions) + len(request.upsertions))
+        return self.broker.forwarding.alter_user_scram_credentials(request)
 
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
         if request.election_type not in (m.PREFERRED_ELECTION, m.UNCLEAN_ELECTION):

@@ -147,6 +147,7 @@ StrConfig = Literal[
     "process.roles",
     "controller.quorum.voters",
     "metadata.log.dir",
+    "bootstrap.scram.credentials",
     "remote.storage.latency.distribution",
     "log.cleanup.policy",
     "compression.type",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from purgatory.broker.config.addresses import parse_members
 from purgatory.broker.config.config_def import ConfigDef, at_least, parses
+from purgatory.broker.metadata.scram_parser import parse_scram_arguments
 
 ROLES = ("broker", "controller")
 
@@ -101,5 +102,19 @@ QUORUM_CONFIGS: tuple[ConfigDef, ...] = (
         "After this many bytes of metadata records, a node snapshots the committed "
         "metadata and drops the log before it; a replica behind that fetches the snapshot.",
         at_least(1),
+    ),
+    ConfigDef(
+        "bootstrap.scram.credentials",
+        str,
+        "",
+        "SCRAM users the first active controller of an empty metadata log writes into it "
+        "(as `kafka-storage format --add-scram` seeds Kafka's): "
+        "`SCRAM-SHA-512=[name=alice,password=alice-secret]`, optionally with `iterations` "
+        "(4096..16384, default 4096), or `salt` and `saltedpassword` (base64) instead of "
+        "`password`; several separated by whitespace. `purgatory broker --add-scram` sets "
+        "it. Read once, when the metadata log is new: later changes are "
+        "AlterUserScramCredentials (`purgatory configs --entity-type users`).",
+        parses(parse_scram_arguments),
+        sensitive=True,
     ),
 )

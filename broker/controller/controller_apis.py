@@ -9,7 +9,7 @@ key, for both protocols' listeners and the simulation:
 - the controller's: BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
   ControlledShutdown (7), and Envelope (58), which carries a change a broker forwards
   (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs,
-  IncrementalAlterConfigs).
+  IncrementalAlterConfigs, AlterUserScramCredentials).
 
 A controller API reaching a node that is not the active controller is answered
 NOT_CONTROLLER, never served nor passed on.
@@ -49,9 +49,11 @@ FORWARDED = (
     ApiKey.ELECT_LEADERS,
     ApiKey.ALTER_CONFIGS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 )
 
-# How long a config change waits for the brokers to apply it (the requests carry no timeout).
+# How long a config or credential change waits for the brokers to apply it (the requests
+# carry no timeout).
 CONFIG_APPLY_TIMEOUT_MS = 5000
 
 
@@ -123,6 +125,8 @@ class ControllerApis:
             return await controller.alter_configs(
                 body, key == ApiKey.INCREMENTAL_ALTER_CONFIGS, CONFIG_APPLY_TIMEOUT_MS
             )
+        if key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+            return await controller.alter_user_scram_credentials(body, CONFIG_APPLY_TIMEOUT_MS)
         assert isinstance(body, m.CreatePartitionsRequest)
         return await controller.create_partitions(body)
 

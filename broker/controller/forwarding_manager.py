@@ -2,7 +2,8 @@
 or over the network.
 
 CreateTopics, DeleteTopics, CreatePartitions (and topic auto-creation), ElectLeaders and
-config changes (AlterConfigs, IncrementalAlterConfigs: the admin HTTP's too) are served by the active controller; a broker that is not it forwards them (in an Envelope, Kafka's way)
+config changes (AlterConfigs, IncrementalAlterConfigs: the admin HTTP's too) and SCRAM
+credential changes (AlterUserScramCredentials) are served by the active controller; a broker that is not it forwards them (in an Envelope, Kafka's way)
 and answers only once its own metadata shows the change, so every broker answers the same
 metadata afterwards (Kafka's ForwardingManager and AutoTopicCreationManager)."""
 
@@ -21,6 +22,7 @@ from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC, TRANSACTI
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.controller.topics import every_topic_fails, topic_name_problem
 from purgatory.protocol import messages as m
+from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
 
@@ -149,6 +151,29 @@ class ForwardingManager:
                         ErrorCode.NOT_CONTROLLER, reason, r.resource_type, r.resource_name
                     )
                     for r in request.resources
+                ]
+            ),
+            lambda done: True,
+        )
+        return response
+
+    async def alter_user_scram_credentials(
+        self, request: sm.AlterUserScramCredentialsRequest
+    ) -> sm.AlterUserScramCredentialsResponse:
+        """AlterUserScramCredentials on the active controller (here, or forwarded to it),
+        which answers once the brokers applied it; NOT_CONTROLLER for every user when it
+        cannot be reached, as Kafka answers."""
+        users = dict.fromkeys(
+            [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+        )
+        response: sm.AlterUserScramCredentialsResponse = await self._on_controller(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            request,
+            self.config["controller.quorum.request.timeout.ms"],
+            lambda reason: sm.AlterUserScramCredentialsResponse(
+                [
+                    sm.AlterUserScramCredentialsResult(user, ErrorCode.NOT_CONTROLLER, reason)
+                    for user in users
                 ]
             ),
             lambda done: True,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from purgatory.broker.metadata.metadata_image import MetadataImage
+from purgatory.broker.security.scram_credential import ScramCredential
 from purgatory.protocol.errors import ErrorCode, KafkaError
 from purgatory.protocol.inter_broker_messages import PartitionState, TopicState
 
@@ -103,6 +104,12 @@ class MetadataCache:
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         return self.image.partition(topic, partition)
+
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """``user``'s credential for ``mechanism`` (SCRAM-SHA-256, SCRAM-SHA-512) as the
+        metadata log holds it (what the SASL/SCRAM authenticator checks a client's proof
+        against); None when it has none (Kafka's CredentialCache lookup)."""
+        return self.image.scram.credential(mechanism, user)
 
     def coordinator_of(
         self, topic: str, partition: int, create: Callable[[], None]

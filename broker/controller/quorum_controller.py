@@ -4,7 +4,8 @@ QuorumController).
 Records are the only way metadata changes. A request is checked against the controller's
 image by a control manager (``ClusterControlManager`` for brokers,
 ``ReplicationControlManager`` for topics, partitions and ISRs,
-``ConfigurationControlManager`` for topic and dynamic broker configs), which returns records;
+``ConfigurationControlManager`` for topic and dynamic broker configs,
+``ScramControlManager`` for SCRAM users' credentials), which returns records;
 the controller appends them to the quorum, replays them into its image at once (so the
 next request sees them), and answers only once the quorum has committed them. Nothing it
 decides takes effect anywhere before that: a controller cut off from the majority can
@@ -16,6 +17,10 @@ leads no more (``deactivate``): whatever still waits for a commit is answered
 NOT_CONTROLLER (its outcome is unknown), what is committed and only waited for the
 brokers to apply it is answered as done, and the image is dropped (a later activation
 starts again from the committed one).
+
+The first controller to become active on an empty metadata log writes its bootstrap
+records first: the SCRAM users of ``bootstrap.scram.credentials`` (Kafka's bootstrap
+metadata, which ``kafka-storage format --add-scram`` seeds).
 """
 
 from __future__ import annotations
@@ -38,15 +43,24 @@ from purgatory.broker.controller.replication_control import (
     PartitionElection,
     ReplicationControlManager,
 )
+from purgatory.broker.controller.scram_control import ScramControlManager
 from purgatory.broker.controller.topics import TopicsRequest, every_topic_fails
 from purgatory.broker.metadata.metadata_image import MetadataDelta, MetadataImage
-from purgatory.broker.metadata.records import MetadataRecord, RegisterBrokerRecord, encode_record
+from purgatory.broker.metadata.records import (
+    MetadataRecord,
+    RegisterBrokerRecord,
+    UserScramCredentialRecord,
+    encode_record,
+)
+from purgatory.broker.metadata.scram_parser import parse_scram_arguments
 from purgatory.broker.purgatory import Periodic, Scheduler
 from purgatory.broker.purgatory.clock import Cancellable
 from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
+from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.scram import MECHANISMS_BY_TYPE
 
 # The most records one user request may make (Kafka's QuorumController bound).
 MAX_RECORDS_PER_USER_OP = 10000
@@ -80,6 +94,7 @@ class QuorumController:
         self.cluster = ClusterControlManager(config["cluster.id"], members)
         self.replication = ReplicationControlManager(config, self.rng)
         self.configuration = ConfigurationControlManager(config)
+        self.scram = ScramControlManager()
         self.epoch: int | None = None  # the quorum epoch it is active in; None: standby
         self.image = MetadataImage()  # committed records and its own writes since
         self.heartbeats = BrokerHeartbeatManager(config["broker.session.timeout.ms"])
@@ -117,7 +132,32 @@ class QuorumController:
         self.raft.on_fetch = self._check_applied
         self._rebalance.start()
         self.log.info("controller_activated", epoch=epoch, metadata_offset=committed.offset)
+        if committed.empty:
+            self._bootstrap()
         self._check_sessions()
+
+    def _bootstrap(self) -> None:
+        """Write the bootstrap records into the new metadata log (committed in the
+        background, before any broker's registration)."""
+        records: list[MetadataRecord] = []
+        for argument in parse_scram_arguments(self.config["bootstrap.scram.credentials"]):
+            credential = argument.credential()
+            records.append(
+                UserScramCredentialRecord(
+                    argument.name,
+                    argument.mechanism.type,
+                    credential.salt,
+                    credential.stored_key,
+                    credential.server_key,
+                    credential.iterations,
+                )
+            )
+            self.log.info(
+                "scram_credential_bootstrapped",
+                user=argument.name,
+                mechanism=argument.mechanism.name,
+            )
+        self._write(records)
 
     def deactivate(self) -> None:
         if self.epoch is None:
@@ -514,4 +554,25 @@ class QuorumController:
             # After the brokers (this node's among them) hold the value the rules read.
             if any(r.name == "unclean.leader.election.enable" for r in records):
                 self.reelect()
+        return response
+
+    # -- SCRAM credentials ------------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(
+        self, request: sm.AlterUserScramCredentialsRequest, timeout_ms: int
+    ) -> sm.AlterUserScramCredentialsResponse:
+        """AlterUserScramCredentials: answered once its records are committed and the
+        brokers had ``timeout_ms`` to apply them."""
+        self._require_active()
+        response, records = self.scram.alter_credentials(self.image, request)
+        if records:
+            for record in records:
+                self.log.info(
+                    "scram_credential_changed",
+                    user=record.name,
+                    mechanism=MECHANISMS_BY_TYPE[record.mechanism].name,
+                    removed=not isinstance(record, UserScramCredentialRecord),
+                )
+            offset = await self._write_and_commit(list(records))
+            await self._applied_everywhere(offset, timeout_ms)
         return response

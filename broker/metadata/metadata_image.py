@@ -24,8 +24,11 @@ from purgatory.broker.metadata.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
+from purgatory.broker.metadata.scram_image import ScramDelta, ScramImage
 from purgatory.protocol.inter_broker_messages import PartitionState, TopicState
 
 
@@ -62,9 +65,10 @@ class MetadataImage:
     """Invariants: ``topic_names`` maps the id of every topic in ``topics`` to its name;
     a topic's partitions are numbered 0..n-1 in order. ``broker_configs``: the dynamic
     broker configs by resource name (a broker id, or "" for the cluster-wide default),
-    each a non-empty dict of name -> value as set (Kafka's ConfigurationsImage)."""
+    each a non-empty dict of name -> value as set (Kafka's ConfigurationsImage).
+    ``scram``: every SCRAM user's credentials (Kafka's ScramImage)."""
 
-    __slots__ = ("broker_configs", "brokers", "offset", "topic_names", "topics")
+    __slots__ = ("broker_configs", "brokers", "offset", "scram", "topic_names", "topics")
 
     def __init__(
         self,
@@ -73,12 +77,14 @@ class MetadataImage:
         topics: dict[str, TopicState] | None = None,
         topic_names: dict[str, str] | None = None,
         broker_configs: dict[str, dict[str, str]] | None = None,
+        scram: ScramImage | None = None,
     ) -> None:
         self.offset = offset  # the last record replayed into it; -1: none
         self.brokers = brokers if brokers is not None else {}
         self.topics = topics if topics is not None else {}
         self.topic_names = topic_names if topic_names is not None else {}
         self.broker_configs = broker_configs if broker_configs is not None else {}
+        self.scram = scram if scram is not None else ScramImage()
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         state = self.topics.get(topic)
@@ -91,6 +97,12 @@ class MetadataImage:
 
     def unfenced_brokers(self) -> frozenset[int]:
         return frozenset(b for b, r in self.brokers.items() if not r.fenced)
+
+    @property
+    def empty(self) -> bool:
+        """Holds nothing a record made: a new metadata log (where the first active
+        controller writes its bootstrap records)."""
+        return not (self.brokers or self.topics or self.broker_configs or self.scram.mechanisms)
 
     def records(self) -> list[MetadataRecord]:
         """Records that rebuild this image from nothing (a snapshot's content)."""
@@ -134,6 +146,7 @@ class MetadataImage:
                 )
                 for p in topic.partitions
             )
+        out.extend(self.scram.records())
         return out
 
 
@@ -141,7 +154,7 @@ class MetadataDelta:
     """Records replayed on top of ``image``; ``apply`` makes the image they lead to.
     ``changed_topics`` names every topic created, changed or removed (a name that is
     removed and made again is in it once); ``broker_configs_changed``: a dynamic broker
-    config was set or removed."""
+    config was set or removed; ``scram``: the SCRAM credentials' changes, if any."""
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
@@ -151,6 +164,7 @@ class MetadataDelta:
         self.topic_names: dict[str, str] | None = None
         self.broker_configs: dict[str, dict[str, str]] | None = None
         self.broker_configs_changed = False
+        self.scram: ScramDelta | None = None
         # Topics being changed: name -> (topic, its partitions as a list being filled).
         self._work: dict[str, tuple[TopicState, list[PartitionState]]] = {}
         self.changed_topics: set[str] = set()
@@ -190,6 +204,10 @@ class MetadataDelta:
             self._config(record)
         elif isinstance(record, ConfigRecord) and record.resource_type == BROKER_RESOURCE:
             self._broker_config(record)
+        elif isinstance(record, UserScramCredentialRecord | RemoveUserScramCredentialRecord):
+            if self.scram is None:
+                self.scram = ScramDelta(self.image.scram)
+            self.scram.replay(record)
 
     # -- what each record does --------------------------------------------------------------
 
@@ -319,4 +337,5 @@ class MetadataDelta:
             self.topics if self.topics is not None else image.topics,
             self.topic_names if self.topic_names is not None else image.topic_names,
             self.broker_configs if self.broker_configs is not None else image.broker_configs,
+            self.scram.apply() if self.scram is not None else image.scram,
         )

@@ -87,6 +87,26 @@ class ConfigRecord(Record, tag="Config"):
     value: str | None = None
 
 
+class UserScramCredentialRecord(Record, tag="UserScramCredential"):
+    """A SCRAM user's credential for one mechanism (Kafka's ScramMechanism type: 1
+    SCRAM-SHA-256, 2 SCRAM-SHA-512) set or replaced: the salt and the keys derived from
+    the salted password (``broker.security.scram_credential``), never the password."""
+
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+class RemoveUserScramCredentialRecord(Record, tag="RemoveUserScramCredential"):
+    """A SCRAM user's credential for one mechanism removed."""
+
+    name: str
+    mechanism: int
+
+
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
@@ -98,6 +118,8 @@ MetadataRecord = (
     | PartitionChangeRecord
     | RemoveTopicRecord
     | ConfigRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 _encoder = msgspec.msgpack.Encoder()

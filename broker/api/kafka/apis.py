@@ -29,6 +29,8 @@ from purgatory.broker.api.kafka.log_info import error_response as log_info_error
 from purgatory.broker.api.kafka.offsets import OffsetApis, txn_offset_commit_response
 from purgatory.broker.api.kafka.quorum import QuorumApis, describe_quorum_response
 from purgatory.broker.api.kafka.records import RecordApis, delete_records_response
+from purgatory.broker.api.kafka.scram_credentials import SCRAM_APIS, ScramCredentialApis
+from purgatory.broker.api.kafka.scram_credentials import error_response as scram_error_response
 from purgatory.broker.api.kafka.transactions import TRANSACTION_APIS, TransactionApis
 from purgatory.broker.api.kafka.transactions import error_response as transaction_error_response
 from purgatory.broker.api.results import Result
@@ -66,6 +68,7 @@ class KafkaListenerApis:
             **LogInfoApis(broker).handlers(),
             **LeaderElectionApis(broker).handlers(),
             **TransactionApis(broker).handlers(),
+            **ScramCredentialApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
         assert not missing, f"advertised without a handler: {missing}"
@@ -259,6 +262,8 @@ class KafkaListenerApis:
             return txn_offset_commit_response(version, body, code)
         if key in TRANSACTION_APIS:
             return transaction_error_response(key, version, body, code)
+        if key in SCRAM_APIS:
+            return scram_error_response(key, version, body, code, message)
         if key == ApiKey.DESCRIBE_CLUSTER:
             return build(
                 schema.DescribeClusterResponse,
