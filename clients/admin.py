@@ -1,5 +1,5 @@
 """AdminClient: create, delete, grow and describe topics; leader elections; config changes;
-committed offsets and log ends; deleting records."""
+SCRAM users' credentials; committed offsets and log ends; deleting records."""
 
 from __future__ import annotations
 
@@ -14,8 +14,23 @@ from purgatory.clients.coordinator_client import CoordinatorClient
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import messages as m
 from purgatory.protocol import raft_messages as rm
+from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
+from purgatory.protocol.scram import DEFAULT_ITERATIONS, mechanism_named, new_salt, salted_password
+
+
+def scram_upsertion(
+    user: str, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS
+) -> sm.ScramCredentialUpsertion:
+    """A credential to set, salted here as Kafka's admin client salts it (a random salt,
+    ``Hi(password, salt, iterations)``): the password never leaves this process.
+    ValueError for a mechanism other than SCRAM-SHA-256 and SCRAM-SHA-512."""
+    scram = mechanism_named(mechanism)
+    salt = new_salt()
+    return sm.ScramCredentialUpsertion(
+        user, scram.type, iterations, salt, salted_password(scram, password, salt, iterations)
+    )
 
 
 class AdminClient:
@@ -208,6 +223,43 @@ class AdminClient:
                 return response.responses
             await asyncio.sleep(self.retry_backoff_ms / 1000)
             await self.cluster.refresh([])
+
+    async def alter_user_scram_credentials(
+        self,
+        deletions: list[sm.ScramCredentialDeletion],
+        upsertions: list[sm.ScramCredentialUpsertion],
+        *,
+        timeout_ms: int = 30000,
+    ) -> list[sm.AlterUserScramCredentialsResult]:
+        """AlterUserScramCredentials (upsertions from ``scram_upsertion``): one result per
+        user; asked again while the controller answers NOT_CONTROLLER, until
+        ``timeout_ms``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while True:
+            response: sm.AlterUserScramCredentialsResponse = await self.cluster.send_to_controller(
+                ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                sm.AlterUserScramCredentialsRequest(deletions, upsertions),
+                timeout_ms=timeout_ms,
+            )
+            retry = any(r.error_code == ErrorCode.NOT_CONTROLLER for r in response.results)
+            if not retry or loop.time() > deadline:
+                return response.results
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+            await self.cluster.refresh([])
+
+    async def describe_user_scram_credentials(
+        self, users: list[str] | None = None
+    ) -> list[sm.DescribeUserScramCredentialsResult]:
+        """The mechanisms and iterations of ``users``' credentials (None: every user's),
+        one result per user; raises KafkaError for an error of the whole request."""
+        conn = await self.cluster.any_connection()
+        response: sm.DescribeUserScramCredentialsResponse = await conn.send(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, sm.DescribeUserScramCredentialsRequest(users)
+        )
+        if response.error_code:
+            raise KafkaError(response.error_code, response.error_message)
+        return response.results
 
     def _group(self, group: str) -> CoordinatorClient:
         return CoordinatorClient(

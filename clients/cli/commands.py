@@ -371,21 +371,29 @@ def add_commands(sub: Any) -> None:
 
     configs = sub.add_parser(
         "configs",
-        help="describe or change topic and broker configs (kafka-configs.sh)",
+        help="describe or change topic and broker configs and SCRAM users (kafka-configs.sh)",
         description="--alter changes a topic's configs, a broker's dynamic ones "
         "(--entity-name ID) or the cluster-wide default of every broker (--entity-default), "
         "through the controller, as IncrementalAlterConfigs: --add-config k=v[,k=v] (a list "
         "value in brackets: cleanup.policy=[compact,delete]) sets, --delete-config k[,k] "
-        "puts back the default. --describe lists a topic's own configs. Refused values are "
-        "reported in Kafka's words; exits 1 then.",
+        "puts back the default. --describe lists a topic's own configs. --entity-type users: "
+        "SCRAM credentials, --add-config 'SCRAM-SHA-512=[iterations=8192,password=SECRET]' "
+        "(the password salted here, never sent), --delete-config SCRAM-SHA-512, --describe "
+        "(every user without --entity-name). Refused values are reported in Kafka's words; "
+        "exits 1 then.",
     )
     mode = configs.add_mutually_exclusive_group()
     mode.add_argument("--describe", action="store_true", help="list the configs set")
     mode.add_argument("--alter", action="store_true", help="change configs")
     configs.add_argument(
-        "--entity-type", required=True, metavar="topics|brokers", help="what to describe or change"
+        "--entity-type",
+        required=True,
+        metavar="topics|brokers|users",
+        help="what to describe or change",
     )
-    configs.add_argument("--entity-name", metavar="NAME", help="the topic, or the broker id")
+    configs.add_argument(
+        "--entity-name", metavar="NAME", help="the topic, the broker id, or the user"
+    )
     configs.add_argument(
         "--entity-default",
         action="store_true",

@@ -1,18 +1,31 @@
-"""``purgatory configs``: describe and change topic and broker configs with kafka-configs'
-options and output (and ``--json`` for scripts). Changes are IncrementalAlterConfigs: the
-active controller checks them and holds them in the metadata log."""
+"""``purgatory configs``: describe and change topic and broker configs, and SCRAM users'
+credentials, with kafka-configs' options and output (and ``--json`` for scripts). Config
+changes are IncrementalAlterConfigs, credentials AlterUserScramCredentials (the password
+salted here, as Kafka's admin client does): the active controller checks them and holds
+them in the metadata log."""
 
 from __future__ import annotations
 
 import argparse
+import re
 
-from purgatory.clients.admin import AdminClient
+from purgatory.clients.admin import AdminClient, scram_upsertion
 from purgatory.clients.cli.output import err, print_json
 from purgatory.clients.cli.tools import _run
 from purgatory.protocol import messages as m
-from purgatory.protocol.errors import error_name
+from purgatory.protocol import scram_messages as sm
+from purgatory.protocol.errors import ErrorCode, error_name
+from purgatory.protocol.scram import (
+    DEFAULT_ITERATIONS,
+    MECHANISMS_BY_NAME,
+    MECHANISMS_BY_TYPE,
+    MIN_ITERATIONS,
+)
 
 ENTITY_TYPES = {"topics": m.TOPIC_RESOURCE, "brokers": m.BROKER_RESOURCE}
+USERS = "users"
+# kafka-configs' credential value: [iterations=N,]password=P
+_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.S)
 
 
 class ConfigOptionError(ValueError):
@@ -56,7 +69,7 @@ def parse_add_config(text: str) -> dict[str, str]:
 def _resource(args: argparse.Namespace) -> tuple[int, str, str]:
     """(resource type, name, what the output calls it); raises ConfigOptionError."""
     if args.entity_type not in ENTITY_TYPES:
-        raise ConfigOptionError("--entity-type must be topics or brokers")
+        raise ConfigOptionError("--entity-type must be topics, brokers or users")
     kind = ENTITY_TYPES[args.entity_type]
     if args.entity_default:
         if args.entity_name is not None:
@@ -76,6 +89,8 @@ def configs_command(args: argparse.Namespace) -> int:
     try:
         if args.describe == args.alter:
             raise ConfigOptionError("give one of --describe and --alter")
+        if args.entity_type == USERS:
+            return _users_command(args)
         kind, name, what = _resource(args)
         if args.alter:
             added = parse_add_config(args.add_config or "")
@@ -136,3 +151,126 @@ async def _describe(args: argparse.Namespace, topic: str) -> int:
     for name, value in configs.items():
         print(f"  {name}={value} sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{name}={value}}}")
     return 0
+
+
+# -- users: SCRAM credentials -----------------------------------------------------------------
+
+
+def _users_command(args: argparse.Namespace) -> int:
+    """``--entity-type users``: SCRAM credentials, as kafka-configs handles them."""
+    if args.entity_default:
+        raise ConfigOptionError(
+            "The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+            "Credentials using --bootstrap-server."
+        )
+    if args.describe:
+        users = None if args.entity_name is None else [args.entity_name]
+        return _run(_describe_users(args, users), "configs", args.bootstrap)
+    if not args.entity_name:
+        raise ConfigOptionError("give --entity-name: the user whose credentials change")
+    added = parse_add_config(args.add_config or "")
+    deleted = split_configs(args.delete_config or "")
+    if not added and not deleted:
+        raise ConfigOptionError("--alter needs --add-config or --delete-config")
+    unknown = [k for k in [*added, *deleted] if k not in MECHANISMS_BY_NAME]
+    if unknown:
+        raise ConfigOptionError(
+            "Only SCRAM credential configs (SCRAM-SHA-256, SCRAM-SHA-512) can be changed for "
+            f"'users' here (quotas are not served). Unexpected config names: {', '.join(unknown)}"
+        )
+    user = args.entity_name
+    deletions = [sm.ScramCredentialDeletion(user, MECHANISMS_BY_NAME[k].type) for k in deleted]
+    upsertions = [
+        scram_upsertion(user, mechanism, password, iterations)
+        for mechanism, (iterations, password) in (
+            (k, _iterations_and_password(k, v)) for k, v in added.items()
+        )
+    ]
+    return _run(_alter_users(args, user, deletions, upsertions), "configs", args.bootstrap)
+
+
+def _iterations_and_password(mechanism: str, value: str) -> tuple[int, str]:
+    """kafka-configs' ``[iterations=N,]password=P`` (N -1 or absent: 4096)."""
+    match = _CREDENTIAL.fullmatch(value)
+    if match is None:
+        raise ConfigOptionError(
+            f"Invalid credential property {mechanism}={value}: give "
+            f"'{mechanism}=[iterations=8192,password=SECRET]' (iterations optional)"
+        )
+    iterations_text, password = match.groups()
+    iterations = DEFAULT_ITERATIONS
+    if iterations_text not in (None, "", "-1"):
+        iterations = int(iterations_text)
+    elif iterations_text == "":
+        raise ConfigOptionError(f"Invalid credential property {mechanism}={value}")
+    if iterations < MIN_ITERATIONS:
+        raise ConfigOptionError(
+            f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} required for "
+            f"{mechanism}"
+        )
+    return iterations, password
+
+
+async def _alter_users(
+    args: argparse.Namespace,
+    user: str,
+    deletions: list[sm.ScramCredentialDeletion],
+    upsertions: list[sm.ScramCredentialUpsertion],
+) -> int:
+    async with AdminClient(args.bootstrap) as admin:
+        results = await admin.alter_user_scram_credentials(deletions, upsertions)
+    failed = [r for r in results if r.error_code]
+    if args.json:
+        print_json(
+            {
+                "user": user,
+                "error": error_name(failed[0].error_code) if failed else None,
+                "message": failed[0].error_message if failed else None,
+            }
+        )
+    elif not failed:
+        print(f"Completed updating config for user {user}.")
+    for result in failed if not args.json else ():
+        err.print(
+            f"[red]purgatory configs: {error_name(result.error_code)}: "
+            f"{result.error_message}[/red]",
+            soft_wrap=True,
+        )
+    return 1 if failed else 0
+
+
+async def _describe_users(args: argparse.Namespace, users: list[str] | None) -> int:
+    """Each user's credentials as kafka-configs prints them (a user without any: nothing,
+    as kafka-configs prints nothing for it)."""
+    async with AdminClient(args.bootstrap) as admin:
+        results = await admin.describe_user_scram_credentials(users)
+    found = [r for r in results if r.error_code != ErrorCode.RESOURCE_NOT_FOUND]
+    if args.json:
+        print_json(
+            {
+                "users": {
+                    r.user: {
+                        MECHANISMS_BY_TYPE[c.mechanism].name: {"iterations": c.iterations}
+                        for c in r.credential_infos
+                        if c.mechanism in MECHANISMS_BY_TYPE
+                    }
+                    for r in found
+                    if not r.error_code
+                }
+            }
+        )
+        return 1 if any(r.error_code for r in found) else 0
+    for r in found:
+        if r.error_code:
+            print(
+                f"Error retrieving SCRAM credential configs for user-principal '{r.user}': "
+                f"{error_name(r.error_code)}: {r.error_message}"
+            )
+            continue
+        described = ", ".join(
+            f"{MECHANISMS_BY_TYPE[c.mechanism].name}=iterations={c.iterations}"
+            for c in r.credential_infos
+            if c.mechanism in MECHANISMS_BY_TYPE
+        )
+        print(f"SCRAM credential configs for user-principal '{r.user}' are {described}")
+    return 1 if any(r.error_code for r in found) else 0

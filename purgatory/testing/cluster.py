@@ -65,7 +65,11 @@ class Cluster:
         config: dict[str, Any] | None = None,
         mode: Literal["thread", "process"] = "thread",
         startup_timeout: float = 30.0,
+        add_scram: list[str] | None = None,
     ) -> None:
+        """``add_scram``: SCRAM users the cluster starts with, as `purgatory broker
+        --add-scram` takes them (``SCRAM-SHA-512=[name=alice,password=alice-secret]``):
+        ``bootstrap.scram.credentials``."""
         if brokers < 1:
             raise ValueError("a cluster needs at least 1 broker")
         if mode not in ("thread", "process"):
@@ -73,6 +77,8 @@ class Cluster:
         self.size = brokers
         self.mode = mode
         self.config = {**TEST_DEFAULTS, **{k: str(v) for k, v in (config or {}).items()}}
+        if add_scram:
+            self.config["bootstrap.scram.credentials"] = " ".join(a.strip() for a in add_scram)
         # The brokers prove it to each other (cluster.secret); one per cluster.
         self.config.setdefault("cluster.secret", secrets.token_hex(16))
         self.startup_timeout = startup_timeout

@@ -83,7 +83,7 @@ async def test_configs_mistakes_are_one_line_never_a_traceback() -> None:
         ),
         (
             ("--alter", "--entity-type", "groups", "--entity-name", "g", "--add-config", "a=1"),
-            "--entity-type must be topics or brokers",
+            "--entity-type must be topics, brokers or users",
         ),
         (
             ("--alter", "--entity-type", "topics", "--entity-default", "--add-config", "a=1"),
