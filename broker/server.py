@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 import functools
 import random
+import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -66,6 +67,11 @@ from purgatory.broker.raft.raft_metrics import raft_families
 from purgatory.broker.replication.partition import Partition
 from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.broker.replication.replica_manager import ReplicaManager
+from purgatory.broker.security import ssl_factory
+from purgatory.broker.security.listener_security import (
+    listener_security,
+    unknown_listener_overrides,
+)
 from purgatory.common import gc_policy
 from purgatory.common.broker_state import BrokerState, ReplicaInfo
 from purgatory.protocol import inter_broker_messages as ib
@@ -128,6 +134,25 @@ class Broker:
         self.voters = config.voters()
         self.roles = config.process_roles()
         self.listeners = config.listener_config()
+        by_name = {listener.name: listener for listener in self.listeners.listeners}
+        problem = unknown_listener_overrides(config.listener_overrides, by_name)
+        if problem:
+            raise ValueError(problem)
+        # Each listener's TLS and SASL (broker/security/), built before anything binds.
+        self.security = {
+            listener.name: listener_security(
+                listener,
+                config.listener_values(listener.name),
+                lambda mechanism, name: self.metadata.scram_credential(mechanism, name),
+            )
+            for listener in self.listeners.listeners
+            if listener.security_protocol != "PLAINTEXT"
+        }
+        # How this broker reaches the others' broker-facing and inter-broker listeners.
+        self.broker_tls = {
+            name: self._client_tls(name)
+            for name in {self.listeners.broker_facing.name, self.listeners.inter_broker}
+        }
         self.ports: dict[str, int] = {}  # each listener's bound port, by name
         self.metadata = MetadataCache(self.members, self.listeners.broker_facing.name)
         self.scheduler = scheduler or LoopScheduler()
@@ -149,6 +174,7 @@ class Broker:
             self.faults.delay_from_broker,
             self.faults.cuts_off,
             config["cluster.secret"],
+            self.broker_tls[self.listeners.broker_facing.name],
         )
         channel: RaftChannel = channels or self.node_channels
         self.replica_manager = ReplicaManager(
@@ -229,6 +255,7 @@ class Broker:
             self.faults.delay_from_broker,
             self.faults.cuts_off,
             config["cluster.secret"],
+            self.broker_tls[self.listeners.inter_broker],
         )
         self.txn_marker_writer = TxnMarkerWriter(
             self.replica_manager, self.group_coordinator.complete_txn_offsets
@@ -270,6 +297,7 @@ class Broker:
             listen_backlog=config["socket.listen.backlog.size"],
             cluster_secret=config["cluster.secret"],
             abandon=self.replica_manager.abandon,
+            security=self.security,
         )
         self.admin = AdminServer(self)
         self.log = structlog.get_logger("broker").bind(broker_id=self.broker_id)
@@ -311,7 +339,8 @@ class Broker:
             "broker_started",
             port=self.port,
             listeners={
-                listener.name: f"{listener.role.value} :{self.ports[listener.name]}"
+                listener.name: f"{listener.role.value} {listener.security_protocol} "
+                f":{self.ports[listener.name]}"
                 for listener in self.listeners.listeners
             },
             protocols="purgatory and kafka on each listener",
@@ -597,6 +626,17 @@ class Broker:
             if node != self.broker_id and self.faults.cuts_off(node):
                 self.node_channels.drop(node)
 
+    def _client_tls(self, listener: str) -> ssl.SSLContext | None:
+        """The TLS context this broker connects to the others' ``listener`` with, when it
+        is SSL or SASL_SSL: its truststore checks their certificates, its keystore is
+        its own when they ask for one (ssl.client.auth)."""
+        if self.listeners.get(listener).security_protocol not in ("SSL", "SASL_SSL"):
+            return None
+        try:
+            return ssl_factory.client_context(self.config.listener_values(listener))
+        except ValueError as exc:
+            raise ValueError(f"listener {listener} (brokers connect to it): {exc}") from None
+
     def _leader_endpoint(self, broker_id: int) -> RemoteLeaderEndPoint:
         """How this broker's replica fetcher reaches leader ``broker_id``."""
         return RemoteLeaderEndPoint(
@@ -615,6 +655,7 @@ class Broker:
             functools.partial(self.faults.cuts_off, broker_id),
             self.config["cluster.secret"],
             self.broker_id,
+            self.broker_tls[self.listeners.inter_broker],
         )
 
     # -- dynamic configuration ----------------------------------------------------------

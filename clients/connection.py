@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -104,14 +105,28 @@ class Connection:
 
     @classmethod
     async def open(
-        cls, host: str, port: int, *, connect_timeout_s: float = 10.0, **kwargs: Any
+        cls,
+        host: str,
+        port: int,
+        *,
+        connect_timeout_s: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
+        **kwargs: Any,
     ) -> Connection:
+        """Connect (over TLS with ``ssl_context``: an SSL or SASL_SSL listener, the
+        server's certificate checked for ``host`` if the context checks host names)."""
         self = cls(host, port, **kwargs)
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation
             # that arrives as the connection attempt fails, and the caller never stops.
             async with asyncio.timeout(connect_timeout_s):
-                await self._loop.create_connection(lambda: _ClientProtocol(self), host, port)
+                await self._loop.create_connection(
+                    lambda: _ClientProtocol(self),
+                    host,
+                    port,
+                    ssl=ssl_context,
+                    server_hostname=host if ssl_context is not None else None,
+                )
         except (TimeoutError, OSError) as exc:
             raise ConnectionClosed(
                 f"cannot connect to {host}:{port}: {exc or 'timed out'}"

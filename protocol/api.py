@@ -38,6 +38,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -125,6 +126,7 @@ _NAMES = {
     ApiKey.ALTER_CONFIGS: "AlterConfigs",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     ApiKey.CREATE_PARTITIONS: "CreatePartitions",
+    ApiKey.SASL_HANDSHAKE: "SaslHandshake",
     ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",

@@ -17,11 +17,17 @@ from purgatory.broker.config.definitions import (
     BY_NAME,
     DEFINITIONS,
     ENV_PREFIX,
+    LISTENER_SCOPED,
     NOT_CONFIGS,
     TOPIC_CONFIGS,
 )
 from purgatory.broker.config.listeners import ListenerConfig, listener_config
 from purgatory.broker.config.quorum_configs import parse_roles
+from purgatory.broker.config.security_configs import (
+    JAAS_CONFIG,
+    LISTENER_PREFIX,
+    split_listener_config,
+)
 from purgatory.broker.config.topic_configs import (
     broker_default,
     check_topic_consistency,
@@ -40,6 +46,9 @@ IntConfig = Literal[
     "socket.listen.backlog.size",
     "max.connections.per.ip",
     "connections.max.idle.ms",
+    "connections.max.reauth.ms",
+    "sasl.server.max.receive.size",
+    "connection.failed.authentication.delay.ms",
     "message.max.bytes",
     "log.retention.bytes",
     "log.retention.ms",
@@ -131,6 +140,7 @@ BoolConfig = Literal[
     "controlled.shutdown.enable",
     "log.preallocate",
     "log.cleaner.enable",
+    "allow.everyone.if.no.acl.found",
 ]
 StrConfig = Literal[
     "listeners",
@@ -141,6 +151,25 @@ StrConfig = Literal[
     "admin.listener",
     "admin.token",
     "cluster.secret",
+    "sasl.enabled.mechanisms",
+    "authorizer.class.name",
+    "super.users",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.protocol",
+    "ssl.cipher.suites",
+    "ssl.endpoint.identification.algorithm",
+    "ssl.principal.mapping.rules",
     "max.connections.per.ip.overrides",
     "cluster.members",
     "cluster.id",
@@ -280,6 +309,9 @@ class BrokerConfig:
     dynamic_default: dict[str, str] = field(default_factory=dict)
     static_values: dict[str, Any] = field(default_factory=dict)
     static_sources: dict[str, str] = field(default_factory=dict)
+    # Security configs scoped to one listener (``listener.name.<listener>.<config>``), by
+    # listener name, then canonical config name (``<mechanism>.sasl.jaas.config`` too).
+    listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def apply_dynamic(
         self,
@@ -424,6 +456,12 @@ class BrokerConfig:
             "listener's): give both the same port"
         )
 
+    def listener_values(self, listener: str) -> dict[str, Any]:
+        """The configs as one listener sees them: each listener-scoped config's
+        ``listener.name.<listener>.`` value, else the broker's; and the JAAS configs of
+        its mechanisms (``<mechanism>.sasl.jaas.config``), which only a listener sets."""
+        return {**self.values, **self.listener_overrides.get(listener, {})}
+
     def admin_listener(self) -> tuple[str, int]:
         return parse_host_port(self.values["admin.listener"])
 
@@ -493,6 +531,9 @@ def load_config(
         layers.append(("--set", dict(overrides)))
     for source, layer in layers:
         for name, raw in layer.items():
+            if name.lower().startswith(LISTENER_PREFIX):
+                _listener_override(config, name, raw, source)
+                continue
             definition = BY_NAME.get(name)
             if definition is None:
                 where = (
@@ -504,6 +545,23 @@ def load_config(
             config.values[definition.name] = coerce(definition, raw, source=source)
             config.sources[definition.name] = source
     return config
+
+
+def _listener_override(config: BrokerConfig, name: str, raw: Any, source: str) -> None:
+    """Take ``listener.name.<listener>.<config>`` (checked against ``listeners`` by
+    check_consistency, once every layer is read)."""
+    try:
+        listener, scoped = split_listener_config(name, LISTENER_SCOPED)
+    except ValueError as exc:
+        raise ConfigError(f"config {exc} (from {source})") from None
+    if scoped.endswith(JAAS_CONFIG):
+        if not isinstance(raw, str):
+            raise ConfigError(f"config {name!r} (from {source}): expected a string, got {raw!r}")
+        value = raw
+    else:
+        value = coerce(BY_NAME[scoped], raw, source=source)
+    config.listener_overrides.setdefault(listener, {})[scoped] = value
+    config.sources[f"{LISTENER_PREFIX}{listener.lower()}.{scoped}"] = source
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:

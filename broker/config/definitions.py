@@ -8,7 +8,9 @@ from purgatory.broker.config.group_configs import GROUP_CONFIGS
 from purgatory.broker.config.log_configs import LOG_CONFIGS, TOPIC_DEFAULT_CONFIGS
 from purgatory.broker.config.quorum_configs import QUORUM_CONFIGS
 from purgatory.broker.config.replication_configs import REPLICATION_CONFIGS
+from purgatory.broker.config.security_configs import LISTENER_SASL_CONFIGS, SASL_CONFIGS
 from purgatory.broker.config.server_configs import SERVER_CONFIGS
+from purgatory.broker.config.ssl_configs import SSL_CONFIGS
 from purgatory.broker.config.topic_configs import TOPIC_CONFIGS as TOPIC_CONFIGS
 from purgatory.broker.config.transaction_configs import TRANSACTION_CONFIGS
 
@@ -35,7 +37,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     *QUORUM_CONFIGS,
     *GROUP_CONFIGS,
     *TRANSACTION_CONFIGS,
+    *SASL_CONFIGS,
+    *SSL_CONFIGS,
 )
+# The configs ``listener.name.<listener>.`` scopes to one listener.
+LISTENER_SCOPED: tuple[str, ...] = (*LISTENER_SASL_CONFIGS, *(d.name for d in SSL_CONFIGS))
 
 BY_NAME: dict[str, ConfigDef] = {}
 for _d in DEFINITIONS:

@@ -25,7 +25,6 @@ from purgatory.broker.config.addresses import parse_host_port
 # Kafka's default listener.security.protocol.map.
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT",)
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -151,12 +150,8 @@ def listener_config(values: dict[str, Any], roles: tuple[str, ...]) -> ListenerC
         protocol = protocols.get(name)
         if protocol is None:
             raise ValueError(
-                f"listener {name} has no security protocol: add {name}:PLAINTEXT to "
-                "listener.security.protocol.map"
-            )
-        if protocol not in SERVED_PROTOCOLS:
-            raise ValueError(
-                f"listener {name} is {protocol}: only PLAINTEXT listeners are served so far"
+                f"listener {name} has no security protocol: add {name}:PLAINTEXT (or SSL, "
+                "SASL_PLAINTEXT, SASL_SSL) to listener.security.protocol.map"
             )
     if "controller" in roles:
         unbound = [n for n in controller if n not in names]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -42,8 +43,12 @@ class Acceptor:
         connect: Callable[[str], asyncio.Protocol],
         backlog: int,
         protected: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
+        tls_outcome: Callable[[str], None] = lambda _result: None,
     ) -> None:
         self.quotas = quotas
+        self.ssl_context = ssl_context  # an SSL or SASL_SSL listener's: TLS before any request
+        self.tls_outcome = tls_outcome  # told "success" or "failure" of each TLS handshake
         self.connect = connect  # the protocol for a connection from an address
         self.backlog = backlog
         self.protected = protected  # only brokers use it: max.connections does not close it
@@ -115,7 +120,15 @@ class Acceptor:
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, conn: socket.socket, ip: str) -> None:
         try:
-            await loop.connect_accepted_socket(lambda: self.connect(ip), conn)
-        except OSError:  # gone before it was served
+            await loop.connect_accepted_socket(lambda: self.connect(ip), conn, ssl=self.ssl_context)
+        except Exception as exc:  # gone before it was served, or its TLS handshake failed
             self.quotas.release(ip)
             conn.close()
+            if self.ssl_context is not None:
+                self.tls_outcome("failure")
+                self.quotas.log_once(
+                    (ip, "tls_handshake_failed"), "tls_handshake_failed", peer=ip, error=str(exc)
+                )
+            return
+        if self.ssl_context is not None:
+            self.tls_outcome("success")

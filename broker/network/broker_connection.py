@@ -36,6 +36,14 @@ from purgatory.broker.network.request_channel import (
 )
 from purgatory.broker.network.served_protocol import Handler, ServedProtocol
 from purgatory.broker.ops.faults import LOST, peer_broker
+from purgatory.broker.security.kafka_principal import ANONYMOUS, KafkaPrincipal, user
+from purgatory.broker.security.sasl import SaslAuthenticationError
+from purgatory.broker.security.sasl_server_authenticator import (
+    SaslServerAuthenticator,
+    SaslState,
+    SaslStateError,
+)
+from purgatory.broker.security.ssl_principal_mapper import distinguished_name
 from purgatory.clients.cluster_auth import MECHANISM, AuthenticationFailed, ServerExchange
 from purgatory.common.delayed_receiver import DelayedReceiver
 from purgatory.protocol import inter_broker_messages as ib
@@ -58,6 +66,7 @@ _FLUSH_BYTES = 256 * 1024  # hand responses to the transport once this many are 
 # produces was busy 75% of the time). One system call per 32 answers costs little.
 _FLUSH_EVERY = 32
 _SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
+_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
 _FETCH = int(ApiKey.FETCH)
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 
@@ -123,6 +132,18 @@ class BrokerConnection(asyncio.Protocol):
         self.authenticated_broker: int | None = None
         self.authentication: ServerExchange | None = None
         self.exempt_broker: int | None = None  # the broker id it left max.connections' count as
+        # Whom it acts as (ACLs, quotas): its SASL identity on a SASL listener, its client
+        # certificate's on an SSL one, else User:ANONYMOUS.
+        self.principal: KafkaPrincipal = ANONYMOUS
+        security = server.security.get(listener.name)
+        self.principal_mapper = None if security is None else security.principal_mapper
+        self.sasl: SaslServerAuthenticator | None = None
+        if security is not None and security.sasl is not None:
+            self.sasl = SaslServerAuthenticator(security.sasl)
+            # Until it authenticates, a client's requests are held to a smaller size.
+            self.decoder.max_frame_bytes = min(
+                server.max_request_bytes, security.sasl.max_receive_size
+            )
         self.receiver = DelayedReceiver(self._receive)  # holds bytes under a latency fault
         self.lossy = False  # a drop fault lost bytes of it: closed when the fault ends
         # Made once, not per waiting request: each would otherwise be one more object for
@@ -139,8 +160,23 @@ class BrokerConnection(asyncio.Protocol):
         self.server.connections.add(self)
         self.metrics.connections += 1
         self.metrics.connections_created += 1
+        if self.principal_mapper is not None:
+            self._certificate_principal(transport)
         if self.server.faults.active:
             self.fault_check()
+
+    def _certificate_principal(self, transport: asyncio.BaseTransport) -> None:
+        """The principal of an SSL client's certificate (none: User:ANONYMOUS), through
+        ssl.principal.mapping.rules; a name no rule maps closes the connection, as Kafka
+        fails its authentication."""
+        ssl_object = transport.get_extra_info("ssl_object")
+        certificate = ssl_object.getpeercert(binary_form=True) if ssl_object else None
+        if not certificate or self.principal_mapper is None:
+            return
+        try:
+            self.principal = user(self.principal_mapper.name(distinguished_name(certificate)))
+        except ValueError as exc:
+            self._bad_input("ssl_principal_unmapped", str(exc))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -273,7 +309,9 @@ class BrokerConnection(asyncio.Protocol):
         api_key = request.api_key
         if self.server.faults.active and self._inject(request):
             return
-        if api_key == _SASL_AUTHENTICATE:
+        if self.sasl is not None and self._sasl_gate(request, start):
+            return
+        if api_key == _SASL_AUTHENTICATE and self.metrics_listener == PURGATORY:
             self._authenticate(request, start)
             return
         if (api_key in INTER_BROKER_APIS or request.from_follower) and (
@@ -293,6 +331,8 @@ class BrokerConnection(asyncio.Protocol):
         server.current_client = request.client_id
         server.current_peer = self.peer
         server.current_listener = self.listener.name
+        server.current_principal = self.principal
+        server.current_broker = self.authenticated_broker
         try:
             result = self.handlers[api_key](request.body, request.api_version)
         except RequestError as exc:
@@ -330,6 +370,169 @@ class BrokerConnection(asyncio.Protocol):
             waiting = _Waiting(request, times, start, _perf())
         self.pending[future] = self.in_flight.add(request.correlation_id, waiting)
         future.add_done_callback(self.on_done, context=self.context)
+
+    # -- SASL (a SASL_PLAINTEXT or SASL_SSL listener) ------------------------------------
+
+    def _sasl_gate(self, request: Request, start: float) -> bool:
+        """Handle what SASL decides for a request on a SASL listener; True if it did
+        (answered it, refused it or closed the connection)."""
+        sasl = self.sasl
+        assert sasl is not None
+        api_key = request.api_key
+        if self.metrics_listener == PURGATORY:
+            if api_key == _SASL_AUTHENTICATE and request.body.mechanism != MECHANISM:
+                self._sasl_ours(request, start)
+                return True
+            if sasl.authenticated or self.authenticated_broker is not None:
+                return False
+            if api_key == _SASL_AUTHENTICATE:
+                return False  # a broker proving cluster.secret
+            mechanisms = ", ".join(sasl.listener.mechanisms)
+            message = (
+                f"listener {self.listener.name} is {self.listener.security_protocol}: "
+                f"authenticate first (SaslAuthenticate with one of {mechanisms})"
+            )
+            self._refuse(request, RequestError(ErrorCode.ILLEGAL_SASL_STATE, message), start)
+            return True
+        if api_key in (_SASL_HANDSHAKE, _SASL_AUTHENTICATE):
+            if sasl.state is not SaslState.COMPLETE or (
+                api_key == _SASL_HANDSHAKE and sasl.reauthenticates()
+            ):
+                self._sasl_kafka(request, start)
+                return True
+            return False  # KafkaApis answers it: ILLEGAL_SASL_STATE, as Kafka's
+        if not sasl.authenticated:
+            if api_key == _API_VERSIONS and sasl.state is SaslState.HANDSHAKE:
+                return False
+            self._bad_input(
+                "illegal_sasl_state",
+                f"{ApiKey(api_key).api_name} before SASL authentication on listener "
+                f"{self.listener.name}",
+            )
+            return True
+        if sasl.expired(start):
+            self.server.log.info(
+                "sasl_session_expired", peer=self.peer, principal=str(self.principal)
+            )
+            self._close()
+            return True
+        return False
+
+    def _sasl_kafka(self, request: Request, start: float) -> None:
+        """SaslHandshake and SaslAuthenticate of a Kafka client."""
+        sasl = self.sasl
+        assert sasl is not None
+        # Kafka's code, loaded with the first Kafka connection (not at start).
+        from purgatory.broker.api.kafka.sasl import authenticate_response, handshake_response
+
+        key, version = request.api_key, request.api_version
+        self.metrics.for_request(key, version, listener=self.metrics_listener).count += 1
+        try:
+            if key == _SASL_HANDSHAKE:
+                code, mechanisms = sasl.handshake(request.body.mechanism)
+                self._respond(request, handshake_response(version, code, tuple(mechanisms)))
+                if code != ErrorCode.NONE:
+                    self._close()  # as Kafka: the client learnt the mechanisms it may use
+            else:
+                outcome = sasl.authenticate(request.body.auth_bytes)
+                answer = authenticate_response(
+                    version,
+                    ErrorCode.NONE,
+                    challenge=outcome.challenge,
+                    session_lifetime_ms=outcome.session_lifetime_ms,
+                )
+                self._respond(request, answer)
+                if outcome.complete:
+                    self._sasl_authenticated()
+        except SaslStateError as exc:
+            self._bad_input("illegal_sasl_state", str(exc))
+            return
+        except SaslAuthenticationError as exc:
+            answer = authenticate_response(version, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
+            self._fail_authentication(request, answer, str(exc))
+            return
+        except Exception:  # a bug in a mechanism must not take the broker down
+            self.server.log.exception("sasl_failed", peer=self.peer, api_key=request.api_key)
+            self._close()
+            return
+        stats = self.metrics.for_request(key, version, listener=self.metrics_listener)
+        stats.times.observe_immediate(_perf() - start)
+
+    def _sasl_ours(self, request: Request, start: float) -> None:
+        """SaslAuthenticate of our protocol with a SASL mechanism: its first message
+        picks the mechanism (Kafka's SaslHandshake travels with it)."""
+        sasl = self.sasl
+        assert sasl is not None
+        body = request.body
+        try:
+            if sasl.state is SaslState.HANDSHAKE or sasl.state is SaslState.COMPLETE:
+                code, mechanisms = sasl.handshake(body.mechanism)
+                if code != ErrorCode.NONE:
+                    message = (
+                        f"SASL mechanism {body.mechanism} is not enabled on listener "
+                        f"{self.listener.name}: one of {', '.join(mechanisms)}"
+                    )
+                    self._respond(request, ib.SaslAuthenticateResponse(code, message))
+                    self._close()
+                    return
+            elif body.mechanism != sasl.mechanism:
+                raise SaslStateError(
+                    f"SaslAuthenticate with {body.mechanism} in a {sasl.mechanism} exchange"
+                )
+            outcome = sasl.authenticate(body.auth_bytes)
+        except SaslStateError as exc:
+            self._bad_input("illegal_sasl_state", str(exc))
+            return
+        except SaslAuthenticationError as exc:
+            code = ErrorCode.SASL_AUTHENTICATION_FAILED
+            self._fail_authentication(
+                request, ib.SaslAuthenticateResponse(code, str(exc)), str(exc)
+            )
+            return
+        except Exception:  # a bug in a mechanism must not take the broker down
+            self.server.log.exception("sasl_failed", peer=self.peer, api_key=request.api_key)
+            self._close()
+            return
+        self._respond(request, ib.SaslAuthenticateResponse(ErrorCode.NONE, None, outcome.challenge))
+        if outcome.complete:
+            self._sasl_authenticated()
+        stats = self.metrics.for_request(request.api_key, request.api_version)
+        stats.times.observe_immediate(_perf() - start)
+
+    def _sasl_authenticated(self) -> None:
+        sasl = self.sasl
+        assert sasl is not None and sasl.principal is not None and sasl.mechanism is not None
+        self.principal = sasl.principal
+        self.decoder.max_frame_bytes = self.server.max_request_bytes
+        self.server.count_authentication(
+            self.listener.name, sasl.mechanism, "success", sasl.reauthenticating
+        )
+
+    def _fail_authentication(self, request: Request, answer: Any, reason: str) -> None:
+        """Answer a failed authentication after connection.failed.authentication.delay.ms
+        and close the connection, as Kafka does; nothing it sends meanwhile is read."""
+        sasl = self.sasl
+        assert sasl is not None
+        self.server.count_authentication(
+            self.listener.name, sasl.mechanism or "", "failure", sasl.reauthenticating
+        )
+        self.metrics.record_bad_request("authentication_failed")
+        self.server.log_bad_input(self.peer, "authentication_failed", reason)
+        out = bytearray()
+        self._encode_into(out, request, answer)
+        self._flush()
+        self.closing = True  # nothing more is handled
+        delay = sasl.listener.failed_delay_ms / 1000
+        if self.transport is not None:
+            self.transport.pause_reading()
+            asyncio.get_running_loop().call_later(delay, self._answer_and_close, bytes(out))
+
+    def _answer_and_close(self, answer: bytes) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            self.metrics.network_out += len(answer)
+            transport.write(answer)
+            transport.close()
 
     def _not_a_broker(self, request: Request, start: float) -> None:
         """A request on a controller listener from someone not proven a broker: our

@@ -8,6 +8,7 @@ the answers (Kafka's RemoteLeaderEndPoint)."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -48,8 +49,10 @@ class LeaderConnection:
         refused: Callable[[], bool] = lambda: False,
         cluster_secret: str = "",
         broker_id: int = -1,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.address = address
+        self.ssl_context = ssl_context  # the inter-broker listener is SSL or SASL_SSL
         self.client_id = client_id
         self.cluster_secret = cluster_secret  # proven on each new connection
         self.broker_id = broker_id
@@ -73,6 +76,7 @@ class LeaderConnection:
                 client_id=self.client_id,
                 receive_delay=self.receive_delay,
                 connect_timeout_s=self.connect_timeout_s,
+                ssl_context=self.ssl_context,
             )
             try:
                 await authenticate(

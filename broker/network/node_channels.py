@@ -11,6 +11,7 @@ away): the next request opens a fresh one instead of queueing behind it.
 from __future__ import annotations
 
 import functools
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +29,10 @@ class NodeChannels:
         receive_delay: Callable[[int], float],
         refused: Callable[[int], bool],
         cluster_secret: str = "",
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.ssl_context = ssl_context  # the listener it reaches is SSL or SASL_SSL
         self.cluster_secret = cluster_secret  # proven on each new connection
         self.addresses = addresses  # node id -> (host, port)
         self.receive_delay = receive_delay  # a latency fault's delay on bytes from a node
@@ -63,6 +66,7 @@ class NodeChannels:
                 client_id=f"broker-{self.broker_id}",
                 receive_delay=functools.partial(self.receive_delay, destination),
                 connect_timeout_s=timeout_ms / 1000,
+                ssl_context=self.ssl_context,
             )
             try:
                 await authenticate(conn, self.cluster_secret, self.broker_id, timeout_ms)

@@ -11,7 +11,9 @@ limits, faults, metrics and the log.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
+import ssl
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,8 @@ from purgatory.broker.network.broker_connection import BrokerConnection
 from purgatory.broker.network.connection_quotas import ConnectionQuotas
 from purgatory.broker.network.served_protocol import LazyProtocol, ServedProtocol
 from purgatory.broker.ops.faults import FaultInjector
+from purgatory.broker.security.kafka_principal import ANONYMOUS
+from purgatory.broker.security.listener_security import ListenerSecurity
 from purgatory.common.broker_state import ClientSoftware
 
 if TYPE_CHECKING:
@@ -50,8 +54,11 @@ class SocketServer:
         listen_backlog: int = 1024,
         cluster_secret: str = "",
         abandon: Callable[[asyncio.Future[Any]], None] = lambda _answer: None,
+        security: Mapping[str, ListenerSecurity] | None = None,
     ) -> None:
         self.msgpack = msgpack
+        # Each listener's TLS and SASL, by name (none: PLAINTEXT).
+        self.security = dict(security or {})
         # Told of each answer a closing connection no longer awaits: the operation parked
         # for it completes (ReplicaManager.abandon).
         self.abandon = abandon
@@ -86,6 +93,21 @@ class SocketServer:
         self.current_client: str | None = None
         self.current_peer = "?"
         self.current_listener = ""  # the name of the listener the request came in on
+        self.current_principal = ANONYMOUS  # whom the connection authenticated as
+        self.current_broker: int | None = None  # its broker id, if it proved the secret
+        # Authentications by (listener, mechanism, result, re-authentication): SASL
+        # exchanges, and TLS handshakes as mechanism "SSL".
+        self.authentications: collections.Counter[tuple[str, str, str, bool]] = (
+            collections.Counter()
+        )
+
+    def count_authentication(
+        self, listener: str, mechanism: str, result: str, reauthentication: bool
+    ) -> None:
+        self.authentications[(listener, mechanism, result, reauthentication)] += 1
+
+    def _count_tls(self, listener: str, result: str) -> None:
+        self.count_authentication(listener, "SSL", result, False)
 
     def describe_clients(self) -> list[ClientSoftware]:
         """Open Kafka connections by client software, as ``/v1/state`` shows them."""
@@ -135,6 +157,17 @@ class SocketServer:
             if n:
                 family.add_metric([name, version], n)
         yield family
+        authentications = CounterMetricFamily(
+            "purgatory_authentications",
+            "Authentications on SSL and SASL listeners by listener, mechanism (the SASL "
+            "mechanism, or SSL for a TLS handshake), result (success, failure) and whether "
+            "they re-authenticated a session (KIP-368): Kafka's "
+            "successful-authentication-total and its siblings.",
+            labels=["listener", "mechanism", "result", "reauthentication"],
+        )
+        for (listener, mechanism, result, reauth), n in sorted(self.authentications.items()):
+            authentications.add_metric([listener, mechanism, result, str(reauth).lower()], n)
+        yield authentications
 
     def _faults_changed(self) -> None:
         for conn in list(self.connections):
@@ -155,6 +188,8 @@ class SocketServer:
                     self.listen_backlog,
                     protected=not listener.serves_clients
                     or (listener.role is ListenerRole.INTER_BROKER and client_listeners),
+                    ssl_context=self._ssl_context(listener.name),
+                    tls_outcome=functools.partial(self._count_tls, listener.name),
                 )
                 self.acceptors[listener.name] = acceptor
                 try:
@@ -167,6 +202,10 @@ class SocketServer:
             raise
         self._schedule_idle_check()
         return ports
+
+    def _ssl_context(self, listener: str) -> ssl.SSLContext | None:
+        security = self.security.get(listener)
+        return None if security is None else security.ssl_context
 
     async def stop(self) -> None:
         if self._idle_check is not None:

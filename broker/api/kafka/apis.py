@@ -29,6 +29,9 @@ from purgatory.broker.api.kafka.log_info import error_response as log_info_error
 from purgatory.broker.api.kafka.offsets import OffsetApis, txn_offset_commit_response
 from purgatory.broker.api.kafka.quorum import QuorumApis, describe_quorum_response
 from purgatory.broker.api.kafka.records import RecordApis, delete_records_response
+from purgatory.broker.api.kafka.sasl import SASL_APIS
+from purgatory.broker.api.kafka.sasl import error_response as sasl_error_response
+from purgatory.broker.api.kafka.sasl import handlers as sasl_handlers
 from purgatory.broker.api.kafka.scram_credentials import SCRAM_APIS, ScramCredentialApis
 from purgatory.broker.api.kafka.scram_credentials import error_response as scram_error_response
 from purgatory.broker.api.kafka.transactions import TRANSACTION_APIS, TransactionApis
@@ -68,6 +71,7 @@ class KafkaListenerApis:
             **LogInfoApis(broker).handlers(),
             **LeaderElectionApis(broker).handlers(),
             **TransactionApis(broker).handlers(),
+            **sasl_handlers(),
             **ScramCredentialApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
@@ -264,6 +268,8 @@ class KafkaListenerApis:
             return transaction_error_response(key, version, body, code)
         if key in SCRAM_APIS:
             return scram_error_response(key, version, body, code, message)
+        if key in SASL_APIS:
+            return sasl_error_response(key, version, code, message)
         if key == ApiKey.DESCRIBE_CLUSTER:
             return build(
                 schema.DescribeClusterResponse,

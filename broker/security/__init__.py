@@ -1,0 +1,1 @@
+"""Authentication of clients and brokers: TLS, SASL, principals (Kafka's security)."""
