@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Unpack
 
 from purgatory.clients.cluster import ClientCluster, by_topic
 from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.clients.coordinator_client import CoordinatorClient
+from purgatory.clients.security import ClientSecurity, SecurityKeywords
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import messages as m
 from purgatory.protocol import raft_messages as rm
@@ -41,10 +42,16 @@ class AdminClient:
         client_id: str = "purgatory-admin",
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
+        **security: Unpack[SecurityKeywords],
     ) -> None:
+        """``security``: Kafka's client security configs (``security_protocol``,
+        ``sasl_mechanism``, ...; clients/security.py)."""
         self.retry_backoff_ms = retry_backoff_ms
         self.cluster = ClientCluster(
-            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=ClientSecurity.from_keywords(security),
         )
 
     async def __aenter__(self) -> AdminClient:

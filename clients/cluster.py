@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from purgatory.clients.connection import DEFAULT_REQUEST_TIMEOUT_MS, Connection, ConnectionClosed
+from purgatory.clients.security import PLAINTEXT, REFUSED_CLIENT, ClientSecurity
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
@@ -71,10 +72,12 @@ class ClientCluster:
         *,
         client_id: str = "purgatory-client",
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
+        self.security = security  # TLS and SASL of every connection (clients/security.py)
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, m.MetadataTopic] = {}
         self.controller_id = -1
@@ -82,8 +85,10 @@ class ClientCluster:
         self._bootstrap_conn: Connection | None = None
         self._refresh_lock = asyncio.Lock()
 
-    async def _open(self, host: str, port: int) -> Connection:
-        return await Connection.open(
+    async def open_connection(self, host: str, port: int) -> Connection:
+        """A new connection of this client (over TLS and authenticated as ``security``
+        says); raises ConnectionClosed, or AuthenticationError when the broker refuses it."""
+        return await self.security.connect(
             host, port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms
         )
 
@@ -103,7 +108,7 @@ class ClientCluster:
         random.shuffle(candidates)
         for host, port in candidates:
             try:
-                self._bootstrap_conn = await self._open(host, port)
+                self._bootstrap_conn = await self.open_connection(host, port)
                 return self._bootstrap_conn
             except ConnectionClosed as exc:
                 errors.append(str(exc))
@@ -126,7 +131,7 @@ class ClientCluster:
                     ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node_id} is not in metadata"
                 )
             host, port = self.brokers[node_id]
-            conn = await self._open(host, port)
+            conn = await self.open_connection(host, port)
             self._connections[node_id] = conn
         return conn
 
@@ -144,7 +149,7 @@ class ClientCluster:
                 try:
                     conn = await self.any_connection(exclude=frozenset(failed))
                 except ConnectionClosed as exc:
-                    last = exc
+                    last = last or exc  # what the broker asked did, if one was asked
                     break
                 try:
                     response = await conn.send(
@@ -152,6 +157,8 @@ class ClientCluster:
                     )
                     break
                 except (ConnectionClosed, KafkaError) as exc:
+                    if isinstance(exc, KafkaError) and exc.code in REFUSED_CLIENT:
+                        raise  # each broker's listener refuses it alike: said at once
                     last = exc
                     failed.add((conn.host, conn.port))
                     await conn.close()

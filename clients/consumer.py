@@ -28,7 +28,7 @@ import inspect
 import socket
 from collections import deque
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 import structlog
 
@@ -38,6 +38,7 @@ from purgatory.clients.consumer_coordinator import ConsumerCoordinator
 from purgatory.clients.coordinator_client import CoordinatorClient
 from purgatory.clients.fetcher import Chunk, ConsumerMessage, FetchConfig, Fetcher, OnFetch
 from purgatory.clients.offset_commits import OffsetCommits
+from purgatory.clients.security import ClientSecurity, SecurityKeywords
 from purgatory.clients.subscription_state import SubscriptionState, TopicPartition
 from purgatory.common.histogram import FetchLatency
 from purgatory.protocol import messages as m
@@ -80,7 +81,10 @@ class Consumer:
         max_poll_interval_ms: int = 300000,
         partition_assignment_strategy: Sequence[str] = ("range", "roundrobin"),
         isolation_level: str = "read_uncommitted",
+        **security: Unpack[SecurityKeywords],
     ) -> None:
+        """``security``: Kafka's client security configs (``security_protocol``,
+        ``sasl_mechanism``, ...; clients/security.py)."""
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(
                 f"auto.offset.reset must be earliest, latest or none, got {auto_offset_reset!r}"
@@ -102,6 +106,7 @@ class Consumer:
             bootstrap,
             client_id=client_id,
             request_timeout_ms=max(request_timeout_ms, fetch_max_wait_ms + 5000),
+            security=ClientSecurity.from_keywords(security),
         )
         self.state = SubscriptionState(client_id)
         self.queue: asyncio.Queue[Chunk] = asyncio.Queue(maxsize=queued_max_message_chunks)

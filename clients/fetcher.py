@@ -155,12 +155,7 @@ class Fetcher:
             if broker_id not in self.cluster.brokers:
                 await self.cluster.refresh([])
             host, port = self.cluster.brokers[broker_id]
-            conn = await Connection.open(
-                host,
-                port,
-                client_id=self.cluster.client_id,
-                request_timeout_ms=self.cluster.request_timeout_ms,
-            )
+            conn = await self.cluster.open_connection(host, port)
             self._connections[broker_id] = conn
         return conn
 

@@ -33,7 +33,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from purgatory.clients.cluster import ClientCluster
 from purgatory.clients.connection import ConnectionClosed
@@ -44,6 +44,7 @@ from purgatory.clients.producer_batch import (
     ProducerBatch,
     RecordMetadata,
 )
+from purgatory.clients.security import ClientSecurity, SecurityKeywords
 from purgatory.clients.transaction_manager import TransactionManager
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
@@ -94,7 +95,10 @@ class Producer:
         client_id: str = "purgatory-producer",
         auto_create_topics: bool = True,
         enable_idempotence: bool | None = None,
+        **security: Unpack[SecurityKeywords],
     ) -> None:
+        """``security``: Kafka's client security configs (``security_protocol``,
+        ``sasl_mechanism``, ...; clients/security.py)."""
         self.acks = -1 if acks in ("all", -1, "-1") else int(acks)
         if self.acks not in (-1, 0, 1):
             raise ValueError(f"acks must be all/-1, 0 or 1, got {acks!r}")
@@ -125,7 +129,10 @@ class Producer:
         self.max_block_ms = max_block_ms
         self.auto_create_topics = auto_create_topics
         self.cluster = ClientCluster(
-            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=ClientSecurity.from_keywords(security),
         )
         self.transactions = (
             TransactionManager(self.cluster, retry_backoff_ms) if enable_idempotence else None

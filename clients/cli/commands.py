@@ -38,6 +38,21 @@ def _bootstrap(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _command_config(p: argparse.ArgumentParser, *aliases: str, what: str = "client") -> None:
+    """Kafka's tools' properties file of client configs (security.protocol, sasl.*, ssl.*,
+    ...): ``--command-config``, and the console tools' ``--producer.config`` or
+    ``--consumer.config``."""
+    p.add_argument(
+        "--command-config",
+        *aliases,
+        dest="command_config",
+        metavar="FILE",
+        help=f"a properties file of {what} configs by Kafka's names, e.g. "
+        "security.protocol=SASL_SSL, sasl.mechanism, sasl.jaas.config, ssl.ca.location "
+        "(docs/configs.md, client section)",
+    )
+
+
 def _admin(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--admin",
@@ -86,9 +101,11 @@ def add_commands(sub: Any) -> None:
         "--if-not-exists", action="store_true", help="no error if the topic exists already"
     )
     _bootstrap(create)
+    _command_config(create)
     lst = tsub.add_parser("list", help="list topic names")
     _json(lst, "the names")
     _bootstrap(lst)
+    _command_config(lst)
     delete = tsub.add_parser(
         "delete",
         help="delete a topic and its records on every broker",
@@ -99,6 +116,7 @@ def add_commands(sub: Any) -> None:
     _topic(delete)
     delete.add_argument("--if-exists", action="store_true", help="no error if it does not exist")
     _bootstrap(delete)
+    _command_config(delete)
     alter = tsub.add_parser(
         "alter",
         help="add partitions to a topic",
@@ -117,6 +135,7 @@ def add_commands(sub: Any) -> None:
         "are skipped. Default: the controller places the new ones",
     )
     _bootstrap(alter)
+    _command_config(alter)
     describe = tsub.add_parser(
         "describe", help="partitions, leaders, replicas and the configs topics set"
     )
@@ -126,6 +145,7 @@ def add_commands(sub: Any) -> None:
     )
     _json(describe, "every topic with its partitions")
     _bootstrap(describe)
+    _command_config(describe)
     topics.set_defaults(func=lazy("purgatory.clients.cli.tools", "topics_command"))
 
     produce = sub.add_parser(
@@ -178,6 +198,7 @@ def add_commands(sub: Any) -> None:
         help="lines end with \\r\\n: drop the \\r (by default it is part of the value)",
     )
     _bootstrap(produce)
+    _command_config(produce, "--producer.config", what="producer")
     produce.set_defaults(func=lazy("purgatory.clients.cli.tools", "produce_command"))
 
     consume = sub.add_parser("consume", help="print record values, one per line")
@@ -241,6 +262,7 @@ def add_commands(sub: Any) -> None:
         help="serve this consumer's lag and fetch metrics at :PORT/metrics",
     )
     _bootstrap(consume)
+    _command_config(consume, "--consumer.config", what="consumer")
     consume.set_defaults(func=lazy("purgatory.clients.cli.tools", "consume_command"))
 
     groups = sub.add_parser(
@@ -300,6 +322,7 @@ def add_commands(sub: Any) -> None:
     )
     _json(groups, "the rows")
     _bootstrap(groups)
+    _command_config(groups)
     groups.set_defaults(
         func=lazy("purgatory.clients.cli.consumer_groups", "consumer_groups_command")
     )
@@ -326,6 +349,7 @@ def add_commands(sub: Any) -> None:
     )
     _json(records, "each partition's low watermark or error")
     _bootstrap(records)
+    _command_config(records)
     records.set_defaults(
         func=lazy("purgatory.clients.cli.delete_records", "delete_records_command")
     )
@@ -365,6 +389,7 @@ def add_commands(sub: Any) -> None:
     )
     _json(election, "each partition's outcome")
     _bootstrap(election)
+    _command_config(election)
     election.set_defaults(
         func=lazy("purgatory.clients.cli.leader_election", "leader_election_command")
     )
@@ -403,6 +428,7 @@ def add_commands(sub: Any) -> None:
     configs.add_argument("--delete-config", metavar="K[,K]", help="configs to remove")
     _json(configs, "the outcome or the configs")
     _bootstrap(configs)
+    _command_config(configs)
     configs.set_defaults(func=lazy("purgatory.clients.cli.configs", "configs_command"))
 
 
@@ -491,6 +517,7 @@ def add_admin_commands(sub: Any) -> None:
     elect.add_argument("--partition", type=int, help="one partition of --topic")
     _json(elect, "each partition's outcome")
     _bootstrap(elect)
+    _command_config(elect)
     elect.set_defaults(func=lazy("purgatory.clients.cli.tools", "elect_leaders_command"))
 
     quorum = asub.add_parser(
@@ -505,6 +532,7 @@ def add_admin_commands(sub: Any) -> None:
     )
     _json(quorum, "the status (and --replication rows)")
     _bootstrap(quorum)
+    _command_config(quorum)
     quorum.set_defaults(func=lazy("purgatory.clients.cli.quorum", "quorum_command"))
 
     broker = asub.add_parser(

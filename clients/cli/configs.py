@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from purgatory.clients.admin import AdminClient, scram_upsertion
+from purgatory.clients.admin import scram_upsertion
+from purgatory.clients.cli.client_config import admin_client
 from purgatory.clients.cli.output import err, print_json
 from purgatory.clients.cli.tools import _run
 from purgatory.protocol import messages as m
@@ -112,7 +113,7 @@ def configs_command(args: argparse.Namespace) -> int:
 
 
 async def _alter(args: argparse.Namespace, resource: m.AlterConfigsResource, what: str) -> int:
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         [result] = await admin.alter_configs([resource])
     if args.json:
         print_json(
@@ -137,7 +138,7 @@ async def _alter(args: argparse.Namespace, resource: m.AlterConfigsResource, wha
 
 async def _describe(args: argparse.Namespace, topic: str) -> int:
     """A topic's own configs, as kafka-configs --describe lists its dynamic ones."""
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         described = await admin.describe_topics([topic])
     found = next((t for t in described.topics if t.name == topic), None)
     if found is None or found.error_code:
@@ -217,7 +218,7 @@ async def _alter_users(
     deletions: list[sm.ScramCredentialDeletion],
     upsertions: list[sm.ScramCredentialUpsertion],
 ) -> int:
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         results = await admin.alter_user_scram_credentials(deletions, upsertions)
     failed = [r for r in results if r.error_code]
     if args.json:
@@ -242,7 +243,7 @@ async def _alter_users(
 async def _describe_users(args: argparse.Namespace, users: list[str] | None) -> int:
     """Each user's credentials as kafka-configs prints them (a user without any: nothing,
     as kafka-configs prints nothing for it)."""
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         results = await admin.describe_user_scram_credentials(users)
     found = [r for r in results if r.error_code != ErrorCode.RESOURCE_NOT_FOUND]
     if args.json:

@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import Any
 
+from purgatory.clients.cli.client_config import file_properties
 from purgatory.clients.cli.output import err
 from purgatory.clients.cli.properties import PRODUCER_PROPERTIES, client_properties
 from purgatory.clients.cli.stdin_lines import StdinLines
@@ -42,9 +43,13 @@ FLAG_DEFAULTS: dict[str, object] = {
 
 
 def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """`Producer` keyword arguments from the flags and ``--producer-property`` pairs;
-    ValueError names a bad one."""
+    """`Producer` keyword arguments from the flags, ``--producer-property`` pairs and the
+    ``--producer.config`` file, in Kafka's order (a flag wins over a pair, a pair over the
+    file); ValueError names a bad one, OSError a file that cannot be read."""
     settings: dict[str, Any] = {"client_id": "purgatory-console-producer"}
+    settings |= file_properties(
+        "--producer.config", args.command_config, PRODUCER_PROPERTIES, "producer"
+    )
     settings |= client_properties(
         "--producer-property", args.producer_property, PRODUCER_PROPERTIES
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from purgatory.clients.admin import AdminClient
+from purgatory.clients.cli.client_config import admin_client
 from purgatory.clients.cli.output import err, print_json, print_table, table
 from purgatory.clients.cli.tools import _run
 from purgatory.protocol import group_messages as g
@@ -67,7 +67,7 @@ def report_state(group_id: str, state: str) -> bool:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         groups = await admin.list_groups(args.state or None)
     rows = [
         {"group": x.group_id, "state": x.state, "protocol_type": x.protocol_type} for x in groups
@@ -94,7 +94,7 @@ def _assigned(group: g.DescribedGroup) -> dict[TopicPartition, g.DescribedGroupM
 
 
 async def _describe(args: argparse.Namespace) -> int:
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         (group,) = await admin.describe_groups([args.group])
         if group.error_code:
             raise KafkaError(group.error_code, f"group {args.group!r}")
@@ -185,7 +185,7 @@ def _describe_members(args: argparse.Namespace, group: g.DescribedGroup) -> int:
 async def _reset_offsets(args: argparse.Namespace) -> int:
     """As kafka-consumer-groups.sh: only for a group without members; a dry run shows the
     new offsets unless ``--execute``."""
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         (group,) = await admin.describe_groups([args.group])
         if group.state not in ("Empty", "Dead"):
             raise KafkaError(
@@ -234,7 +234,7 @@ async def _reset_offsets(args: argparse.Namespace) -> int:
 
 
 async def _delete(args: argparse.Namespace) -> int:
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         results = await admin.delete_groups([args.group])
     code = results.get(args.group, ErrorCode.NONE)
     if code:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from purgatory.clients.admin import AdminClient
+from purgatory.clients.cli.client_config import admin_client
 from purgatory.clients.cli.output import parse_file, print_json
 from purgatory.clients.cli.tools import _run
 from purgatory.protocol.errors import error_name
@@ -68,7 +68,7 @@ def delete_records_command(args: argparse.Namespace) -> int:
 async def _delete(args: argparse.Namespace, offsets: dict[TopicPartition, int]) -> int:
     if not args.json:
         print("Executing records delete operation")
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         results = await admin.delete_records(offsets, args.timeout_ms)
     failed = any(code for code, _ in results.values())
     if args.json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from purgatory.clients.admin import AdminClient
+from purgatory.clients.cli.client_config import admin_client
 from purgatory.clients.cli.output import err, parse_file, print_json
 from purgatory.clients.cli.tools import _run
 from purgatory.protocol import messages as m
@@ -96,7 +96,7 @@ def leader_election_command(args: argparse.Namespace) -> int:
 
 async def _elect(args: argparse.Namespace, partitions: list[TopicPartition] | None) -> int:
     kind = args.election_type.upper()
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         results = await admin.elect_leaders(TYPES[kind], partitions, timeout_ms=args.timeout_ms)
     rows = sorted(results.items())
     failed = [(tp, code, message) for tp, (code, message) in rows if _failed(code)]

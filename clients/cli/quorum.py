@@ -8,7 +8,7 @@ import datetime
 import json
 from typing import Any
 
-from purgatory.clients.admin import AdminClient
+from purgatory.clients.cli.client_config import admin_client
 from purgatory.clients.cli.tools import _run
 from purgatory.protocol import raft_messages as rm
 
@@ -18,7 +18,7 @@ def quorum_command(args: argparse.Namespace) -> int:
 
 
 async def _quorum(args: argparse.Namespace) -> int:
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         quorum = await admin.describe_quorum()
         cluster = await admin.describe_cluster()
     rows = replication_rows(quorum)

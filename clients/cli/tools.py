@@ -11,6 +11,7 @@ import structlog
 import uvloop
 
 from purgatory.clients.admin import AdminClient
+from purgatory.clients.cli.client_config import admin_client, file_properties
 from purgatory.clients.cli.commands import DEFAULT_BOOTSTRAP
 from purgatory.clients.cli.interrupts import Interrupts
 from purgatory.clients.cli.output import err, print_json, print_table, table
@@ -81,7 +82,7 @@ def topics_command(args: argparse.Namespace) -> int:
 
 
 async def _topics(args: argparse.Namespace) -> int:
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         if args.topics_command == "create":
             configs = {}
             for item in args.config:
@@ -175,7 +176,7 @@ def produce_command(args: argparse.Namespace) -> int:
     topic = topic_of(args)
     try:
         settings = producer_settings(args)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         args.command_parser.error(str(exc))
     producer = ConsoleProducer(args, topic, settings)
     with Interrupts(producer.on_signal):
@@ -187,10 +188,10 @@ def consume_command(args: argparse.Namespace) -> int:
     if args.offset is not None and args.partition is None:
         args.command_parser.error("--offset needs --partition")
     try:
-        args.consumer_kwargs = client_properties(
-            "--consumer-property", args.consumer_property, CONSUMER_PROPERTIES
-        )
-    except ValueError as exc:
+        args.consumer_kwargs = file_properties(
+            "--consumer.config", args.command_config, CONSUMER_PROPERTIES, "consumer"
+        ) | client_properties("--consumer-property", args.consumer_property, CONSUMER_PROPERTIES)
+    except (ValueError, OSError) as exc:
         args.command_parser.error(str(exc))
     with Interrupts() as interrupts:
         return _run(_consume(args, interrupts), "consume", args.bootstrap)
@@ -333,7 +334,7 @@ async def _elect_leaders(args: argparse.Namespace) -> int:
     from purgatory.protocol import messages as m
 
     kind = m.PREFERRED_ELECTION if args.election_type == "preferred" else m.UNCLEAN_ELECTION
-    async with AdminClient(args.bootstrap) as admin:
+    async with admin_client(args) as admin:
         partitions: list[tuple[str, int]] | None = None
         if args.topic is not None:
             if args.partition is not None:
