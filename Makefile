@@ -147,12 +147,14 @@ build/java-clients/%/classpath.txt: $(JAVA_CLIENT_SOURCES)
 	  test -z "$$CI"; exit $$?; \
 	fi
 
-## make go-clients: the Go client tests of tests/go (sarama, kafka-go) and franz-go's own kgo
-## integration suite, at the versions tests/go/go.mod pins, downloaded through the Go module
-## proxy and built into build/go-clients/ (sarama.test, kafkago.test, kgo.test), for
-## tests/cluster/test_go_clients.py and test_franz_go_suite.py, and franz-go's kfake as a
-## process (build/go-clients/kfake, tests/go/kfake) for `purgatory perf compare`. Quick once
-## built; without Go or the proxy those skip. `make franz-go-suite` runs the whole passing list.
+## make go-clients: the Go client tests of tests/go (sarama, kafka-go; franz-go and sarama
+## over TLS and SASL) and franz-go's own kgo integration suite, at the versions
+## tests/go/go.mod pins, downloaded through the Go module proxy and built into
+## build/go-clients/ (sarama.test, kafkago.test, security.test, kgo.test), for
+## tests/cluster/test_go_clients.py, test_go_security.py and test_franz_go_suite.py, and
+## franz-go's kfake as a process (build/go-clients/kfake, tests/go/kfake) for `purgatory
+## perf compare`. Quick once built; without Go or the proxy those skip. `make
+## franz-go-suite` runs the whole passing list.
 GO_CLIENTS := build/go-clients
 GO_SOURCES := tests/go/go.mod tests/go/go.sum $(wildcard tests/go/*.go tests/go/*/*.go tests/go/internal/*/*.go)
 go-clients: $(GO_CLIENTS)/.complete
@@ -167,6 +169,7 @@ $(GO_CLIENTS)/.complete: $(GO_SOURCES)
 	@if (cd tests/go && go mod download && \
 	      go test -c -o $(CURDIR)/$(GO_CLIENTS)/sarama.test ./sarama && \
 	      go test -c -o $(CURDIR)/$(GO_CLIENTS)/kafkago.test ./kafkago && \
+	      go test -c -o $(CURDIR)/$(GO_CLIENTS)/security.test ./security && \
 	      go test -c -o $(CURDIR)/$(GO_CLIENTS)/kgo.test github.com/twmb/franz-go/pkg/kgo && \
 	      go build -o $(CURDIR)/$(GO_CLIENTS)/kfake ./kfake && \
 	      go list -m -f '{{.Version}}' github.com/twmb/franz-go > $(CURDIR)/$(GO_CLIENTS)/franz-go.version) \

@@ -35,8 +35,10 @@ function logCreator() {
   }
 }
 
-function kafka(bootstrap, clientId) {
+// `security`: KafkaJS's `ssl` and `sasl` options, for a secured listener.
+function kafka(bootstrap, clientId, security = {}) {
   return new Kafka({
+    ...security,
     clientId,
     brokers: bootstrap.split(','),
     logLevel: logLevel[LOG_LEVEL.toUpperCase()],

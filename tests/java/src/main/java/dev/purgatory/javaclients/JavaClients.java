@@ -33,7 +33,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * ({@link LogInfoScenario}), {@code topic-configs} ({@link TopicConfigsScenario}), {@code
  * alter-configs} ({@link AlterConfigsScenario}), {@code streams-word-count} ({@link
  * StreamsWordCount}, a Kafka Streams application), {@code txn-commit-abort}, {@code
- * txn-send-offsets} and {@code txn-fence} ({@link Transactions}). A scenario that
+ * txn-send-offsets} and {@code txn-fence} ({@link Transactions}), {@code
+ * secured-round-trip} and {@code authentication-failure} ({@link Security}). A scenario that
  * fails prints {@code {"error": class, "message": ...}} and exits 1.
  */
 public final class JavaClients {
@@ -45,7 +46,7 @@ public final class JavaClients {
 
     public static void main(String[] args) {
         if (args.length == 0) {
-            System.err.println("usage: JavaClients produce|consume|group|admin|log-info|topic-configs|alter-configs|streams-word-count|txn-commit-abort|txn-send-offsets|txn-fence --bootstrap HOST:PORT ...");
+            System.err.println("usage: JavaClients produce|consume|group|admin|log-info|topic-configs|alter-configs|streams-word-count|txn-commit-abort|txn-send-offsets|txn-fence|secured-round-trip|authentication-failure --bootstrap HOST:PORT ...");
             System.exit(2);
         }
         Map<String, Scenario> scenarios = new HashMap<>();
@@ -61,6 +62,8 @@ public final class JavaClients {
         scenarios.put("txn-commit-abort", Transactions::commitAndAbort);
         scenarios.put("txn-send-offsets", Transactions::sendOffsets);
         scenarios.put("txn-fence", Transactions::fence);
+        scenarios.put("secured-round-trip", Security::roundTrip);
+        scenarios.put("authentication-failure", Security::authenticationFailure);
         Scenario scenario = scenarios.get(args[0]);
         if (scenario == null) {
             System.err.println("unknown scenario " + args[0] + "; one of " + scenarios.keySet());
