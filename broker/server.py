@@ -68,6 +68,11 @@ from purgatory.broker.replication.partition import Partition
 from purgatory.broker.replication.replica_fetcher import FetcherStats
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.broker.security import ssl_factory
+from purgatory.broker.security.authorizer.auth_helper import AuthHelper
+from purgatory.broker.security.authorizer.standard_authorizer import (
+    StandardAuthorizer,
+    parse_super_users,
+)
 from purgatory.broker.security.listener_security import (
     listener_security,
     unknown_listener_overrides,
@@ -299,6 +304,17 @@ class Broker:
             abandon=self.replica_manager.abandon,
             security=self.security,
         )
+        # The authorizer (authorizer.class.name) over the metadata log's ACLs, and the
+        # checks handlers make with it for the request being handled.
+        self.authorizer = (
+            StandardAuthorizer(
+                parse_super_users(config["super.users"]),
+                config["allow.everyone.if.no.acl.found"],
+            )
+            if config["authorizer.class.name"]
+            else None
+        )
+        self.auth = AuthHelper(self.socket_server, lambda: self.authorizer)
         self.admin = AdminServer(self)
         self.log = structlog.get_logger("broker").bind(broker_id=self.broker_id)
 
@@ -552,6 +568,8 @@ class Broker:
         this run does not have; the records that take them away come before the
         registration, so a broker that sees itself registered sees them too."""
         deleted = deleted_topics(self.metadata.image, image, changed_topics)
+        if self.authorizer is not None and image.acls is not self.metadata.image.acls:
+            self.authorizer.load(image.acls.acls.values())
         self.metadata.image = image
         own = image.brokers.get(self.broker_id)
         registered = own is not None and own.incarnation_id == self.incarnation

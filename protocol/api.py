@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 from msgspec import Raw, Struct
 
+from purgatory.protocol import acl_messages as am
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
@@ -55,6 +56,9 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -132,6 +136,9 @@ _NAMES = {
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: "DescribeTopicPartitions",
+    ApiKey.DESCRIBE_ACLS: "DescribeAcls",
+    ApiKey.CREATE_ACLS: "CreateAcls",
+    ApiKey.DELETE_ACLS: "DeleteAcls",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
@@ -206,6 +213,9 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
         m.IncrementalAlterConfigsResponse,
     ),
     (ApiKey.SASL_AUTHENTICATE, 0): (ib.SaslAuthenticateRequest, ib.SaslAuthenticateResponse),
+    (ApiKey.DESCRIBE_ACLS, 0): (am.DescribeAclsRequest, am.DescribeAclsResponse),
+    (ApiKey.CREATE_ACLS, 0): (am.CreateAclsRequest, am.CreateAclsResponse),
+    (ApiKey.DELETE_ACLS, 0): (am.DeleteAclsRequest, am.DeleteAclsResponse),
     (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0): (
         sm.DescribeUserScramCredentialsRequest,
         sm.DescribeUserScramCredentialsResponse,

@@ -70,6 +70,10 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # ACLs in the metadata log (Kafka 4.x's versions).
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (2, 3),
+    ApiKey.DELETE_ACLS: (2, 3),
     # SCRAM users' credentials in the metadata log (Kafka serves v0 only).
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from purgatory.broker.api.acl_requests import describe_acls, refusal
 from purgatory.broker.api.fetch_request import fetch_params
 from purgatory.broker.api.groups import GroupApis
 from purgatory.broker.api.read_committed import drop_aborted
@@ -32,6 +33,8 @@ from purgatory.broker.replication.fetch_params import (
     FetchResult,
     TopicPartition,
 )
+from purgatory.broker.security.authorizer.acl import AclOperation
+from purgatory.protocol import acl_messages as am
 from purgatory.protocol import messages as m
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey, RequestError, supported_versions
@@ -72,6 +75,9 @@ class KafkaApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self.handle_describe_user_scram_credentials,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.handle_alter_user_scram_credentials,
+            ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
+            ApiKey.CREATE_ACLS: self.handle_create_acls,
+            ApiKey.DELETE_ACLS: self.handle_delete_acls,
             **GroupApis(broker).handlers(),
             # The quorum's and the controller's (Vote, BrokerHeartbeat, ...).
             **{key: _ignore_version(h) for key, h in broker.controller_apis.handlers().items()},
@@ -339,6 +345,32 @@ class KafkaApis:
     ) -> Result:
         check_topic_count(len(request.deletions) + len(request.upsertions))
         return self.broker.forwarding.alter_user_scram_credentials(request)
+
+    # -- ACLs (as the Kafka listener's: broker/api/acl_requests.py) ----------------------------
+
+    def handle_describe_acls(self, request: am.DescribeAclsRequest, version: int) -> Result:
+        refused = refusal(self.broker.auth, AclOperation.DESCRIBE)
+        if refused is not None:
+            return am.DescribeAclsResponse(*refused, [])
+        return describe_acls(self.broker.metadata.image.acls.acls, request.filter)
+
+    def handle_create_acls(self, request: am.CreateAclsRequest, version: int) -> Result:
+        check_topic_count(len(request.creations))
+        refused = refusal(self.broker.auth, AclOperation.ALTER)
+        if refused is not None:
+            return am.CreateAclsResponse(
+                [am.AclCreationResult(*refused) for _ in request.creations]
+            )
+        return self.broker.forwarding.create_acls(request)
+
+    def handle_delete_acls(self, request: am.DeleteAclsRequest, version: int) -> Result:
+        check_topic_count(len(request.filters))
+        refused = refusal(self.broker.auth, AclOperation.ALTER)
+        if refused is not None:
+            return am.DeleteAclsResponse(
+                [am.DeleteAclsFilterResult(*refused, []) for _ in request.filters]
+            )
+        return self.broker.forwarding.delete_acls(request)
 
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
         if request.election_type not in (m.PREFERRED_ELECTION, m.UNCLEAN_ELECTION):

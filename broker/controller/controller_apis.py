@@ -9,7 +9,7 @@ key, for both protocols' listeners and the simulation:
 - the controller's: BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
   ControlledShutdown (7), and Envelope (58), which carries a change a broker forwards
   (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs,
-  IncrementalAlterConfigs, AlterUserScramCredentials).
+  IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls).
 
 A controller API reaching a node that is not the active controller is answered
 NOT_CONTROLLER, never served nor passed on.
@@ -50,6 +50,8 @@ FORWARDED = (
     ApiKey.ALTER_CONFIGS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
 )
 
 # How long a config or credential change waits for the brokers to apply it (the requests
@@ -127,6 +129,10 @@ class ControllerApis:
             )
         if key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
             return await controller.alter_user_scram_credentials(body, CONFIG_APPLY_TIMEOUT_MS)
+        if key == ApiKey.CREATE_ACLS:
+            return await controller.create_acls(body, CONFIG_APPLY_TIMEOUT_MS)
+        if key == ApiKey.DELETE_ACLS:
+            return await controller.delete_acls(body, CONFIG_APPLY_TIMEOUT_MS)
         assert isinstance(body, m.CreatePartitionsRequest)
         return await controller.create_partitions(body)
 

@@ -3,7 +3,8 @@ or over the network.
 
 CreateTopics, DeleteTopics, CreatePartitions (and topic auto-creation), ElectLeaders and
 config changes (AlterConfigs, IncrementalAlterConfigs: the admin HTTP's too) and SCRAM
-credential changes (AlterUserScramCredentials) are served by the active controller; a broker that is not it forwards them (in an Envelope, Kafka's way)
+credential changes (AlterUserScramCredentials) and ACL changes (CreateAcls, DeleteAcls)
+are served by the active controller; a broker that is not it forwards them (in an Envelope, Kafka's way)
 and answers only once its own metadata shows the change, so every broker answers the same
 metadata afterwards (Kafka's ForwardingManager and AutoTopicCreationManager)."""
 
@@ -21,6 +22,7 @@ from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.controller.topics import every_topic_fails, topic_name_problem
+from purgatory.protocol import acl_messages as am
 from purgatory.protocol import messages as m
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey
@@ -174,6 +176,36 @@ class ForwardingManager:
                 [
                     sm.AlterUserScramCredentialsResult(user, ErrorCode.NOT_CONTROLLER, reason)
                     for user in users
+                ]
+            ),
+            lambda done: True,
+        )
+        return response
+
+    async def create_acls(self, request: am.CreateAclsRequest) -> am.CreateAclsResponse:
+        """CreateAcls on the active controller (here, or forwarded to it), answered once
+        the brokers applied it; NOT_CONTROLLER for every ACL when it cannot be reached."""
+        response: am.CreateAclsResponse = await self._on_controller(
+            ApiKey.CREATE_ACLS,
+            request,
+            self.config["controller.quorum.request.timeout.ms"],
+            lambda reason: am.CreateAclsResponse(
+                [am.AclCreationResult(ErrorCode.NOT_CONTROLLER, reason) for _ in request.creations]
+            ),
+            lambda done: True,
+        )
+        return response
+
+    async def delete_acls(self, request: am.DeleteAclsRequest) -> am.DeleteAclsResponse:
+        """DeleteAcls on the active controller, as ``create_acls``."""
+        response: am.DeleteAclsResponse = await self._on_controller(
+            ApiKey.DELETE_ACLS,
+            request,
+            self.config["controller.quorum.request.timeout.ms"],
+            lambda reason: am.DeleteAclsResponse(
+                [
+                    am.DeleteAclsFilterResult(ErrorCode.NOT_CONTROLLER, reason, [])
+                    for _ in request.filters
                 ]
             ),
             lambda done: True,

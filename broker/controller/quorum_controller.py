@@ -5,7 +5,8 @@ Records are the only way metadata changes. A request is checked against the cont
 image by a control manager (``ClusterControlManager`` for brokers,
 ``ReplicationControlManager`` for topics, partitions and ISRs,
 ``ConfigurationControlManager`` for topic and dynamic broker configs,
-``ScramControlManager`` for SCRAM users' credentials), which returns records;
+``ScramControlManager`` for SCRAM users' credentials, ``AclControlManager`` for ACLs),
+which returns records;
 the controller appends them to the quorum, replays them into its image at once (so the
 next request sees them), and answers only once the quorum has committed them. Nothing it
 decides takes effect anywhere before that: a controller cut off from the majority can
@@ -28,11 +29,12 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.controller.acl_control import AclControlManager
 from purgatory.broker.controller.cluster_control import (
     BrokerHeartbeatManager,
     ClusterControlManager,
@@ -56,11 +58,14 @@ from purgatory.broker.metadata.scram_parser import parse_scram_arguments
 from purgatory.broker.purgatory import Periodic, Scheduler
 from purgatory.broker.purgatory.clock import Cancellable
 from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
+from purgatory.protocol import acl_messages as am
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.errors import ErrorCode, KafkaError
 from purgatory.protocol.scram import MECHANISMS_BY_TYPE
+
+R = TypeVar("R")
 
 # The most records one user request may make (Kafka's QuorumController bound).
 MAX_RECORDS_PER_USER_OP = 10000
@@ -95,6 +100,7 @@ class QuorumController:
         self.replication = ReplicationControlManager(config, self.rng)
         self.configuration = ConfigurationControlManager(config)
         self.scram = ScramControlManager()
+        self.acls = AclControlManager(self.rng)
         self.epoch: int | None = None  # the quorum epoch it is active in; None: standby
         self.image = MetadataImage()  # committed records and its own writes since
         self.heartbeats = BrokerHeartbeatManager(config["broker.session.timeout.ms"])
@@ -573,6 +579,32 @@ class QuorumController:
                     mechanism=MECHANISMS_BY_TYPE[record.mechanism].name,
                     removed=not isinstance(record, UserScramCredentialRecord),
                 )
+            offset = await self._write_and_commit(list(records))
+            await self._applied_everywhere(offset, timeout_ms)
+        return response
+
+    # -- ACLs ---------------------------------------------------------------------------------
+
+    async def create_acls(
+        self, request: am.CreateAclsRequest, timeout_ms: int
+    ) -> am.CreateAclsResponse:
+        """CreateAcls: answered once its records are committed and the brokers had
+        ``timeout_ms`` to apply them."""
+        self._require_active()
+        response, records = self.acls.create_acls(self.image, request)
+        return await self._acl_change(response, records, timeout_ms)
+
+    async def delete_acls(
+        self, request: am.DeleteAclsRequest, timeout_ms: int
+    ) -> am.DeleteAclsResponse:
+        self._require_active()
+        response, records = self.acls.delete_acls(self.image, request)
+        return await self._acl_change(response, records, timeout_ms)
+
+    async def _acl_change(self, response: R, records: list[Any], timeout_ms: int) -> R:
+        for record in records:
+            self.log.info("acl_changed", record=str(record))
+        if records:
             offset = await self._write_and_commit(list(records))
             await self._applied_everywhere(offset, timeout_ms)
         return response

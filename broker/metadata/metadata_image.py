@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import msgspec
 
+from purgatory.broker.metadata.acl_image import AclsDelta, AclsImage
 from purgatory.broker.metadata.records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -66,9 +69,10 @@ class MetadataImage:
     a topic's partitions are numbered 0..n-1 in order. ``broker_configs``: the dynamic
     broker configs by resource name (a broker id, or "" for the cluster-wide default),
     each a non-empty dict of name -> value as set (Kafka's ConfigurationsImage).
-    ``scram``: every SCRAM user's credentials (Kafka's ScramImage)."""
+    ``scram``: every SCRAM user's credentials (Kafka's ScramImage); ``acls``: every ACL
+    (Kafka's AclsImage)."""
 
-    __slots__ = ("broker_configs", "brokers", "offset", "scram", "topic_names", "topics")
+    __slots__ = ("acls", "broker_configs", "brokers", "offset", "scram", "topic_names", "topics")
 
     def __init__(
         self,
@@ -78,6 +82,7 @@ class MetadataImage:
         topic_names: dict[str, str] | None = None,
         broker_configs: dict[str, dict[str, str]] | None = None,
         scram: ScramImage | None = None,
+        acls: AclsImage | None = None,
     ) -> None:
         self.offset = offset  # the last record replayed into it; -1: none
         self.brokers = brokers if brokers is not None else {}
@@ -85,6 +90,7 @@ class MetadataImage:
         self.topic_names = topic_names if topic_names is not None else {}
         self.broker_configs = broker_configs if broker_configs is not None else {}
         self.scram = scram if scram is not None else ScramImage()
+        self.acls = acls if acls is not None else AclsImage()
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         state = self.topics.get(topic)
@@ -102,7 +108,13 @@ class MetadataImage:
     def empty(self) -> bool:
         """Holds nothing a record made: a new metadata log (where the first active
         controller writes its bootstrap records)."""
-        return not (self.brokers or self.topics or self.broker_configs or self.scram.mechanisms)
+        return not (
+            self.brokers
+            or self.topics
+            or self.broker_configs
+            or self.scram.mechanisms
+            or self.acls.acls
+        )
 
     def records(self) -> list[MetadataRecord]:
         """Records that rebuild this image from nothing (a snapshot's content)."""
@@ -147,6 +159,7 @@ class MetadataImage:
                 for p in topic.partitions
             )
         out.extend(self.scram.records())
+        out.extend(self.acls.records())
         return out
 
 
@@ -154,7 +167,8 @@ class MetadataDelta:
     """Records replayed on top of ``image``; ``apply`` makes the image they lead to.
     ``changed_topics`` names every topic created, changed or removed (a name that is
     removed and made again is in it once); ``broker_configs_changed``: a dynamic broker
-    config was set or removed; ``scram``: the SCRAM credentials' changes, if any."""
+    config was set or removed; ``scram``, ``acls``: the SCRAM credentials' and the ACLs'
+    changes, if any."""
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
@@ -165,6 +179,7 @@ class MetadataDelta:
         self.broker_configs: dict[str, dict[str, str]] | None = None
         self.broker_configs_changed = False
         self.scram: ScramDelta | None = None
+        self.acls: AclsDelta | None = None
         # Topics being changed: name -> (topic, its partitions as a list being filled).
         self._work: dict[str, tuple[TopicState, list[PartitionState]]] = {}
         self.changed_topics: set[str] = set()
@@ -208,6 +223,10 @@ class MetadataDelta:
             if self.scram is None:
                 self.scram = ScramDelta(self.image.scram)
             self.scram.replay(record)
+        elif isinstance(record, AccessControlEntryRecord | RemoveAccessControlEntryRecord):
+            if self.acls is None:
+                self.acls = AclsDelta(self.image.acls)
+            self.acls.replay(record)
 
     # -- what each record does --------------------------------------------------------------
 
@@ -338,4 +357,5 @@ class MetadataDelta:
             self.topic_names if self.topic_names is not None else image.topic_names,
             self.broker_configs if self.broker_configs is not None else image.broker_configs,
             self.scram.apply() if self.scram is not None else image.scram,
+            self.acls.apply() if self.acls is not None else image.acls,
         )

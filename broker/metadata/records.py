@@ -107,6 +107,26 @@ class RemoveUserScramCredentialRecord(Record, tag="RemoveUserScramCredential"):
     mechanism: int
 
 
+class AccessControlEntryRecord(Record, tag="AccessControlEntry"):
+    """An ACL (Kafka's record of that name), by its id: Kafka's codes for the resource
+    type, pattern type, operation and permission (``broker.security.authorizer.acl``)."""
+
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class RemoveAccessControlEntryRecord(Record, tag="RemoveAccessControlEntry"):
+    """An ACL removed."""
+
+    id: str
+
+
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
@@ -120,6 +140,8 @@ MetadataRecord = (
     | ConfigRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 _encoder = msgspec.msgpack.Encoder()

@@ -19,13 +19,13 @@ from purgatory.broker.config.security_configs import (
     parse_mechanisms,
 )
 from purgatory.broker.security import ssl_factory
-from purgatory.broker.security.jaas import JaasConfig, parse_jaas_config
 from purgatory.broker.security.sasl import SaslServer
 from purgatory.broker.security.sasl.oauthbearer import OAuthBearerSaslServer
 from purgatory.broker.security.sasl.plain import PlainSaslServer, plain_users
 from purgatory.broker.security.sasl.scram import CredentialLookup, ScramSaslServer
 from purgatory.broker.security.sasl_server_authenticator import SaslListener
 from purgatory.broker.security.ssl_principal_mapper import SslPrincipalMapper
+from purgatory.common.jaas import JaasConfig, parse_jaas_config
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",

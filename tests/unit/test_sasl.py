@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from purgatory.broker.config.broker_config import load_config
 from purgatory.broker.config.config_def import ConfigError
-from purgatory.broker.security.jaas import parse_jaas_config
 from purgatory.broker.security.kafka_principal import user
 from purgatory.broker.security.sasl import SaslAuthenticationError
 from purgatory.broker.security.sasl.oauthbearer import OAuthBearerSaslServer
@@ -28,6 +27,7 @@ from purgatory.broker.security.sasl_server_authenticator import (
     SaslStateError,
 )
 from purgatory.broker.security.scram_credential import ScramCredential
+from purgatory.common.jaas import parse_jaas_config
 from purgatory.protocol.errors import ErrorCode
 
 NOW_MS = 1_800_000_000_000

@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api.kafka.acls import ACL_APIS, AclApis
+from purgatory.broker.api.kafka.acls import error_response as acl_error_response
 from purgatory.broker.api.kafka.cluster import ClusterApis, create_partitions_response
 from purgatory.broker.api.kafka.configs import (
     ConfigApis,
@@ -72,6 +74,7 @@ class KafkaListenerApis:
             **LeaderElectionApis(broker).handlers(),
             **TransactionApis(broker).handlers(),
             **sasl_handlers(),
+            **AclApis(broker).handlers(),
             **ScramCredentialApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
@@ -268,6 +271,8 @@ class KafkaListenerApis:
             return transaction_error_response(key, version, body, code)
         if key in SCRAM_APIS:
             return scram_error_response(key, version, body, code, message)
+        if key in ACL_APIS:
+            return acl_error_response(key, version, body, code, message)
         if key in SASL_APIS:
             return sasl_error_response(key, version, code, message)
         if key == ApiKey.DESCRIBE_CLUSTER:
