@@ -78,7 +78,10 @@ class TestCA:
         ``User:name`` under CN_MAPPING_RULES."""
         if not _CLIENT_NAME.match(name):
             raise ValueError(f"client name {name!r}: use letters, digits, '.', '_' and '-'")
+        # A subjectAltName with a name in it: trustme's otherwise empty (critical) one is
+        # refused by Java's X.509 parser ("No data available in passed DER encoded value").
         leaf = self._ca.issue_cert(
+            f"{name}.client.test",
             common_name=name,
             organization_name=ORGANIZATION,
             organization_unit_name=ORGANIZATION_UNIT,
@@ -87,16 +90,22 @@ class TestCA:
 
     @staticmethod
     def _keystore(leaf: object, key_password: str | None) -> Keystore:
-        key = leaf.private_key_pem.bytes()  # type: ignore[attr-defined]
-        if key_password is not None:
-            from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives import serialization
 
-            private = serialization.load_pem_private_key(key, None)
-            key = private.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.BestAvailableEncryption(key_password.encode()),
-            )
+        # PKCS#8 always: trustme writes an EC key as SEC1 ("BEGIN EC PRIVATE KEY"), which
+        # Java's PEM keystore does not read.
+        private = serialization.load_pem_private_key(
+            leaf.private_key_pem.bytes(),  # type: ignore[attr-defined]
+            None,
+        )
+        encryption: serialization.KeySerializationEncryption = (
+            serialization.NoEncryption()
+            if key_password is None
+            else serialization.BestAvailableEncryption(key_password.encode())
+        )
+        key = private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+        )
         chain = b"".join(p.bytes() for p in leaf.cert_chain_pems)  # type: ignore[attr-defined]
         return Keystore(key.decode(), chain.decode(), key_password)
 

@@ -16,11 +16,8 @@ from typing import Any
 
 from purgatory.broker.server import Broker, start_broker
 from purgatory.testing.certs import (
-    ORGANIZATION,
-    ORGANIZATION_UNIT,
     CertFiles,
-    Keystore,
-    TestCA,
+    write_certs,
 )
 from purgatory.testing.loop_thread import LoopThread
 from tests.integration.test_security import security_settings
@@ -121,35 +118,6 @@ async def _wait_for_scram_user(broker: Broker) -> None:
 
 
 def _write_certs(out: Path) -> CertFiles:
-    """`write_certs`' files (ca.pem, broker.pem, client-alice.pem), but the client's
-    certificate names itself in a subjectAltName (``alice.client.test``) and its key is
-    PKCS#8, so that every client reads them: `TestCA.client` leaves the (critical)
-    subjectAltName empty, which Java's X.509 parser refuses ("No data available in passed
-    DER encoded value"), and trustme writes an EC key as SEC1 ("BEGIN EC PRIVATE KEY"),
-    which Java's PEM keystore does not read."""
-    from cryptography.hazmat.primitives import serialization
-
-    ca = TestCA()
-    leaf = ca._ca.issue_cert(
-        f"{CERTIFICATE_USER}.client.test",
-        common_name=CERTIFICATE_USER,
-        organization_name=ORGANIZATION,
-        organization_unit_name=ORGANIZATION_UNIT,
-    )
-    key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
-    pkcs8 = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    chain = b"".join(pem.bytes() for pem in leaf.cert_chain_pems)
-    out.mkdir(parents=True)  # in a private temporary directory: no one else reads the keys
-    files = CertFiles(
-        out / "ca.pem",
-        out / "broker.pem",
-        {CERTIFICATE_USER: out / f"client-{CERTIFICATE_USER}.pem"},
-    )
-    files.ca.write_text(ca.certificate_pem)
-    files.broker.write_text(ca.broker().pem)
-    files.clients[CERTIFICATE_USER].write_text(Keystore(pkcs8.decode(), chain.decode()).pem)
-    return files
+    """`write_certs`' files (ca.pem, broker.pem, client-alice.pem), in a private
+    temporary directory: no one else reads the keys."""
+    return write_certs(out, clients=[CERTIFICATE_USER])
