@@ -12,6 +12,7 @@ from purgatory.clients.cluster import ClientCluster, by_topic
 from purgatory.clients.connection import Connection, ConnectionClosed
 from purgatory.clients.coordinator_client import CoordinatorClient
 from purgatory.clients.security import ClientSecurity, SecurityKeywords
+from purgatory.protocol import acl_messages as am
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import messages as m
 from purgatory.protocol import raft_messages as rm
@@ -267,6 +268,62 @@ class AdminClient:
         if response.error_code:
             raise KafkaError(response.error_code, response.error_message)
         return response.results
+
+    # -- ACLs (broker/security/authorizer; Kafka's Admin createAcls, describeAcls, ...) ----
+
+    async def create_acls(
+        self, acls: list[am.Acl], *, timeout_ms: int = 30000
+    ) -> list[am.AclCreationResult]:
+        """CreateAcls: one result per ACL, in order; asked again while the controller
+        answers NOT_CONTROLLER, until ``timeout_ms``."""
+        response: am.CreateAclsResponse = await self._until_controller_answers(
+            ApiKey.CREATE_ACLS,
+            am.CreateAclsRequest(acls),
+            lambda r: [c.error_code for c in r.results],
+            timeout_ms,
+        )
+        return response.results
+
+    async def delete_acls(
+        self, filters: list[am.Acl], *, timeout_ms: int = 30000
+    ) -> list[am.DeleteAclsFilterResult]:
+        """DeleteAcls: per filter, the ACLs it removed."""
+        response: am.DeleteAclsResponse = await self._until_controller_answers(
+            ApiKey.DELETE_ACLS,
+            am.DeleteAclsRequest(filters),
+            lambda r: [f.error_code for f in r.filter_results],
+            timeout_ms,
+        )
+        return response.filter_results
+
+    async def describe_acls(self, acl_filter: am.Acl) -> list[am.Acl]:
+        """The ACLs matching ``acl_filter``; raises KafkaError (SECURITY_DISABLED without an
+        authorizer, CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the cluster)."""
+        conn = await self.cluster.any_connection()
+        response: am.DescribeAclsResponse = await conn.send(
+            ApiKey.DESCRIBE_ACLS, am.DescribeAclsRequest(acl_filter)
+        )
+        if response.error_code:
+            raise KafkaError(response.error_code, response.error_message)
+        return response.acls
+
+    async def _until_controller_answers(
+        self,
+        key: ApiKey,
+        request: Any,
+        codes: Callable[[Any], list[int]],
+        timeout_ms: int,
+    ) -> Any:
+        """A controller request, sent again while any of its results is NOT_CONTROLLER (a
+        new controller being elected), until ``timeout_ms``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while True:
+            response = await self.cluster.send_to_controller(key, request, timeout_ms=timeout_ms)
+            if ErrorCode.NOT_CONTROLLER not in codes(response) or loop.time() > deadline:
+                return response
+            await asyncio.sleep(self.retry_backoff_ms / 1000)
+            await self.cluster.refresh([])
 
     def _group(self, group: str) -> CoordinatorClient:
         return CoordinatorClient(

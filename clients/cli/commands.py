@@ -431,6 +431,56 @@ def add_commands(sub: Any) -> None:
     _command_config(configs)
     configs.set_defaults(func=lazy("purgatory.clients.cli.configs", "configs_command"))
 
+    acls = sub.add_parser(
+        "acls",
+        help="add, list and remove ACLs (kafka-acls.sh)",
+        description="With the broker's authorizer (authorizer.class.name), ACLs decide what "
+        "each principal may do. --add --allow-principal User:alice --operation Read --topic T "
+        "allows (--deny-principal denies), --list shows the ACLs of the resources named (every "
+        "ACL without one), --remove removes (asking first, or --force). --producer and "
+        "--consumer add what a producer (Write, Describe, Create on the topics; Write and "
+        "Describe on --transactional-id; IdempotentWrite on --cluster with --idempotent) or "
+        "a consumer (Read, Describe on the topics, Read on --group) needs. Exits 1 on an "
+        "error (SECURITY_DISABLED: the brokers have no authorizer).",
+    )
+    acl_mode = acls.add_mutually_exclusive_group(required=True)
+    acl_mode.add_argument("--add", action="store_true", help="add ACLs")
+    acl_mode.add_argument("--remove", action="store_true", help="remove ACLs")
+    acl_mode.add_argument("--list", action="store_true", help="list ACLs")
+    acls.add_argument("--topic", action="append", metavar="TOPIC", help="a topic (* for all)")
+    acls.add_argument("--group", action="append", metavar="GROUP", help="a consumer group")
+    acls.add_argument(
+        "--transactional-id", action="append", metavar="ID", help="a transactional id"
+    )
+    acls.add_argument("--cluster", action="store_true", help="the cluster")
+    acls.add_argument(
+        "--resource-pattern-type",
+        default="literal",
+        metavar="literal|prefixed|any|match",
+        help="how names match resources (default literal; any and match with --list and --remove)",
+    )
+    acls.add_argument("--allow-principal", action="append", metavar="TYPE:NAME")
+    acls.add_argument("--deny-principal", action="append", metavar="TYPE:NAME")
+    acls.add_argument("--allow-host", action="append", metavar="HOST", help="default *")
+    acls.add_argument("--deny-host", action="append", metavar="HOST", help="default *")
+    acls.add_argument(
+        "--operation",
+        action="append",
+        metavar="OP",
+        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+        "AlterConfigs, IdempotentWrite or All (default All); repeatable",
+    )
+    acls.add_argument("--principal", metavar="TYPE:NAME", help="with --list: this principal's")
+    acls.add_argument("--producer", action="store_true", help="a producer's ACLs")
+    acls.add_argument("--consumer", action="store_true", help="a consumer's ACLs")
+    acls.add_argument(
+        "--idempotent", action="store_true", help="with --producer --cluster: IdempotentWrite"
+    )
+    acls.add_argument("--force", action="store_true", help="with --remove: do not ask")
+    _bootstrap(acls)
+    _command_config(acls)
+    acls.set_defaults(func=lazy("purgatory.clients.cli.acls", "acls_command"))
+
 
 def add_admin_commands(sub: Any) -> None:
     admin = sub.add_parser(
