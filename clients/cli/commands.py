@@ -459,8 +459,12 @@ def add_commands(sub: Any) -> None:
         metavar="literal|prefixed|any|match",
         help="how names match resources (default literal; any and match with --list and --remove)",
     )
-    acls.add_argument("--allow-principal", action="append", metavar="TYPE:NAME")
-    acls.add_argument("--deny-principal", action="append", metavar="TYPE:NAME")
+    acls.add_argument(
+        "--allow-principal", action="append", metavar="TYPE:NAME", help="allowed, repeatable"
+    )
+    acls.add_argument(
+        "--deny-principal", action="append", metavar="TYPE:NAME", help="denied, repeatable"
+    )
     acls.add_argument("--allow-host", action="append", metavar="HOST", help="default *")
     acls.add_argument("--deny-host", action="append", metavar="HOST", help="default *")
     acls.add_argument(
