@@ -153,6 +153,18 @@ class Broker:
             for listener in self.listeners.listeners
             if listener.security_protocol != "PLAINTEXT"
         }
+        # The authorizer (authorizer.class.name) over the metadata log's ACLs, and the
+        # checks handlers make with it for the request being handled (its connection's
+        # principal, as the socket server holds it).
+        self.authorizer = (
+            StandardAuthorizer(
+                parse_super_users(config["super.users"]),
+                config["allow.everyone.if.no.acl.found"],
+            )
+            if config["authorizer.class.name"]
+            else None
+        )
+        self.auth = AuthHelper(lambda: self.socket_server, lambda: self.authorizer)
         # How this broker reaches the others' broker-facing and inter-broker listeners.
         self.broker_tls = {
             name: self._client_tls(name)
@@ -304,17 +316,7 @@ class Broker:
             abandon=self.replica_manager.abandon,
             security=self.security,
         )
-        # The authorizer (authorizer.class.name) over the metadata log's ACLs, and the
-        # checks handlers make with it for the request being handled.
-        self.authorizer = (
-            StandardAuthorizer(
-                parse_super_users(config["super.users"]),
-                config["allow.everyone.if.no.acl.found"],
-            )
-            if config["authorizer.class.name"]
-            else None
-        )
-        self.auth = AuthHelper(self.socket_server, lambda: self.authorizer)
+
         self.admin = AdminServer(self)
         self.log = structlog.get_logger("broker").bind(broker_id=self.broker_id)
 

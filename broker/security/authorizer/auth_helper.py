@@ -24,10 +24,16 @@ class RequestContext(Protocol):
 
 class AuthHelper:
     def __init__(
-        self, context: RequestContext, authorizer: Callable[[], StandardAuthorizer | None]
+        self,
+        context: Callable[[], RequestContext],
+        authorizer: Callable[[], StandardAuthorizer | None],
     ) -> None:
-        self.context = context
+        self._context = context  # the socket server (made after the handlers that ask)
         self._authorizer = authorizer
+
+    @property
+    def context(self) -> RequestContext:
+        return self._context()
 
     @property
     def enabled(self) -> bool:
