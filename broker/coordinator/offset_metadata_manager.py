@@ -30,9 +30,22 @@ B = TypeVar("B")
 
 
 def mapped(future: asyncio.Future[A], to: Callable[[A], B]) -> asyncio.Future[B]:
-    """A future of ``to(result)`` once ``future`` has its result."""
+    """A future of ``to(result)`` once ``future`` has its result. Whoever waits for it may
+    have let go first (the connection closed, and cancelled it): then nothing is set."""
     out: asyncio.Future[B] = asyncio.get_running_loop().create_future()
-    future.add_done_callback(lambda f: out.set_result(to(f.result())))
+
+    def done(f: asyncio.Future[A]) -> None:
+        exc = None if f.cancelled() else f.exception()  # read, even if nobody waits
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif exc is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(to(f.result()))
+
+    future.add_done_callback(done)
     return out
 
 

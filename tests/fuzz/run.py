@@ -251,11 +251,17 @@ async def fuzz(
     corpora = (kafka_frames(), msgpack_frames())
     # Warm-up: every valid frame once per broker, so the Kafka protocol's code and each
     # version's reader are loaded before RSS is first read.
+    # A frame the broker closes the connection on (a failed SaslAuthenticate) is followed
+    # by the rest on a new connection.
     for port in ports:
         for corpus in corpora:
             wire = await _Wire.open(port)
             for frame in corpus:
-                await wire.send(frame)
+                if wire.closed:
+                    await wire.close()
+                    wire = await _Wire.open(port)
+                with contextlib.suppress(ConnectionError):
+                    await wire.send(frame)
             await wire.close()
     # ... and a short fuzz of another seed: error paths, their log lines, their caches.
     warm = _Tally(FuzzResult(seed), min(2000, max(frames // 10, 1)), None)

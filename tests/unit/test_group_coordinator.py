@@ -535,3 +535,38 @@ async def test_txn_offset_commits_check_the_member_and_generation_given(groups: 
     good = offsets.commit_txn_offsets(GROUP, 1, generation, leader, None, commit)
     await groups.h.settle()
     assert good.result() == {("t", 0): E.NONE}
+
+
+async def test_a_commit_answer_nobody_waits_for_any_more_is_dropped_quietly() -> None:
+    """The fuzz found it: a connection closing while its OffsetCommit waited for the ISR
+    cancels the answer's future; the append's completion then must not raise into the
+    event loop (InvalidStateError, logged as a traceback)."""
+    from purgatory.broker.coordinator.offset_metadata_manager import mapped
+
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    try:
+        for outcome in ("result", "exception", "cancel"):
+            stored: asyncio.Future[int] = loop.create_future()
+            answer = mapped(stored, lambda code: code + 1)
+            answer.cancel()  # the connection closed
+            if outcome == "result":
+                stored.set_result(0)
+            elif outcome == "exception":
+                stored.set_exception(RuntimeError("append failed"))
+            else:
+                stored.cancel()
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        stored = loop.create_future()
+        answer = mapped(stored, lambda code: code + 1)
+        stored.set_result(41)
+        assert await answer == 42
+        failed: asyncio.Future[int] = loop.create_future()
+        failed.set_exception(RuntimeError("append failed"))
+        with pytest.raises(RuntimeError):
+            await mapped(failed, lambda code: code)
+    finally:
+        loop.set_exception_handler(None)
+    assert errors == []
