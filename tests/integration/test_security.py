@@ -584,3 +584,61 @@ async def test_brokers_replicate_and_form_the_quorum_over_tls_listeners(tmp_path
         assert followers >= {b.broker_id for b in brokers if b is not leader}
         handshakes = _authentications(leader)
         assert handshakes[("BROKER", "SSL", "success", "false")] >= 2
+
+
+async def test_hostile_frames_on_a_sasl_listener_close_connections_not_the_broker(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Mutated SaslHandshake and SaslAuthenticate frames (and what follows them), before
+    and during an exchange, on both protocols: the broker closes or answers, logs no
+    traceback, and still authenticates a good client afterwards."""
+    import random
+
+    from tests.kafka_wire import request_frame
+
+    async with secured_broker(tmp_path) as secured:
+        port = secured.port("SASL_PLAINTEXT")
+        rng = random.Random(47)
+        handshake = request_frame(
+            ApiKey.SASL_HANDSHAKE,
+            1,
+            1,
+            request(ApiKey.SASL_HANDSHAKE, 1, mechanism="SCRAM-SHA-512"),
+        )
+        tokens = [
+            b"n,,n=alice,r=" + bytes(rng.randrange(256) for _ in range(24)),
+            b"\x00alice\x00alice-secret",
+            b"n,,\x01auth=Bearer x.y.\x01\x01",
+        ]
+        for i in range(150):
+            token = rng.choice(tokens)
+            frames = [
+                handshake,
+                request_frame(
+                    ApiKey.SASL_AUTHENTICATE,
+                    rng.choice([0, 1, 2]),
+                    2,
+                    request(ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=token),
+                ),
+            ]
+            data = bytearray(b"".join(frames))
+            for _ in range(rng.randrange(1, 6)):  # flip, cut or grow
+                at = rng.randrange(len(data))
+                data[at] = rng.randrange(256)
+            if i % 3 == 0:
+                data += bytes(rng.randrange(256) for _ in range(rng.randrange(64)))
+            wire = await KafkaWire.open(port)
+            with contextlib.suppress(ConnectionError):
+                await wire.send_raw(bytes(data))
+            with contextlib.suppress(TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+                await wire.closed(timeout_s=0.2)
+            await wire.close()
+        # Still serving: a good client authenticates and produces.
+        settings = confluent_settings(
+            secured,
+            "SASL_PLAINTEXT",
+            **{"sasl.mechanism": "PLAIN", "sasl.username": "bob", "sasl.password": "bob-secret"},
+        )
+        assert await asyncio.to_thread(confluent_round_trip, settings, "after", 3) == expected(3)
+    logged = capfd.readouterr()
+    assert "Traceback" not in logged.out + logged.err
