@@ -18,6 +18,7 @@ from purgatory.protocol import acl_messages as am
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
+from purgatory.protocol import quota_messages as qm
 from purgatory.protocol import raft_messages as rm
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.errors import DECODE_ERRORS, ErrorCode
@@ -63,6 +64,8 @@ class ApiKey(enum.IntEnum):
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     VOTE = 52
@@ -139,6 +142,8 @@ _NAMES = {
     ApiKey.DESCRIBE_ACLS: "DescribeAcls",
     ApiKey.CREATE_ACLS: "CreateAcls",
     ApiKey.DELETE_ACLS: "DeleteAcls",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
+    ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
@@ -216,6 +221,11 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.DESCRIBE_ACLS, 0): (am.DescribeAclsRequest, am.DescribeAclsResponse),
     (ApiKey.CREATE_ACLS, 0): (am.CreateAclsRequest, am.CreateAclsResponse),
     (ApiKey.DELETE_ACLS, 0): (am.DeleteAclsRequest, am.DeleteAclsResponse),
+    (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0): (
+        qm.DescribeClientQuotasRequest,
+        qm.DescribeClientQuotasResponse,
+    ),
+    (ApiKey.ALTER_CLIENT_QUOTAS, 0): (qm.AlterClientQuotasRequest, qm.AlterClientQuotasResponse),
     (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0): (
         sm.DescribeUserScramCredentialsRequest,
         sm.DescribeUserScramCredentialsResponse,

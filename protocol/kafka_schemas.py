@@ -74,6 +74,9 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (2, 3),
     ApiKey.DELETE_ACLS: (2, 3),
+    # Client quotas in the metadata log (v0-1; Kafka 4 serves v0-1 too).
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     # SCRAM users' credentials in the metadata log (Kafka serves v0 only).
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),

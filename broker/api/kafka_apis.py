@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from purgatory.broker.api.acl_requests import describe_acls, refusal
+from purgatory.broker.api.client_quota_requests import alter_client_quotas, describe_client_quotas
 from purgatory.broker.api.fetch_request import fetch_params
 from purgatory.broker.api.groups import GroupApis
 from purgatory.broker.api.read_committed import drop_aborted
@@ -36,6 +37,7 @@ from purgatory.broker.replication.fetch_params import (
 from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol import acl_messages as am
 from purgatory.protocol import messages as m
+from purgatory.protocol import quota_messages as qm
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey, RequestError, supported_versions
 from purgatory.protocol.errors import ErrorCode, is_retriable
@@ -78,6 +80,8 @@ class KafkaApis:
             ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
             ApiKey.CREATE_ACLS: self.handle_create_acls,
             ApiKey.DELETE_ACLS: self.handle_delete_acls,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: self.handle_describe_client_quotas,
+            ApiKey.ALTER_CLIENT_QUOTAS: self.handle_alter_client_quotas,
             **GroupApis(broker).handlers(),
             # The quorum's and the controller's (Vote, BrokerHeartbeat, ...).
             **{key: _ignore_version(h) for key, h in broker.controller_apis.handlers().items()},
@@ -371,6 +375,18 @@ class KafkaApis:
                 [am.DeleteAclsFilterResult(*refused, []) for _ in request.filters]
             )
         return self.broker.forwarding.delete_acls(request)
+
+    # -- client quotas (as the Kafka listener's: broker/api/client_quota_requests.py) --------
+
+    def handle_describe_client_quotas(
+        self, request: qm.DescribeClientQuotasRequest, version: int
+    ) -> Result:
+        return describe_client_quotas(self.broker, request)
+
+    def handle_alter_client_quotas(
+        self, request: qm.AlterClientQuotasRequest, version: int
+    ) -> Result:
+        return alter_client_quotas(self.broker, request)
 
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
         if request.election_type not in (m.PREFERRED_ELECTION, m.UNCLEAN_ELECTION):

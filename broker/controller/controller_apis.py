@@ -9,7 +9,8 @@ key, for both protocols' listeners and the simulation:
 - the controller's: BrokerRegistration (62), BrokerHeartbeat (63), AlterPartition (56),
   ControlledShutdown (7), and Envelope (58), which carries a change a broker forwards
   (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterConfigs,
-  IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls).
+  IncrementalAlterConfigs, AlterUserScramCredentials, CreateAcls, DeleteAcls,
+  AlterClientQuotas).
 
 A controller API reaching a node that is not the active controller is answered
 NOT_CONTROLLER, never served nor passed on.
@@ -52,6 +53,7 @@ FORWARDED = (
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.CREATE_ACLS,
     ApiKey.DELETE_ACLS,
+    ApiKey.ALTER_CLIENT_QUOTAS,
 )
 
 # How long a config or credential change waits for the brokers to apply it (the requests
@@ -133,6 +135,8 @@ class ControllerApis:
             return await controller.create_acls(body, CONFIG_APPLY_TIMEOUT_MS)
         if key == ApiKey.DELETE_ACLS:
             return await controller.delete_acls(body, CONFIG_APPLY_TIMEOUT_MS)
+        if key == ApiKey.ALTER_CLIENT_QUOTAS:
+            return await controller.alter_client_quotas(body, CONFIG_APPLY_TIMEOUT_MS)
         assert isinstance(body, m.CreatePartitionsRequest)
         return await controller.create_partitions(body)
 

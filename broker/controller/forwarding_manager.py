@@ -3,7 +3,8 @@ or over the network.
 
 CreateTopics, DeleteTopics, CreatePartitions (and topic auto-creation), ElectLeaders and
 config changes (AlterConfigs, IncrementalAlterConfigs: the admin HTTP's too) and SCRAM
-credential changes (AlterUserScramCredentials) and ACL changes (CreateAcls, DeleteAcls)
+credential changes (AlterUserScramCredentials), ACL changes (CreateAcls, DeleteAcls) and
+client quota changes (AlterClientQuotas)
 are served by the active controller; a broker that is not it forwards them (in an Envelope, Kafka's way)
 and answers only once its own metadata shows the change, so every broker answers the same
 metadata afterwards (Kafka's ForwardingManager and AutoTopicCreationManager)."""
@@ -24,6 +25,7 @@ from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.controller.topics import every_topic_fails, topic_name_problem
 from purgatory.protocol import acl_messages as am
 from purgatory.protocol import messages as m
+from purgatory.protocol import quota_messages as qm
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
@@ -206,6 +208,25 @@ class ForwardingManager:
                 [
                     am.DeleteAclsFilterResult(ErrorCode.NOT_CONTROLLER, reason, [])
                     for _ in request.filters
+                ]
+            ),
+            lambda done: True,
+        )
+        return response
+
+    async def alter_client_quotas(
+        self, request: qm.AlterClientQuotasRequest
+    ) -> qm.AlterClientQuotasResponse:
+        """AlterClientQuotas on the active controller, as ``create_acls``: NOT_CONTROLLER
+        for every entity when it cannot be reached."""
+        response: qm.AlterClientQuotasResponse = await self._on_controller(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            request,
+            self.config["controller.quorum.request.timeout.ms"],
+            lambda reason: qm.AlterClientQuotasResponse(
+                [
+                    qm.AlterEntryResult(ErrorCode.NOT_CONTROLLER, reason, e.entity)
+                    for e in request.entries
                 ]
             ),
             lambda done: True,

@@ -5,7 +5,8 @@ Records are the only way metadata changes. A request is checked against the cont
 image by a control manager (``ClusterControlManager`` for brokers,
 ``ReplicationControlManager`` for topics, partitions and ISRs,
 ``ConfigurationControlManager`` for topic and dynamic broker configs,
-``ScramControlManager`` for SCRAM users' credentials, ``AclControlManager`` for ACLs),
+``ScramControlManager`` for SCRAM users' credentials, ``AclControlManager`` for ACLs,
+``ClientQuotaControlManager`` for client quotas),
 which returns records;
 the controller appends them to the quorum, replays them into its image at once (so the
 next request sees them), and answers only once the quorum has committed them. Nothing it
@@ -35,6 +36,7 @@ import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.acl_control import AclControlManager
+from purgatory.broker.controller.client_quota_control import ClientQuotaControlManager
 from purgatory.broker.controller.cluster_control import (
     BrokerHeartbeatManager,
     ClusterControlManager,
@@ -61,6 +63,7 @@ from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
 from purgatory.protocol import acl_messages as am
 from purgatory.protocol import inter_broker_messages as ib
 from purgatory.protocol import messages as m
+from purgatory.protocol import quota_messages as qm
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.errors import ErrorCode, KafkaError
 from purgatory.protocol.scram import MECHANISMS_BY_TYPE
@@ -101,6 +104,7 @@ class QuorumController:
         self.configuration = ConfigurationControlManager(config)
         self.scram = ScramControlManager()
         self.acls = AclControlManager(self.rng)
+        self.client_quotas = ClientQuotaControlManager()
         self.epoch: int | None = None  # the quorum epoch it is active in; None: standby
         self.image = MetadataImage()  # committed records and its own writes since
         self.heartbeats = BrokerHeartbeatManager(config["broker.session.timeout.ms"])
@@ -604,6 +608,27 @@ class QuorumController:
     async def _acl_change(self, response: R, records: list[Any], timeout_ms: int) -> R:
         for record in records:
             self.log.info("acl_changed", record=str(record))
+        if records:
+            offset = await self._write_and_commit(list(records))
+            await self._applied_everywhere(offset, timeout_ms)
+        return response
+
+    # -- client quotas ------------------------------------------------------------------------
+
+    async def alter_client_quotas(
+        self, request: qm.AlterClientQuotasRequest, timeout_ms: int
+    ) -> qm.AlterClientQuotasResponse:
+        """AlterClientQuotas: answered once its records are committed and the brokers had
+        ``timeout_ms`` to apply them."""
+        self._require_active()
+        response, records = self.client_quotas.alter_client_quotas(self.image, request)
+        for record in records:
+            self.log.info(
+                "client_quota_changed",
+                entity=record.entity,
+                key=record.key,
+                value=None if record.remove else record.value,
+            )
         if records:
             offset = await self._write_and_commit(list(records))
             await self._applied_everywhere(offset, timeout_ms)

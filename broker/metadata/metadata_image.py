@@ -15,11 +15,13 @@ from __future__ import annotations
 import msgspec
 
 from purgatory.broker.metadata.acl_image import AclsDelta, AclsImage
+from purgatory.broker.metadata.client_quota_image import ClientQuotasDelta, ClientQuotasImage
 from purgatory.broker.metadata.records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -70,9 +72,18 @@ class MetadataImage:
     broker configs by resource name (a broker id, or "" for the cluster-wide default),
     each a non-empty dict of name -> value as set (Kafka's ConfigurationsImage).
     ``scram``: every SCRAM user's credentials (Kafka's ScramImage); ``acls``: every ACL
-    (Kafka's AclsImage)."""
+    (Kafka's AclsImage); ``client_quotas``: every client quota (Kafka's ClientQuotasImage)."""
 
-    __slots__ = ("acls", "broker_configs", "brokers", "offset", "scram", "topic_names", "topics")
+    __slots__ = (
+        "acls",
+        "broker_configs",
+        "brokers",
+        "client_quotas",
+        "offset",
+        "scram",
+        "topic_names",
+        "topics",
+    )
 
     def __init__(
         self,
@@ -83,6 +94,7 @@ class MetadataImage:
         broker_configs: dict[str, dict[str, str]] | None = None,
         scram: ScramImage | None = None,
         acls: AclsImage | None = None,
+        client_quotas: ClientQuotasImage | None = None,
     ) -> None:
         self.offset = offset  # the last record replayed into it; -1: none
         self.brokers = brokers if brokers is not None else {}
@@ -91,6 +103,7 @@ class MetadataImage:
         self.broker_configs = broker_configs if broker_configs is not None else {}
         self.scram = scram if scram is not None else ScramImage()
         self.acls = acls if acls is not None else AclsImage()
+        self.client_quotas = client_quotas if client_quotas is not None else ClientQuotasImage()
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         state = self.topics.get(topic)
@@ -114,6 +127,7 @@ class MetadataImage:
             or self.broker_configs
             or self.scram.mechanisms
             or self.acls.acls
+            or self.client_quotas.entities
         )
 
     def records(self) -> list[MetadataRecord]:
@@ -160,6 +174,7 @@ class MetadataImage:
             )
         out.extend(self.scram.records())
         out.extend(self.acls.records())
+        out.extend(self.client_quotas.records())
         return out
 
 
@@ -167,8 +182,8 @@ class MetadataDelta:
     """Records replayed on top of ``image``; ``apply`` makes the image they lead to.
     ``changed_topics`` names every topic created, changed or removed (a name that is
     removed and made again is in it once); ``broker_configs_changed``: a dynamic broker
-    config was set or removed; ``scram``, ``acls``: the SCRAM credentials' and the ACLs'
-    changes, if any."""
+    config was set or removed; ``scram``, ``acls``, ``client_quotas``: the SCRAM
+    credentials', the ACLs' and the client quotas' changes, if any."""
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
@@ -180,6 +195,7 @@ class MetadataDelta:
         self.broker_configs_changed = False
         self.scram: ScramDelta | None = None
         self.acls: AclsDelta | None = None
+        self.client_quotas: ClientQuotasDelta | None = None
         # Topics being changed: name -> (topic, its partitions as a list being filled).
         self._work: dict[str, tuple[TopicState, list[PartitionState]]] = {}
         self.changed_topics: set[str] = set()
@@ -227,6 +243,10 @@ class MetadataDelta:
             if self.acls is None:
                 self.acls = AclsDelta(self.image.acls)
             self.acls.replay(record)
+        elif isinstance(record, ClientQuotaRecord):
+            if self.client_quotas is None:
+                self.client_quotas = ClientQuotasDelta(self.image.client_quotas)
+            self.client_quotas.replay(record)
 
     # -- what each record does --------------------------------------------------------------
 
@@ -358,4 +378,5 @@ class MetadataDelta:
             self.broker_configs if self.broker_configs is not None else image.broker_configs,
             self.scram.apply() if self.scram is not None else image.scram,
             self.acls.apply() if self.acls is not None else image.acls,
+            self.client_quotas.apply() if self.client_quotas is not None else image.client_quotas,
         )

@@ -127,6 +127,17 @@ class RemoveAccessControlEntryRecord(Record, tag="RemoveAccessControlEntry"):
     id: str
 
 
+class ClientQuotaRecord(Record, tag="ClientQuota"):
+    """One quota of a client quota entity set (``value``) or removed (``remove``), as
+    Kafka's record: ``entity`` is its (entity type, entity name) components, ``user``,
+    ``client-id`` or ``ip``, a name of None being the type's default entity."""
+
+    entity: list[tuple[str, str | None]]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
@@ -142,6 +153,7 @@ MetadataRecord = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
 )
 
 _encoder = msgspec.msgpack.Encoder()

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.kafka.acls import ACL_APIS, AclApis
 from purgatory.broker.api.kafka.acls import error_response as acl_error_response
+from purgatory.broker.api.kafka.client_quotas import CLIENT_QUOTA_APIS, ClientQuotaApis
+from purgatory.broker.api.kafka.client_quotas import error_response as quota_error_response
 from purgatory.broker.api.kafka.cluster import ClusterApis, create_partitions_response
 from purgatory.broker.api.kafka.configs import (
     ConfigApis,
@@ -75,6 +77,7 @@ class KafkaListenerApis:
             **TransactionApis(broker).handlers(),
             **sasl_handlers(),
             **AclApis(broker).handlers(),
+            **ClientQuotaApis(broker).handlers(),
             **ScramCredentialApis(broker).handlers(),
         }
         missing = set(VERSIONS) - set(self.handlers)
@@ -273,6 +276,8 @@ class KafkaListenerApis:
             return scram_error_response(key, version, body, code, message)
         if key in ACL_APIS:
             return acl_error_response(key, version, body, code, message)
+        if key in CLIENT_QUOTA_APIS:
+            return quota_error_response(key, version, body, code, message)
         if key in SASL_APIS:
             return sasl_error_response(key, version, code, message)
         if key == ApiKey.DESCRIBE_CLUSTER:
