@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api import coordinator_acls
+from purgatory.broker.api.coordinator_acls import (
+    denied_groups,
+    group_error,
+    listable_groups,
+    offset_commit_refusal,
+    offset_delete_refusal,
+)
 from purgatory.broker.api.request_limits import check_partition_count, check_topic_count
 from purgatory.broker.api.results import Result, answer
 from purgatory.broker.coordinator.group_metadata import (
@@ -16,6 +24,7 @@ from purgatory.broker.coordinator.group_metadata import (
     SyncResult,
 )
 from purgatory.broker.coordinator.group_metadata import TopicPartition as GroupTopicPartition
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey, RequestError
@@ -34,6 +43,7 @@ class GroupApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.coordinator = broker.group_coordinator
+        self.auth = broker.auth
 
     def handlers(self) -> dict[int, Any]:
         return {
@@ -53,6 +63,8 @@ class GroupApis:
     def handle_find_coordinator(self, request: g.FindCoordinatorRequest, version: int) -> Result:
         if request.key_type != 0:
             raise RequestError(ErrorCode.INVALID_REQUEST, "only group coordinators exist here")
+        if code := group_error(self.auth, AclOperation.DESCRIBE, request.key):
+            return g.FindCoordinatorResponse(code, -1, "", -1)
         code, node = self.coordinator.find_coordinator(request.key)
         if code:
             return g.FindCoordinatorResponse(code, -1, "", -1)
@@ -75,9 +87,17 @@ class GroupApis:
             member = (request.generation_id, request.member_id, request.group_instance_id)
         else:
             member = (-1, "", None)
-        result = self.coordinator.offsets.commit_offsets(request.group_id, *member, offsets)
+        code, allowed, denied = offset_commit_refusal(self.auth, request.group_id, offsets)
+        if code or (not allowed and denied):
+            result: Any = dict.fromkeys(offsets, code) if code else denied
+        else:
+            result = self.coordinator.offsets.commit_offsets(
+                request.group_id, *member, dict(allowed)
+            )
 
         def to_response(errors: dict[GroupTopicPartition, int]) -> m.OffsetCommitResponse:
+            if denied:
+                errors = {**errors, **denied}
             return m.OffsetCommitResponse(
                 [
                     m.OffsetCommitTopicResponse(
@@ -102,7 +122,9 @@ class GroupApis:
         )
         if asked is not None:
             check_partition_count(request.topics, lambda t: t.partition_indexes)
-        code, offsets = self.coordinator.offsets.fetch_offsets(request.group_id, asked)
+        code, offsets, denied = coordinator_acls.fetch_offsets(
+            self.auth, self.coordinator.offsets, request.group_id, asked
+        )
         if code and asked is not None:
             offsets = dict.fromkeys(asked)
         by_topic: dict[str, list[m.OffsetFetchPartitionResponse]] = {}
@@ -111,8 +133,9 @@ class GroupApis:
                 offset, metadata = -1, None
             else:
                 offset, metadata = committed.offset, committed.metadata
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED if (topic, index) in denied else code
             by_topic.setdefault(topic, []).append(
-                m.OffsetFetchPartitionResponse(index, offset, metadata, code)
+                m.OffsetFetchPartitionResponse(index, offset, metadata, error)
             )
         topics = [m.OffsetFetchTopicResponse(t, parts) for t, parts in by_topic.items()]
         if version == 0:
@@ -122,12 +145,18 @@ class GroupApis:
     def handle_offset_delete(self, request: g.OffsetDeleteRequest, version: int) -> Result:
         check_partition_count(request.topics, lambda t: t.partition_indexes)
         asked = [(t.name, i) for t in request.topics for i in t.partition_indexes]
-        result = self.coordinator.offsets.delete_offsets(request.group_id, asked)
+        code, allowed, denied = offset_delete_refusal(self.auth, request.group_id, asked)
+        if code or (not allowed and denied):
+            result: Any = (code, {})
+        else:
+            result = self.coordinator.offsets.delete_offsets(request.group_id, allowed)
 
         def to_response(
             outcome: tuple[int, dict[GroupTopicPartition, int]],
         ) -> g.OffsetDeleteResponse:
             code, errors = outcome
+            if denied:
+                errors = {**errors, **denied}
             topics = [
                 m.OffsetCommitTopicResponse(
                     t.name,
@@ -147,6 +176,8 @@ class GroupApis:
     def handle_join_group(self, request: g.JoinGroupRequest, version: int) -> Result:
         if len(request.protocols) > 1000:
             raise RequestError(ErrorCode.INVALID_REQUEST, "more than 1000 protocols")
+        if code := group_error(self.auth, AclOperation.READ, request.group_id):
+            return _join_response(JoinResult(code, request.member_id))
         server = self.broker.socket_server
         result = self.coordinator.join_group(
             request.group_id,
@@ -163,6 +194,8 @@ class GroupApis:
         return answer(result, _join_response)
 
     def handle_sync_group(self, request: g.SyncGroupRequest, version: int) -> Result:
+        if code := group_error(self.auth, AclOperation.READ, request.group_id):
+            return _sync_response(SyncResult(code))
         result = self.coordinator.sync_group(
             request.group_id,
             request.generation_id,
@@ -176,7 +209,8 @@ class GroupApis:
 
     def handle_heartbeat(self, request: g.HeartbeatRequest, version: int) -> Result:
         return g.HeartbeatResponse(
-            self.coordinator.heartbeat(
+            group_error(self.auth, AclOperation.READ, request.group_id)
+            or self.coordinator.heartbeat(
                 request.group_id,
                 request.member_id,
                 request.group_instance_id,
@@ -187,6 +221,8 @@ class GroupApis:
     def handle_leave_group(self, request: g.LeaveGroupRequest, version: int) -> Result:
         check_topic_count(len(request.members))
         members = [(x.member_id, x.group_instance_id) for x in request.members]
+        if code := group_error(self.auth, AclOperation.READ, request.group_id):
+            return g.LeaveGroupResponse(code, [])
         code, errors = self.coordinator.leave_group(request.group_id, members)
         return g.LeaveGroupResponse(
             code,
@@ -200,9 +236,12 @@ class GroupApis:
 
     def handle_describe_groups(self, request: g.DescribeGroupsRequest, version: int) -> Result:
         check_topic_count(len(request.groups))
+        denied = denied_groups(self.auth, AclOperation.DESCRIBE, request.groups)
         return g.DescribeGroupsResponse(
             [
-                _described(group_id, *self.coordinator.describe_group(group_id))
+                _described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+                if group_id in denied
+                else _described(group_id, *self.coordinator.describe_group(group_id))
                 for group_id in request.groups
             ]
         )
@@ -214,18 +253,23 @@ class GroupApis:
             code,
             [
                 g.ListedGroup(x.group_id, x.protocol_type or "", x.state.value)
-                for x in groups
+                for x in listable_groups(self.auth, groups)
                 if not states or x.state.value.lower() in states
             ],
         )
 
     def handle_delete_groups(self, request: g.DeleteGroupsRequest, version: int) -> Result:
         check_topic_count(len(request.groups))
-        result = self.coordinator.delete_groups(list(request.groups))
+        denied = denied_groups(self.auth, AclOperation.DELETE, request.groups)
+        refused = dict.fromkeys(denied, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        result = self.coordinator.delete_groups([x for x in request.groups if x not in denied])
         return answer(
             result,
             lambda r: g.DeleteGroupsResponse(
-                [g.DeletableGroupResult(x, r[x]) for x in dict.fromkeys(request.groups)]
+                [
+                    g.DeletableGroupResult(x, refused.get(x) or r[x])
+                    for x in dict.fromkeys(request.groups)
+                ]
             ),
         )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api.coordinator_acls import denied_groups, group_error, listable_groups
 from purgatory.broker.api.groups import client_host
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result, answer
@@ -18,6 +19,7 @@ from purgatory.broker.coordinator.group_metadata import (
     JoinResult,
     SyncResult,
 )
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol.api import ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_schemas import build, millis, response_module
@@ -33,6 +35,7 @@ class GroupApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.coordinator = broker.group_coordinator
+        self.auth = broker.auth
 
     def handlers(self) -> dict[int, Any]:
         return {
@@ -48,6 +51,8 @@ class GroupApis:
     def handle_join_group(self, request: Any, version: int) -> Result:
         if len(request.protocols) > 1000:
             raise RequestError(ErrorCode.INVALID_REQUEST, "more than 1000 protocols")
+        if code := group_error(self.auth, AclOperation.READ, request.group_id):
+            return join_response(version, JoinResult(code, request.member_id))
         server = self.broker.socket_server
         result = self.coordinator.join_group(
             request.group_id,
@@ -64,6 +69,8 @@ class GroupApis:
         return answer(result, lambda r: join_response(version, r))
 
     def handle_sync_group(self, request: Any, version: int) -> Result:
+        if code := group_error(self.auth, AclOperation.READ, request.group_id):
+            return sync_response(version, SyncResult(code))
         result = self.coordinator.sync_group(
             request.group_id,
             request.generation_id,
@@ -76,11 +83,13 @@ class GroupApis:
         return answer(result, lambda r: sync_response(version, r))
 
     def handle_heartbeat(self, request: Any, version: int) -> Result:
-        code = self.coordinator.heartbeat(
-            request.group_id,
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-            request.generation_id,
+        code = group_error(self.auth, AclOperation.READ, request.group_id) or (
+            self.coordinator.heartbeat(
+                request.group_id,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                request.generation_id,
+            )
         )
         schema = response_module(ApiKey.HEARTBEAT, version)
         return build(schema.HeartbeatResponse, throttle_time=0, error_code=code)
@@ -92,8 +101,10 @@ class GroupApis:
         else:
             check_topic_count(len(request.members))
             members = [(m.member_id, m.group_instance_id) for m in request.members]
-        code, errors = self.coordinator.leave_group(request.group_id, members)
         schema = response_module(ApiKey.LEAVE_GROUP, version)
+        if code := group_error(self.auth, AclOperation.READ, request.group_id):
+            return build(schema.LeaveGroupResponse, throttle_time=0, error_code=code, members=[])
+        code, errors = self.coordinator.leave_group(request.group_id, members)
         if version < 3:
             return build(schema.LeaveGroupResponse, throttle_time=0, error_code=code or errors[0])
         return build(
@@ -117,8 +128,13 @@ class GroupApis:
         check_topic_count(len(request.groups))
         schema = response_module(ApiKey.DESCRIBE_GROUPS, version)
         described = []
+        denied = denied_groups(self.auth, AclOperation.DESCRIBE, request.groups)
         for group_id in request.groups:
-            code, group = self.coordinator.describe_group(group_id)
+            code: int
+            if group_id in denied:
+                code, group = ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+            else:
+                code, group = self.coordinator.describe_group(group_id)
             described.append(_described(schema, group_id, code, group))
         return build(schema.DescribeGroupsResponse, throttle_time=0, groups=described)
 
@@ -126,6 +142,7 @@ class GroupApis:
         states = {s.lower() for s in getattr(request, "states_filter", ())}
         types = {t.lower() for t in getattr(request, "types_filter", ())}
         code, groups = self.coordinator.list_groups()
+        groups = listable_groups(self.auth, groups)
         schema = response_module(ApiKey.LIST_GROUPS, version)
         listed = [
             build(
@@ -142,10 +159,16 @@ class GroupApis:
 
     def handle_delete_groups(self, request: Any, version: int) -> Result:
         check_topic_count(len(request.groups_names))
-        result = self.coordinator.delete_groups(list(request.groups_names))
-        return answer(
-            result, lambda r: delete_groups_response(version, list(request.groups_names), r)
-        )
+        names = list(request.groups_names)
+        denied = denied_groups(self.auth, AclOperation.DELETE, names)
+        if denied:  # Kafka's: the others are deleted
+            refused = dict.fromkeys(denied, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            result = self.coordinator.delete_groups([n for n in names if n not in denied])
+            return answer(
+                result, lambda r: delete_groups_response(version, names, {**r, **refused})
+            )
+        result = self.coordinator.delete_groups(names)
+        return answer(result, lambda r: delete_groups_response(version, names, r))
 
 
 # -- responses (also the error responses of these APIs) -------------------------------------

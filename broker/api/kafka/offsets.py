@@ -11,6 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api import coordinator_acls
+from purgatory.broker.api.coordinator_acls import (
+    GROUP_KEY,
+    TRANSACTION_KEY,
+    coordinator_key_error,
+    offset_commit_refusal,
+    offset_delete_refusal,
+)
 from purgatory.broker.api.request_limits import check_partition_count, check_topic_count
 from purgatory.broker.api.results import Result, answer
 from purgatory.broker.coordinator.group_metadata import CommittedOffset, TopicPartition
@@ -21,14 +29,12 @@ from purgatory.protocol.kafka_schemas import build, response_module
 if TYPE_CHECKING:
     from purgatory.broker.server import Broker
 
-GROUP_KEY = 0  # FindCoordinator key types: 0 group, 1 transaction (share groups: 2)
-TRANSACTION_KEY = 1
-
 
 class OffsetApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.coordinator = broker.group_coordinator
+        self.auth = broker.auth
 
     def handlers(self) -> dict[int, Any]:
         return {
@@ -43,6 +49,8 @@ class OffsetApis:
 
     def _coordinator(self, key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
         """(error, message, node id, host, port) of the coordinator of ``key``."""
+        if code := coordinator_key_error(self.auth, key_type, key):
+            return code, None, -1, "", -1
         if key_type == GROUP_KEY:
             code, node = self.coordinator.find_coordinator(key)
         elif key_type == TRANSACTION_KEY:
@@ -96,16 +104,22 @@ class OffsetApis:
         generation = getattr(request, "generation_id_or_member_epoch", None)
         if generation is None:
             generation = request.generation_id
-        result = self.coordinator.offsets.commit_offsets(
-            request.group_id,
-            generation,
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-            offsets,
-        )
+        code, allowed, denied = offset_commit_refusal(self.auth, request.group_id, offsets)
+        if code or (not allowed and denied):
+            result: Any = dict.fromkeys(offsets, code) if code else denied
+        else:
+            result = self.coordinator.offsets.commit_offsets(
+                request.group_id,
+                generation,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                dict(allowed),
+            )
         schema = response_module(ApiKey.OFFSET_COMMIT, version)
 
         def to_response(errors: dict[TopicPartition, int]) -> Any:
+            if denied:
+                errors = {**errors, **denied}
             topics = [
                 build(
                     schema.OffsetCommitResponseTopic,
@@ -133,14 +147,26 @@ class OffsetApis:
         coordinator fences the producer's transaction itself (Kafka checks it from v3+
         with transaction version 2 only)."""
         offsets = _offsets_to_commit(request)
+        code, allowed, denied = offset_commit_refusal(
+            self.auth, request.group_id, offsets, request.transactional_id
+        )
+        if code:
+            return txn_offset_commit_response(version, request, code)
+        if not allowed and denied:
+            return txn_offset_commit_response(version, request, denied)
         result = self.coordinator.offsets.commit_txn_offsets(
             request.group_id,
             request.producer_id,
             getattr(request, "generation_id", -1),
             getattr(request, "member_id", ""),
             getattr(request, "group_instance_id", None),
-            offsets,
+            dict(allowed),
         )
+        if denied:
+            return answer(
+                result,
+                lambda errors: txn_offset_commit_response(version, request, {**errors, **denied}),
+            )
         return answer(result, lambda errors: txn_offset_commit_response(version, request, errors))
 
     # -- OffsetFetch -------------------------------------------------------------------------
@@ -167,7 +193,9 @@ class OffsetApis:
                 if topics is None
                 else [(t.name, i) for t in topics for i in t.partition_indexes]
             )
-            code, offsets = self.coordinator.offsets.fetch_offsets(group, asked)
+            code, offsets, denied = coordinator_acls.fetch_offsets(
+                self.auth, self.coordinator.offsets, group, asked
+            )
             partition_code = code if version < 2 else ErrorCode.NONE  # v1: no group error
             if code and asked is not None:
                 offsets = dict.fromkeys(asked)
@@ -180,7 +208,9 @@ class OffsetApis:
             )
             by_topic: dict[str, list[Any]] = {}
             for tp, committed in offsets.items():
-                if tp in unstable:
+                if tp in denied:
+                    part = _partition(part_cls, tp[1], None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                elif tp in unstable:
                     part = _partition(part_cls, tp[1], None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
                 else:
                     part = _partition(part_cls, tp[1], committed, partition_code)
@@ -209,11 +239,17 @@ class OffsetApis:
     def handle_offset_delete(self, request: Any, version: int) -> Result:
         check_partition_count(request.topics)
         asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-        result = self.coordinator.offsets.delete_offsets(request.group_id, asked)
+        code, allowed, denied = offset_delete_refusal(self.auth, request.group_id, asked)
+        if code or (not allowed and denied):
+            result: Any = (code, {})
+        else:
+            result = self.coordinator.offsets.delete_offsets(request.group_id, allowed)
         schema = response_module(ApiKey.OFFSET_DELETE, version)
 
         def to_response(outcome: tuple[int, dict[TopicPartition, int]]) -> Any:
             code, errors = outcome
+            if denied:
+                errors = {**errors, **denied}
             topics = [
                 build(
                     schema.OffsetDeleteResponseTopic,
