@@ -11,12 +11,23 @@ PRODUCER_FENCED. AddPartitionsToTxn v4 and later (KIP-890, sent by brokers) is n
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api.coordinator_acls import (
+    add_partitions_refusal,
+    group_error,
+    transactional_id_error,
+)
 from purgatory.broker.api.request_limits import check_topic_count
+from purgatory.broker.api.results import Result
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.coordinator.group_records import partition_for
-from purgatory.broker.coordinator.transaction.transaction_metadata import TransactionState
+from purgatory.broker.coordinator.transaction.transaction_metadata import (
+    TransactionMetadata,
+    TransactionState,
+)
+from purgatory.broker.security.authorizer.acl import AclOperation, ResourceType
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_schemas import build, response_module
@@ -46,6 +57,7 @@ class TransactionApis:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.coordinator = broker.transaction_coordinator
+        self.auth = broker.auth
 
     def handlers(self) -> dict[int, Any]:
         return {
@@ -80,17 +92,31 @@ class TransactionApis:
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn -------------------------------------------------
 
-    async def handle_add_partitions_to_txn(self, request: Any, version: int) -> Any:
+    def handle_add_partitions_to_txn(self, request: Any, version: int) -> Result:
         topics = request.v3_and_below_topics
         check_topic_count(len(topics))
         asked = [(t.name, int(p)) for t in topics for p in t.partitions]
+        code, refused = add_partitions_refusal(
+            self.auth, request.v3_and_below_transactional_id, asked
+        )
+        if code:
+            return error_response(ApiKey.ADD_PARTITIONS_TO_TXN, version, request, code)
+        return self._add_partitions_to_txn(request, version, asked, refused)
+
+    async def _add_partitions_to_txn(
+        self, request: Any, version: int, asked: list[tuple[str, int]], refused: dict[Any, int]
+    ) -> Any:
         known = self.broker.metadata
-        unknown = {tp for tp in asked if known.partition(*tp) is None}
-        if unknown:  # Kafka adds none: the unknown ones fail, the others are not attempted
+        unknown = {tp for tp in asked if tp not in refused and known.partition(*tp) is None}
+        if unknown or refused:  # Kafka adds none: those refused or unknown fail, the others
+            # are not attempted
             errors: dict[tuple[str, int], int] = {
-                tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if tp in unknown
-                else ErrorCode.OPERATION_NOT_ATTEMPTED
+                tp: refused.get(tp)
+                or (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if tp in unknown
+                    else ErrorCode.OPERATION_NOT_ATTEMPTED
+                )
                 for tp in asked
             }
         else:
@@ -120,8 +146,16 @@ class TransactionApis:
             ],
         )
 
-    async def handle_add_offsets_to_txn(self, request: Any, version: int) -> Any:
+    def handle_add_offsets_to_txn(self, request: Any, version: int) -> Result:
         """The group's ``__consumer_offsets`` partition joins the transaction."""
+        code = transactional_id_error(
+            self.auth, AclOperation.WRITE, request.transactional_id
+        ) or group_error(self.auth, AclOperation.READ, request.group_id)
+        if code:
+            return error_response(ApiKey.ADD_OFFSETS_TO_TXN, version, request, code)
+        return self._add_offsets_to_txn(request, version)
+
+    async def _add_offsets_to_txn(self, request: Any, version: int) -> Any:
         partition = partition_for(
             request.group_id, self.broker.config["offsets.topic.num.partitions"]
         )
@@ -139,7 +173,12 @@ class TransactionApis:
 
     # -- EndTxn ------------------------------------------------------------------------------
 
-    async def handle_end_txn(self, request: Any, version: int) -> Any:
+    def handle_end_txn(self, request: Any, version: int) -> Result:
+        if code := transactional_id_error(self.auth, AclOperation.WRITE, request.transactional_id):
+            return error_response(ApiKey.END_TXN, version, request, code)
+        return self._end_txn(request, version)
+
+    async def _end_txn(self, request: Any, version: int) -> Any:
         error = await self.coordinator.end_transaction(
             request.transactional_id,
             request.producer_id,
@@ -159,7 +198,11 @@ class TransactionApis:
         carries the schema's defaults (0, ""), as Kafka's does."""
         schema = response_module(ApiKey.DESCRIBE_TRANSACTIONS, version)
         states = []
+        auth = self.auth
         for transactional_id in request.transactional_ids:
+            if error := transactional_id_error(auth, AclOperation.DESCRIBE, transactional_id):
+                states.append(_describe_error(schema, transactional_id, error))
+                continue
             error = self.coordinator.state.ownership_error(transactional_id)
             txn = self.coordinator.state.transactions.get(transactional_id)
             if not error and (txn is None or txn.producer_epoch < 0):
@@ -170,6 +213,9 @@ class TransactionApis:
             by_topic: dict[str, list[int]] = {}
             for topic, index in sorted(txn.partitions):
                 by_topic.setdefault(topic, []).append(index)
+            if auth.enabled:  # only the topics the principal may describe, as Kafka
+                shown = auth.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic)
+                by_topic = {t: p for t, p in by_topic.items() if t in shown}
             states.append(
                 build(
                     schema.TransactionState,
@@ -204,7 +250,16 @@ class TransactionApis:
         )
         now = self.coordinator.scheduler.wall_ms()
         listed = []
-        for txn in self.coordinator.state.owned_transactions():
+        owned: Iterable[TransactionMetadata] = self.coordinator.state.owned_transactions()
+        if self.auth.enabled:  # only the ids the principal may describe, as Kafka
+            owned = list(owned)
+            shown = self.auth.authorized(
+                AclOperation.DESCRIBE,
+                ResourceType.TRANSACTIONAL_ID,
+                [txn.transactional_id for txn in owned],
+            )
+            owned = [txn for txn in owned if txn.transactional_id in shown]
+        for txn in owned:
             if txn.producer_epoch < 0:
                 continue  # an id whose first InitProducerId has not completed
             if wanted and txn.state.kafka_name not in wanted:
