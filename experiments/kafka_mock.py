@@ -27,6 +27,7 @@ import struct
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,21 @@ def leaders(admin: Any, topic: str, timeout: float = 20) -> int:
     raise RuntimeError(f"{topic} did not get leaders in time")
 
 
+def produce_all(
+    producer: Any, topic: str, value: bytes, records: int, delivered: Callable[[Any, Any], None]
+) -> None:
+    """Hand ``records`` copies of ``value`` to ``producer`` as fast as it takes them,
+    serving its delivery callbacks whenever its queue is full; flushing is the caller's."""
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+
+
 def throughput(servers: str, acks: str, records: int, size: int) -> dict[str, float]:
     producer = _producer(servers, acks=acks, **{"queue.buffering.max.messages": 1_000_000})
     value = b"x" * size
@@ -107,14 +123,7 @@ def throughput(servers: str, acks: str, records: int, size: int) -> dict[str, fl
             failed += 1
 
     start = time.perf_counter()
-    for _ in range(records):
-        while True:
-            try:
-                producer.produce(TOPIC, value, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
+    produce_all(producer, TOPIC, value, records, delivered)
     left = producer.flush(60)
     elapsed = time.perf_counter() - start
     return {

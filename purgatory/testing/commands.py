@@ -1,5 +1,5 @@
 """Arguments of the testing package's commands: `purgatory certs` and the benchmarks
-(`purgatory perf cluster-start`, `scale`, `soak`, `compare`, `transactions`)."""
+(`purgatory perf cluster-start`, `scale`, `soak`, `compare`, `transactions`, `tls`)."""
 
 from __future__ import annotations
 
@@ -182,6 +182,30 @@ def add_perf_commands(sub: Any) -> None:
         "--markdown", action="store_true", help="the medians as a Markdown table, not JSON"
     )
     txn.set_defaults(func=lazy("purgatory.testing.transaction_bench", "main"))
+
+    tls = sub.add_parser(
+        "tls",
+        help="what TLS costs produce: the same idempotent acks=all workload on a PLAINTEXT, "
+        "an SSL and a SASL_SSL (SCRAM-SHA-512) listener of one broker, side by side",
+        description="Starts one broker with the three listeners; --runs rounds, each "
+        "producing with confluent-kafka on every listener in turn (the order rotating); "
+        "prints each listener's medians (records/s, MB/s, produce p50/p99, broker CPU "
+        "seconds per MB), the TLS cost against PLAINTEXT and every sample as JSON.",
+    )
+    tls.add_argument(
+        "--listeners",
+        default="PLAINTEXT,SSL,SASL_SSL",
+        help="PLAINTEXT and any of SSL, SASL_SSL (default all three)",
+    )
+    tls.add_argument("--runs", type=int, default=5, help="rounds of all listeners (5)")
+    tls.add_argument(
+        "--num-records", type=int, default=200000, help="records per throughput phase (200000)"
+    )
+    tls.add_argument("--record-size", type=int, default=1000, help="bytes per value (1000)")
+    tls.add_argument("--rate", type=int, default=500, help="records/s, latency phase (500)")
+    tls.add_argument("--seconds", type=float, default=4.0, help="length of the latency phase (4)")
+    tls.add_argument("--json", action="store_true", help="one line of JSON")
+    tls.set_defaults(func=lazy("purgatory.testing.tls_bench", "main"))
 
 
 def _counts(text: str) -> list[int]:
