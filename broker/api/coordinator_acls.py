@@ -25,7 +25,7 @@ nothing is copied.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
@@ -71,8 +71,8 @@ def coordinator_key_error(auth: AuthHelper, key_type: int, key: str) -> int:
 
 
 def split_by_topic(
-    auth: AuthHelper, operation: AclOperation, partitions: Mapping[TopicPartition, V]
-) -> tuple[Mapping[TopicPartition, V], dict[TopicPartition, int]]:
+    auth: AuthHelper, operation: AclOperation, partitions: dict[TopicPartition, V]
+) -> tuple[dict[TopicPartition, V], dict[TopicPartition, int]]:
     """(the partitions of topics the principal may ``operation``, TOPIC_AUTHORIZATION_FAILED
     for each of the others); ``partitions`` itself when all are allowed."""
     if not auth.enabled:
@@ -89,9 +89,9 @@ def split_by_topic(
 def offset_commit_refusal(
     auth: AuthHelper,
     group_id: str,
-    offsets: Mapping[TopicPartition, V],
+    offsets: dict[TopicPartition, V],
     transactional_id: str | None = None,
-) -> tuple[int, Mapping[TopicPartition, V], dict[TopicPartition, int]]:
+) -> tuple[int, dict[TopicPartition, V], dict[TopicPartition, int]]:
     """OffsetCommit's checks (TxnOffsetCommit's with ``transactional_id``): (the error of
     the whole request, the offsets to commit, the errors of those refused). When nothing
     is left to commit the coordinator is not asked (Kafka answers at once)."""

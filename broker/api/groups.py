@@ -91,9 +91,7 @@ class GroupApis:
         if code or (not allowed and denied):
             result: Any = dict.fromkeys(offsets, code) if code else denied
         else:
-            result = self.coordinator.offsets.commit_offsets(
-                request.group_id, *member, dict(allowed)
-            )
+            result = self.coordinator.offsets.commit_offsets(request.group_id, *member, allowed)
 
         def to_response(errors: dict[GroupTopicPartition, int]) -> m.OffsetCommitResponse:
             if denied:

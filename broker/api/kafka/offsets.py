@@ -113,7 +113,7 @@ class OffsetApis:
                 generation,
                 request.member_id,
                 getattr(request, "group_instance_id", None),
-                dict(allowed),
+                allowed,
             )
         schema = response_module(ApiKey.OFFSET_COMMIT, version)
 
@@ -160,7 +160,7 @@ class OffsetApis:
             getattr(request, "generation_id", -1),
             getattr(request, "member_id", ""),
             getattr(request, "group_instance_id", None),
-            dict(allowed),
+            allowed,
         )
         if denied:
             return answer(
