@@ -5,12 +5,30 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
+
+from purgatory.broker.api.authorization import unauthorized_topics
 from purgatory.broker.api.request_limits import check_partition_count
-from purgatory.broker.replication.fetch_params import FetchParams, PartitionFetchInfo
+from purgatory.broker.replication.fetch_params import (
+    FetchParams,
+    FetchPartitionData,
+    FetchResult,
+    PartitionFetchInfo,
+    TopicPartition,
+    error_data,
+)
+from purgatory.broker.security.authorizer.acl import AclOperation
+from purgatory.broker.security.authorizer.auth_helper import AuthHelper
 from purgatory.protocol.api import RequestError
 from purgatory.protocol.errors import ErrorCode
+
+# A topic fetched by an id the broker does not know is named "?" and its id (no topic can
+# be: "?" is not allowed in names); Kafka answers it UNKNOWN_TOPIC_ID before authorizing.
+UNKNOWN_ID = "?"
+
+T = TypeVar("T")
 
 
 def fetch_params(
@@ -60,3 +78,38 @@ def fetch_params(
         replica_epoch,
         1 if isolation_level == 1 else 0,
     )
+
+
+Refusals = list[tuple[TopicPartition, FetchPartitionData]]
+
+
+def fetch_refusals(auth: AuthHelper, params: FetchParams) -> tuple[FetchParams, Refusals]:
+    """Kafka's Fetch authorization (handleFetchRequest): a consumer needs READ on each
+    topic, a follower CLUSTER_ACTION (a broker's connection has it); a partition refused
+    is TOPIC_AUTHORIZATION_FAILED, left out of the fetch and answered after the rest."""
+    if not auth.enabled:
+        return params, []
+    names = {key[0] for key, _ in params.partitions if not key[0].startswith(UNKNOWN_ID)}
+    if params.replica_id >= 0:
+        denied = frozenset() if auth.authorize_cluster(AclOperation.CLUSTER_ACTION) else names
+    else:
+        denied = unauthorized_topics(auth, AclOperation.READ, names)
+    if not denied:
+        return params, []
+    refused = error_data(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    kept = tuple([entry for entry in params.partitions if entry[0][0] not in denied])
+    refusals = [(key, refused) for key, _ in params.partitions if key[0] in denied]
+    return msgspec.structs.replace(params, partitions=kept), refusals
+
+
+def with_fetch_refusals(
+    respond: Callable[[FetchResult], T], refusals: Refusals
+) -> Callable[[FetchResult], T]:
+    """``respond`` to the partitions fetched, then those ``refusals`` (Kafka's order)."""
+    if not refusals:
+        return respond
+
+    def answer(result: FetchResult) -> T:
+        return respond(msgspec.structs.replace(result, partitions=result.partitions + refusals))
+
+    return answer

@@ -11,14 +11,16 @@ A handler returns what broker/api/results.py describes: the response body, nothi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from purgatory.broker.api import authorization as authz
 from purgatory.broker.api.acl_requests import describe_acls, refusal
 from purgatory.broker.api.client_quota_requests import alter_client_quotas, describe_client_quotas
-from purgatory.broker.api.fetch_request import fetch_params
+from purgatory.broker.api.fetch_request import fetch_params, fetch_refusals, with_fetch_refusals
 from purgatory.broker.api.groups import GroupApis
 from purgatory.broker.api.read_committed import drop_aborted
 from purgatory.broker.api.request_limits import (
@@ -85,7 +87,7 @@ class KafkaApis:
             **GroupApis(broker).handlers(),
             # The quorum's and the controller's (Vote, BrokerHeartbeat, ...).
             **{key: _ignore_version(h) for key, h in broker.controller_apis.handlers().items()},
-            ApiKey.DESCRIBE_QUORUM: lambda request, version: broker.describe_quorum(),
+            ApiKey.DESCRIBE_QUORUM: self.handle_describe_quorum,
         }
 
     # -- produce / fetch -------------------------------------------------------------------
@@ -97,14 +99,24 @@ class KafkaApis:
         else:
             check_partition_count(topics)
             entries = [((t.name, p.index), p.records) for t in topics for p in t.partitions]
+        auth = self.broker.auth
+        refused = authz.write_refusals(auth, entries) if auth.enabled else None
+        if refused:
+            entries = [entry for entry in entries if entry[0] not in refused]
         responses, done = self.replica_manager.append_records(
             request.timeout_ms, request.acks, entries
         )
-        if not self.appended(responses, request.acks):
+        to_response: Callable[[Any], m.ProduceResponse] = _produce_response
+        if refused:  # (Kafka's TOPIC_AUTHORIZATION_FAILED, answered after the appends)
+            refusals = list(refused.items())
+            to_response = functools.partial(authz.with_refusals, _produce_response, refusals)
+            if not self.appended(responses + refusals, request.acks):
+                return None
+        elif not self.appended(responses, request.acks):
             return None
         if done is None:
-            return _produce_response(responses)
-        return Deferred(done, _produce_response)
+            return to_response(responses)
+        return Deferred(done, to_response)
 
     def appended(
         self, responses: list[tuple[TopicPartition, PartitionResponse]], acks: int
@@ -141,8 +153,9 @@ class KafkaApis:
             getattr(request, "replica_epoch", -1),  # v2 carries it
             isolation_level=getattr(request, "isolation_level", 0),  # and read_committed
         )
+        params, refused = fetch_refusals(self.broker.auth, params)
         result = self.replica_manager.fetch_messages(params)
-        to_response = _FETCH_RESPONSES[version]
+        to_response = with_fetch_refusals(_FETCH_RESPONSES[version], refused)
         if isinstance(result, FetchResult):
             return to_response(result)
         return Deferred(result, to_response)
@@ -150,13 +163,20 @@ class KafkaApis:
     def handle_list_offsets(self, request: m.ListOffsetsRequest, version: int) -> Result:
         check_partition_count(request.topics)
         offset_for = self.replica_manager.fetch_offset_for_timestamp
+        denied = authz.unauthorized_topics(
+            self.broker.auth, AclOperation.DESCRIBE, (t.name for t in request.topics)
+        )
         topics = []
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
-                error, timestamp, offset = offset_for(
-                    (topic.name, p.partition_index), p.timestamp, request.isolation_level
-                )
+                error: int
+                if topic.name in denied:
+                    error, timestamp, offset = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
+                else:
+                    error, timestamp, offset = offset_for(
+                        (topic.name, p.partition_index), p.timestamp, request.isolation_level
+                    )
                 parts.append(
                     m.ListOffsetsPartitionResponse(p.partition_index, error, timestamp, offset)
                 )
@@ -169,6 +189,7 @@ class KafkaApis:
         offsets = {
             (t.name, p.partition_index): p.offset for t in request.topics for p in t.partitions
         }
+        refused = authz.delete_records_refusals(self.broker.auth, offsets)
         outcome = self.replica_manager.delete_records(request.timeout_ms, offsets)
 
         def to_response(results: DeleteRecordsOutcome) -> m.DeleteRecordsResponse:
@@ -187,20 +208,29 @@ class KafkaApis:
                 ]
             )
 
-        return answer(outcome, to_response)
+        return answer(outcome, authz.with_results(to_response, refused))
 
     def handle_offset_for_leader_epoch(
         self, request: m.OffsetForLeaderEpochRequest, version: int
     ) -> Result:
         check_partition_count(request.topics)
         end_offset_for = self.replica_manager.last_offset_for_leader_epoch
+        denied = authz.unauthorized_topics(
+            self.broker.auth,
+            AclOperation.DESCRIBE,
+            (t.topic for t in request.topics),
+            unless_cluster=AclOperation.CLUSTER_ACTION,
+        )
         topics = []
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
-                error, (epoch, end) = end_offset_for(
-                    (topic.topic, p.partition), p.current_leader_epoch, p.leader_epoch
-                )
+                if topic.topic in denied:
+                    error, (epoch, end) = ErrorCode.TOPIC_AUTHORIZATION_FAILED, (-1, -1)
+                else:
+                    error, (epoch, end) = end_offset_for(
+                        (topic.topic, p.partition), p.current_leader_epoch, p.leader_epoch
+                    )
                 parts.append(m.EpochEndOffset(error, p.partition, epoch, end))
             topics.append(m.OffsetForLeaderTopicResult(topic.topic, parts))
         return m.OffsetForLeaderEpochResponse(topics)
@@ -211,28 +241,50 @@ class KafkaApis:
         return m.ApiVersionsResponse(ErrorCode.NONE, supported_versions())
 
     def handle_metadata(self, request: m.MetadataRequest, version: int) -> Result:
+        """As Kafka's handleTopicMetadataRequest: DESCRIBE on each topic (unauthorized
+        ones left out of a listing of every topic, TOPIC_AUTHORIZATION_FAILED when named),
+        and auto-creation only with CREATE on the cluster or the topic (else
+        TOPIC_AUTHORIZATION_FAILED)."""
         if request.topics is not None:
             check_topic_count(len(request.topics))
+        auth = self.broker.auth
+        topics = request.topics
+        hidden = authz.NONE_REFUSED
+        if auth.enabled:
+            asked = list(self.broker.metadata.topics) if topics is None else topics
+            hidden = authz.unauthorized_topics(auth, AclOperation.DESCRIBE, asked)
+            if topics is None:
+                topics, hidden = sorted(set(asked) - hidden), authz.NONE_REFUSED
         missing = [
             t
             for t in (request.topics or ())
-            if t not in self.broker.metadata.topics and topic_name_problem(t) is None
+            if t not in self.broker.metadata.topics
+            and topic_name_problem(t) is None
+            and t not in hidden
         ]
         if (
             missing
             and request.allow_auto_topic_creation
             and self.broker.config["auto.create.topics.enable"]
         ):
+            uncreatable = authz.unauthorized_topics(
+                auth, AclOperation.CREATE, missing, unless_cluster=AclOperation.CREATE
+            )
+            if uncreatable:
+                hidden = hidden | uncreatable
+                missing = [t for t in missing if t not in uncreatable]
             # The brokers' addresses on this request's listener, read before waiting.
             endpoints = self.broker.endpoints()
-            return self._metadata_after_create(request, missing, endpoints)
-        return self.metadata_response(request.topics, self.broker.endpoints())
+            if missing:
+                return self._metadata_after_create(missing, endpoints, topics, hidden)
+        return self.metadata_response(topics, self.broker.endpoints(), refused=hidden)
 
     async def _metadata_after_create(
         self,
-        request: m.MetadataRequest,
         missing: list[str],
         endpoints: Mapping[int, tuple[str, int]],
+        topics: list[str] | None,
+        refused: frozenset[str],
     ) -> m.MetadataResponse:
         created = await self.broker.forwarding.create_topics(
             m.CreateTopicsRequest(
@@ -240,7 +292,10 @@ class KafkaApis:
             )
         )
         return self.metadata_response(
-            request.topics, endpoints, creating={r.name: r.error_code for r in created.topics}
+            topics,
+            endpoints,
+            creating={r.name: r.error_code for r in created.topics},
+            refused=refused,
         )
 
     def metadata_response(
@@ -248,10 +303,12 @@ class KafkaApis:
         topics: list[str] | None,
         endpoints: Mapping[int, tuple[str, int]],
         creating: Mapping[str, int] | None = None,
+        refused: frozenset[str] = frozenset(),
     ) -> m.MetadataResponse:
         """The Metadata answer for ``topics`` (None: all). ``creating``: the outcome of
         auto-creating missing topics; ``endpoints``: the brokers' addresses on the
-        listener asked. As in Kafka, a topic whose creation is under way, or
+        listener asked; ``refused``: topics answered TOPIC_AUTHORIZATION_FAILED. As in
+        Kafka, a topic whose creation is under way, or
         failed for now (a controller handover), answers LEADER_NOT_AVAILABLE so the client
         asks again; one that cannot be created answers that error; and
         UNKNOWN_TOPIC_OR_PARTITION means nobody is creating it."""
@@ -262,6 +319,9 @@ class KafkaApis:
         names = sorted(cache) if topics is None else topics
         out = []
         for name in names:
+            if refused and name in refused:
+                out.append(m.MetadataTopic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, "", []))
+                continue
             state = cache.get(name)
             if state is None:
                 code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -309,17 +369,34 @@ class KafkaApis:
 
     def handle_create_topics(self, request: m.CreateTopicsRequest, version: int) -> Result:
         check_topic_count(len(request.topics))
+        refused = authz.create_topics_refusals(self.broker.auth, (t.name for t in request.topics))
+        if refused:
+            return authz.create_topics(self.broker.forwarding.create_topics, request, refused)
         return self.broker.forwarding.create_topics(request)
 
     def handle_delete_topics(self, request: m.DeleteTopicsRequest, version: int) -> Result:
         check_topic_count(len(request.topic_names))
+        refused = authz.delete_topics_refusals(
+            self.broker.auth, request.topic_names, self.broker.metadata.topics.__contains__
+        )
+        if refused:
+            return authz.delete_topics(self.broker.forwarding.delete_topics, request, refused)
         return self.broker.forwarding.delete_topics(request)
 
     def handle_create_partitions(self, request: m.CreatePartitionsRequest, version: int) -> Result:
         check_topic_count(len(request.topics))
+        refused = authz.create_partitions_refusals(
+            self.broker.auth, (t.name for t in request.topics)
+        )
+        if refused:
+            forward = self.broker.forwarding.create_partitions
+            return authz.create_partitions(forward, request, refused)
         return self.broker.forwarding.create_partitions(request)
 
     def handle_init_producer_id(self, request: m.InitProducerIdRequest, version: int) -> Result:
+        refused = authz.init_producer_id_refusal(self.broker.auth, request.transactional_id)
+        if refused:
+            return m.InitProducerIdResponse(refused, -1, -1)
         return m.InitProducerIdResponse(
             *self.broker.producer_ids.init_producer_id(
                 request.transactional_id, request.producer_id, request.producer_epoch
@@ -330,24 +407,51 @@ class KafkaApis:
         self, request: m.IncrementalAlterConfigsRequest, version: int
     ) -> Result:
         """AlterConfigs: every config given is SET, the others of the resource removed."""
-        return self.broker.forwarding.alter_configs(request, incremental=False)
+        return self._alter_configs(request, incremental=False)
+
+    def _alter_configs(
+        self, request: m.IncrementalAlterConfigsRequest, incremental: bool
+    ) -> Result:
+        refused = authz.alter_configs_refusals(self.broker.auth, request.resources)
+        if refused:
+            forward = functools.partial(
+                self.broker.forwarding.alter_configs, incremental=incremental
+            )
+            return authz.alter_configs(forward, request, refused)
+        return self.broker.forwarding.alter_configs(request, incremental=incremental)
 
     def handle_incremental_alter_configs(
         self, request: m.IncrementalAlterConfigsRequest, version: int
     ) -> Result:
-        return self.broker.forwarding.alter_configs(request, incremental=True)
+        return self._alter_configs(request, incremental=True)
 
     def handle_describe_user_scram_credentials(
         self, request: sm.DescribeUserScramCredentialsRequest, version: int
     ) -> Result:
         """Answered from this broker's metadata image, as Kafka's brokers answer it."""
         check_topic_count(len(request.users or ()))
+        if authz.cluster_refused(self.broker.auth, AclOperation.DESCRIBE):
+            error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_REFUSED
+            return sm.DescribeUserScramCredentialsResponse(
+                error,
+                message,
+                [
+                    sm.DescribeUserScramCredentialsResult(user, error, message, [])
+                    for user in request.users or ()
+                ],
+            )
         return self.broker.metadata.image.scram.describe(request.users)
 
     def handle_alter_user_scram_credentials(
         self, request: sm.AlterUserScramCredentialsRequest, version: int
     ) -> Result:
         check_topic_count(len(request.deletions) + len(request.upsertions))
+        if authz.cluster_refused(self.broker.auth, AclOperation.ALTER):
+            users = {d.name for d in request.deletions} | {u.name for u in request.upsertions}
+            error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_REFUSED
+            return sm.AlterUserScramCredentialsResponse(
+                [sm.AlterUserScramCredentialsResult(user, error, message) for user in sorted(users)]
+            )
         return self.broker.forwarding.alter_user_scram_credentials(request)
 
     # -- ACLs (as the Kafka listener's: broker/api/acl_requests.py) ----------------------------
@@ -388,6 +492,11 @@ class KafkaApis:
     ) -> Result:
         return alter_client_quotas(self.broker, request)
 
+    def handle_describe_quorum(self, request: Any, version: int) -> Result:
+        if authz.cluster_refused(self.broker.auth, AclOperation.DESCRIBE):
+            return authz.describe_quorum_refused()
+        return self.broker.describe_quorum()
+
     def handle_elect_leaders(self, request: m.ElectLeadersRequest, version: int) -> Result:
         if request.election_type not in (m.PREFERRED_ELECTION, m.UNCLEAN_ELECTION):
             raise RequestError(
@@ -404,6 +513,17 @@ class KafkaApis:
             )
         if request.topic_partitions is not None:
             check_topic_count(len(request.topic_partitions))
+        if authz.cluster_refused(self.broker.auth, AclOperation.ALTER):
+            error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return m.ElectLeadersResponse(
+                error,
+                [
+                    m.ReplicaElectionResult(
+                        t.topic, [m.PartitionResult(p, error, None) for p in t.partitions]
+                    )
+                    for t in request.topic_partitions or ()
+                ],
+            )
         return self.broker.forwarding.elect_leaders(request)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from purgatory.broker.api.kafka.log_info import LogInfoApis
+from purgatory.broker.security.authorizer.auth_helper import AuthHelper
 from purgatory.protocol import kafka_records
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -26,7 +27,11 @@ async def h() -> AsyncIterator[Harness]:
 
 def apis(h: Harness) -> LogInfoApis:
     broker = SimpleNamespace(
-        replica_manager=h.replica_manager, metadata=h.metadata, config=h.config, broker_id=0
+        replica_manager=h.replica_manager,
+        metadata=h.metadata,
+        config=h.config,
+        broker_id=0,
+        auth=AuthHelper(SimpleNamespace, lambda: None),  # no authorizer: all allowed
     )
     return LogInfoApis(broker)  # type: ignore[arg-type]
 

@@ -13,10 +13,12 @@ import inspect
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api import authorization as authz
 from purgatory.broker.api.kafka.configs import ConfigApis, entry_fields
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result
 from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -163,12 +165,13 @@ class ClusterApis:
             _timeout_ms(request),
             request.validate_only,
         )
-        # Answered here, never forwarded: as Kafka's ControllerConfigurationValidator
-        # refuses them, configs of null value.
-        refused: dict[str, tuple[int, str]] = {}
+        # Answered here, never forwarded: a topic the principal may not create (Kafka's
+        # ControllerApis), then, as Kafka's ControllerConfigurationValidator refuses them,
+        # configs of null value.
+        refused = authz.create_topics_refusals(self.broker.auth, (t.name for t in request.topics))
         for t in request.topics:
             nulls = [c.name for c in t.configs if c.value is None]
-            if nulls:
+            if nulls and t.name not in refused:
                 refused[t.name] = (
                     ErrorCode.INVALID_CONFIG,
                     f"Null value not supported for topic configs: {','.join(nulls)}",
@@ -256,6 +259,19 @@ class ClusterApis:
                 (name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for name in request.topic_names
             ]
         check_topic_count(len(topics))
+        refused = authz.delete_topics_refusals(
+            self.broker.auth,
+            [n for n, _, _ in topics if n],
+            self.broker.metadata.topics.__contains__,
+        )
+        if refused:  # answered here; a topic asked by id keeps its name only if describable
+            hidden = authz.unauthorized_topics(self.broker.auth, AclOperation.DESCRIBE, refused)
+            topics = [
+                (n if topic_id is None or n not in hidden else "", topic_id, refused[n])
+                if n in refused
+                else (n, topic_id, code)
+                for n, topic_id, code in topics
+            ]
         return self._delete(topics, _timeout_ms(request), version)
 
     async def _delete(
@@ -263,7 +279,11 @@ class ClusterApis:
     ) -> Any:
         schema = response_module(ApiKey.DELETE_TOPICS, version)
         ids = {name: self.broker.metadata.topics.get(name) for name, _, _ in topics}
-        named = [name for name, _, _ in topics if name]
+        named = [
+            name
+            for name, _, code in topics
+            if name and code != ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        ]
         deleted = (
             await self.broker.forwarding.delete_topics(m.DeleteTopicsRequest(named, timeout_ms))
             if named
@@ -303,10 +323,14 @@ class ClusterApis:
             _timeout_ms(request),
             request.validate_only,
         )
-        return self._create_partitions(asked, version)
+        refused = authz.create_partitions_refusals(self.broker.auth, (t.name for t in asked.topics))
+        return self._create_partitions(asked, version, refused)
 
-    async def _create_partitions(self, asked: m.CreatePartitionsRequest, version: int) -> Any:
-        done = await self.broker.forwarding.create_partitions(asked)
+    async def _create_partitions(
+        self, asked: m.CreatePartitionsRequest, version: int, refused: frozenset[str]
+    ) -> Any:
+        forward = self.broker.forwarding.create_partitions
+        done = await authz.create_partitions(forward, asked, refused)
         # A name asked twice is answered once (INVALID_REQUEST), as Kafka answers.
         once: dict[str, tuple[str, int, str | None]] = {}
         for r in done.results:

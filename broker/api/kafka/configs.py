@@ -16,8 +16,10 @@ Broker configs are described by the broker itself; another broker's id is refuse
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api import authorization as authz
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result
 from purgatory.broker.config.broker_config import is_dynamic, validate_topic_configs
@@ -34,6 +36,7 @@ from purgatory.broker.config.topic_configs import (
     TopicConfig,
     kafka_value,
 )
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -111,14 +114,19 @@ class ConfigApis:
         }
 
     def handle_alter_configs(self, request: Any, version: int) -> Result:
-        return self._alter(ApiKey.ALTER_CONFIGS, request, version)
+        refused = authz.alter_configs_refusals(self.broker.auth, request.resources)
+        return self._alter(ApiKey.ALTER_CONFIGS, request, version, refused)
 
     def handle_incremental_alter_configs(self, request: Any, version: int) -> Result:
-        return self._alter(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, version)
+        refused = authz.alter_configs_refusals(self.broker.auth, request.resources)
+        return self._alter(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, version, refused)
 
-    async def _alter(self, key: ApiKey, request: Any, version: int) -> Any:
+    async def _alter(
+        self, key: ApiKey, request: Any, version: int, refused: authz.ConfigRefusals
+    ) -> Any:
         """Either config change, forwarded to the controller in our protocol's one shape
-        (AlterConfigs' entries have no operation: each is a SET)."""
+        (AlterConfigs' entries have no operation: each is a SET); ``refused``: resources
+        the principal may not ALTER_CONFIGS, answered here."""
         check_topic_count(len(request.resources))
         incremental = key == ApiKey.INCREMENTAL_ALTER_CONFIGS
         asked = m.IncrementalAlterConfigsRequest(
@@ -137,7 +145,8 @@ class ConfigApis:
             ],
             request.validate_only,
         )
-        done = await self.broker.forwarding.alter_configs(asked, incremental)
+        forward = functools.partial(self.broker.forwarding.alter_configs, incremental=incremental)
+        done = await authz.alter_configs(forward, asked, refused)
         return alter_configs_response(
             key,
             version,
@@ -147,7 +156,17 @@ class ConfigApis:
     def handle_describe_configs(self, request: Any, version: int) -> Result:
         check_topic_count(len(request.resources))
         results: list[tuple[Any, int, str | None, list[ConfigEntry]]] = []
+        refusals: list[
+            tuple[Any, int, str | None, list[ConfigEntry]]
+        ] = []  # (Kafka: DESCRIBE_CONFIGS on the topic or the cluster, answered last)
+        auth = self.broker.auth
         for resource in request.resources:
+            refused = authz.config_refusal(
+                auth, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+            )
+            if refused is not None:
+                refusals.append((resource, *refused, []))
+                continue
             described = self._describe(resource.resource_type, resource.resource_name)
             if isinstance(described, tuple):
                 results.append((resource, *described, []))
@@ -157,7 +176,7 @@ class ConfigApis:
                 results.append((resource, ErrorCode.NONE, None, entries))
         return describe_configs_response(
             version,
-            results,
+            results + refusals,
             synonyms=getattr(request, "include_synonyms", False),  # from v1
             documentation=getattr(request, "include_documentation", False),  # from v3
         )

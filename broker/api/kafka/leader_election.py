@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api import authorization as authz
 from purgatory.broker.api.request_limits import check_partition_count
 from purgatory.broker.api.results import Result
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
@@ -50,6 +52,8 @@ class LeaderElectionApis:
         named = request.topic_partitions
         if named is not None:
             check_partition_count(list(named), lambda t: list(t.partitions))
+        if authz.cluster_refused(self.broker.auth, AclOperation.ALTER):
+            return error_response(version, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         asked = m.ElectLeadersRequest(
             election_type,
             None

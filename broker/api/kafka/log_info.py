@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api import authorization as authz
 from purgatory.broker.api.request_limits import check_partition_count, check_topic_count
 from purgatory.broker.api.results import Result
 from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
 from purgatory.broker.controller.topics import topic_name_problem
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol.api import ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.inter_broker_messages import TopicState
@@ -62,8 +64,16 @@ class LogInfoApis:
         leader's epoch cache), fenced by the asker's current leader epoch."""
         check_partition_count(request.topics)
         end_offset_for = self.replica_manager.last_offset_for_leader_epoch
+        denied = authz.unauthorized_topics(
+            self.broker.auth,
+            AclOperation.DESCRIBE,
+            (t.topic for t in request.topics),
+            unless_cluster=AclOperation.CLUSTER_ACTION,
+        )
 
         def answer(topic: str, p: Any) -> tuple[int, int, int]:
+            if topic in denied:
+                return ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
             error, (epoch, end) = end_offset_for(
                 (topic, p.partition), p.current_leader_epoch, p.leader_epoch
             )
@@ -77,6 +87,14 @@ class LogInfoApis:
         """The replicas this broker holds (those asked, or all when topics is null) in its
         one log directory: size in bytes, and offset lag max(HW - LEO, 0), never a future
         log (no AlterReplicaLogDirs)."""
+        schema = response_module(ApiKey.DESCRIBE_LOG_DIRS, version)
+        if authz.cluster_refused(self.broker.auth, AclOperation.DESCRIBE):
+            return build(
+                schema.DescribeLogDirsResponse,
+                throttle_time=0,
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                results=[],
+            )
         hosted = self.replica_manager.partitions
         if request.topics is None:
             keys = sorted(hosted)
@@ -84,7 +102,6 @@ class LogInfoApis:
             check_partition_count(request.topics)
             asked = {(t.topic, i) for t in request.topics for i in t.partitions}
             keys = sorted(k for k in asked if k in hosted)
-        schema = response_module(ApiKey.DESCRIBE_LOG_DIRS, version)
         by_topic: dict[str, list[Any]] = {}
         for key in keys:
             partition = hosted[key]
@@ -125,8 +142,13 @@ class LogInfoApis:
         and the first offset of its open transaction (-1: none)."""
         check_partition_count(request.topics, lambda t: t.partition_indexes)
         schema = response_module(ApiKey.DESCRIBE_PRODUCERS, version)
+        denied = authz.unauthorized_topics(
+            self.broker.auth, AclOperation.READ, (t.name for t in request.topics)
+        )
 
         def answer(topic: str, index: int) -> tuple[int, list[Any]]:
+            if topic in denied:
+                return ErrorCode.TOPIC_AUTHORIZATION_FAILED, []
             partition = self.replica_manager.partitions.get((topic, index))
             if partition is not None:
                 return ErrorCode.NONE, _active_producers(schema, partition)
@@ -167,6 +189,11 @@ class LogInfoApis:
                 )
         limit = max(min(MAX_DESCRIBED_PARTITIONS, request.response_partition_limit), 1)
         schema = response_module(ApiKey.DESCRIBE_TOPIC_PARTITIONS, version)
+        # DESCRIBE on each topic: left out of a listing, TOPIC_AUTHORIZATION_FAILED (after
+        # the rest) when named, as Kafka's DescribeTopicPartitionsRequestHandler.
+        denied = authz.unauthorized_topics(self.broker.auth, AclOperation.DESCRIBE, wanted)
+        if denied:
+            wanted = [name for name in wanted if name not in denied]
         topics: list[Any] = []
         next_cursor = None
         remaining = limit
@@ -183,17 +210,7 @@ class LogInfoApis:
                         if problem
                         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     )
-                    topics.append(
-                        build(
-                            schema.DescribeTopicPartitionsResponseTopic,
-                            error_code=code,
-                            name=name,
-                            topic_id=None,
-                            is_internal=name in INTERNAL_TOPICS,
-                            partitions=[],
-                            topic_authorized_operations=TOPIC_OPERATIONS,
-                        )
-                    )
+                    topics.append(_error_topic(schema, name, code))
                 continue
             first = cursor.partition_index if cursor is not None and name == start_name else 0
             upper = min(len(state.partitions), first + remaining)
@@ -202,6 +219,9 @@ class LogInfoApis:
                 next_cursor = build(schema.Cursor, topic_name=name, partition_index=upper)
                 break
             remaining -= max(upper - first, 0)
+        if denied and not every_topic:
+            refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            topics += [_error_topic(schema, name, refused) for name in sorted(denied)]
         return build(
             schema.DescribeTopicPartitionsResponse,
             throttle_time=0,
@@ -277,6 +297,19 @@ def _epoch_end_offsets(
             )
         topics.append(build(schema.OffsetForLeaderTopicResult, topic=topic.topic, partitions=parts))
     return build(schema.OffsetForLeaderEpochResponse, throttle_time=0, topics=topics)
+
+
+def _error_topic(schema: Any, name: str, code: int) -> Any:
+    """DescribeTopicPartitions' answer for a topic named that is not described."""
+    return build(
+        schema.DescribeTopicPartitionsResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=None,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=[],
+        topic_authorized_operations=TOPIC_OPERATIONS,
+    )
 
 
 def _producers(

@@ -7,9 +7,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api import authorization as authz
 from purgatory.broker.api.results import Result
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol import raft_messages as rm
 from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_schemas import build, response_module
 
 if TYPE_CHECKING:
@@ -26,6 +29,14 @@ class QuorumApis:
         return {ApiKey.DESCRIBE_QUORUM: self.handle_describe_quorum}
 
     def handle_describe_quorum(self, request: Any, version: int) -> Result:
+        if authz.cluster_refused(self.broker.auth, AclOperation.DESCRIBE):
+            return build(
+                response_module(ApiKey.DESCRIBE_QUORUM, version).DescribeQuorumResponse,
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                error_message=authz.CLUSTER_REFUSED,
+                topics=[],
+                nodes=[],
+            )
         return self._describe(version)
 
     async def _describe(self, version: int) -> Any:

@@ -14,7 +14,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from purgatory.broker.api.fetch_request import fetch_params
+from purgatory.broker.api import authorization as authz
+from purgatory.broker.api.fetch_request import (
+    UNKNOWN_ID,
+    fetch_params,
+    fetch_refusals,
+    with_fetch_refusals,
+)
 from purgatory.broker.api.request_limits import check_partition_count
 from purgatory.broker.api.results import Deferred, Result, answer
 from purgatory.broker.replication.delayed_delete_records import DeleteRecordsResult
@@ -24,6 +30,8 @@ from purgatory.broker.replication.fetch_params import (
     FetchResult,
     TopicPartition,
 )
+from purgatory.broker.security.authorizer.acl import AclOperation, ResourceType
+from purgatory.broker.security.authorizer.auth_helper import AuthHelper
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_fetch import (
@@ -61,7 +69,7 @@ class RecordApis:
         topics = request.topic_data
         check_partition_count(topics, lambda t: t.partition_data)
         entries = [((t.name, p.index), p.records or b"") for t in topics for p in t.partition_data]
-        refused = request_refusals(entries, request.transactional_id)
+        refused = request_refusals(entries, request.transactional_id, self.broker.auth)
         if refused:
             entries = [entry for entry in entries if entry[0] not in refused]
         acks = request.acks
@@ -72,7 +80,7 @@ class RecordApis:
         to_response: Callable[[ProduceResult], Any] = self._produce_answers[version]
         if refused:
             refusals = list(refused.items())
-            to_response = functools.partial(_with_refusals, to_response, refusals)
+            to_response = functools.partial(authz.with_refusals, to_response, refusals)
             if not self.broker.apis.appended(responses + refusals, acks):
                 return None
         elif not self.broker.apis.appended(responses, acks):
@@ -101,8 +109,9 @@ class RecordApis:
             negative_offset_refused=False,  # Kafka: OFFSET_OUT_OF_RANGE, this partition only
             isolation_level=request.isolation_level,  # (Fetch v4+: every version served)
         )
+        params, refused = fetch_refusals(self.broker.auth, params)
         result = self.replica_manager.fetch_messages(params)
-        to_response = self._fetch_answers[version]
+        to_response = with_fetch_refusals(self._fetch_answers[version], refused)
         if isinstance(result, FetchResult):
             return to_response(result)
         return Deferred(result, to_response)
@@ -117,6 +126,9 @@ class RecordApis:
         offset_for = self.replica_manager.fetch_offset_for_timestamp
         schema = response_module(ApiKey.LIST_OFFSETS, version)
         asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+        denied = authz.unauthorized_topics(
+            self.broker.auth, AclOperation.DESCRIBE, (t.name for t in request.topics)
+        )
         isolation_level = getattr(request, "isolation_level", 0)  # (v2+) 1: read_committed
         answers: dict[str, dict[int, Any]] = {}
         for topic in request.topics:
@@ -125,8 +137,10 @@ class RecordApis:
                 key = (topic.name, p.partition_index)
                 if p.partition_index in parts:
                     continue
-                if asked[key] > 1:
-                    error: int = ErrorCode.INVALID_REQUEST
+                if topic.name in denied:  # (Kafka: before any other check)
+                    error: int = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif asked[key] > 1:
+                    error = ErrorCode.INVALID_REQUEST
                 elif p.timestamp < 0 and version < _TIMESTAMP_SINCE.get(p.timestamp, 1 << 15):
                     error = ErrorCode.UNSUPPORTED_VERSION
                 else:
@@ -178,8 +192,14 @@ class RecordApis:
         offsets = {
             (t.name, p.partition_index): p.offset for t in request.topics for p in t.partitions
         }
+        refused = authz.delete_records_refusals(self.broker.auth, offsets)
         outcome = self.replica_manager.delete_records(millis(request.timeout), offsets)
-        return answer(outcome, lambda results: delete_records_response(version, asked, results))
+        return answer(
+            outcome,
+            authz.with_results(
+                lambda results: delete_records_response(version, asked, results), refused
+            ),
+        )
 
 
 def delete_records_response(
@@ -218,25 +238,28 @@ def delete_records_response(
 _TIMESTAMP_SINCE = {-2: 0, -1: 0, -3: 7, -4: 8}
 
 
-def _with_refusals(
-    respond: Callable[[ProduceResult], Any], refusals: ProduceResult, appended: ProduceResult
-) -> Any:
-    return respond(appended + refusals)
-
-
 def request_refusals(
-    entries: list[tuple[TopicPartition, bytes]], transactional_id: str | None
+    entries: list[tuple[TopicPartition, bytes]],
+    transactional_id: str | None,
+    auth: AuthHelper,
 ) -> dict[TopicPartition, PartitionResponse]:
     """Kafka's checks of a Produce request before any append (KafkaApis): a transactional
-    batch needs the request's transactional id, or every partition is refused with
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each partition's records are exactly one
-    batch of magic 2 (ProduceRequest.validateRecords), or that partition is INVALID_RECORD,
-    with no log information. Shorter or damaged record sets are the validator's."""
-    if transactional_id is None and any(_transactional(records) for _, records in entries):
+    batch needs the request's transactional id, and WRITE on it, or every partition is
+    refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a topic the principal may not
+    WRITE is TOPIC_AUTHORIZATION_FAILED (before its other checks); each partition's
+    records are exactly one batch of magic 2 (ProduceRequest.validateRecords), or that
+    partition is INVALID_RECORD, with no log information. Shorter or damaged record sets
+    are the validator's."""
+    if (
+        transactional_id is None
+        or not auth.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+    ) and any(_transactional(records) for _, records in entries):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return {key: PartitionResponse(error) for key, _ in entries}
-    refused = {}
+    refused = authz.write_refusals(auth, entries) if auth.enabled else {}
     for key, records in entries:
+        if key in refused:
+            continue
         problem = _not_one_v2_batch(records)
         if problem is not None:
             refused[key] = PartitionResponse(ErrorCode.INVALID_RECORD, error_message=problem)
@@ -359,7 +382,7 @@ class _FetchAnswer:
 
 # A fetch by a topic id the broker does not know reads a topic named after it, which no
 # topic can be ("?" is not allowed in names): answered UNKNOWN_TOPIC_ID, with its id.
-_UNKNOWN_ID = "?"
+_UNKNOWN_ID = UNKNOWN_ID
 
 
 def _name_of(names: dict[str, str], topic_id: str) -> str:

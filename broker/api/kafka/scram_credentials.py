@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api import authorization as authz
 from purgatory.broker.api.request_limits import MAX_PARTITIONS_PER_REQUEST
 from purgatory.broker.api.results import Result
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
@@ -41,11 +43,18 @@ class ScramCredentialApis:
     def handle_describe_user_scram_credentials(self, request: Any, version: int) -> Result:
         users = None if request.users is None else [u.name for u in request.users]
         _check_count(len(users or ()))
+        if authz.cluster_refused(self.broker.auth, AclOperation.DESCRIBE):
+            return _refused(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, version, request)
         described = self.broker.metadata.image.scram.describe(users)
         return describe_response(version, described)
 
-    async def handle_alter_user_scram_credentials(self, request: Any, version: int) -> Any:
+    def handle_alter_user_scram_credentials(self, request: Any, version: int) -> Result:
         _check_count(len(request.deletions) + len(request.upsertions))
+        if authz.cluster_refused(self.broker.auth, AclOperation.ALTER):
+            return _refused(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, version, request)
+        return self._alter(request, version)
+
+    async def _alter(self, request: Any, version: int) -> Any:
         asked = sm.AlterUserScramCredentialsRequest(
             [sm.ScramCredentialDeletion(d.name, d.mechanism) for d in request.deletions],
             [
@@ -57,6 +66,12 @@ class ScramCredentialApis:
         )
         done = await self.broker.forwarding.alter_user_scram_credentials(asked)
         return alter_response(version, done)
+
+
+def _refused(key: ApiKey, version: int, request: Any) -> Any:
+    """Kafka's answer without DESCRIBE (ALTER) on the cluster: CLUSTER_AUTHORIZATION_FAILED."""
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return error_response(key, version, request, code, authz.CLUSTER_REFUSED)
 
 
 def _check_count(count: int) -> None:

@@ -14,6 +14,7 @@ import datetime
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from purgatory.broker.api.authorization import init_producer_id_refusal
 from purgatory.broker.api.coordinator_acls import (
     add_partitions_refusal,
     group_error,
@@ -71,10 +72,22 @@ class TransactionApis:
 
     # -- InitProducerId ----------------------------------------------------------------------
 
-    async def handle_init_producer_id(self, request: Any, version: int) -> Any:
+    def handle_init_producer_id(self, request: Any, version: int) -> Result:
         """An idempotent producer (no transactional id) gets a new id at epoch 0 whatever
         it sends (its client bumps epochs itself); a transactional one, the coordinator's
-        answer for its id."""
+        answer for its id. Either needs Kafka's authorization first (authorization.py)."""
+        refused = init_producer_id_refusal(self.broker.auth, request.transactional_id)
+        if refused:
+            return build(
+                response_module(ApiKey.INIT_PRODUCER_ID, version).InitProducerIdResponse,
+                throttle_time=0,
+                error_code=refused,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        return self._init_producer_id(request, version)
+
+    async def _init_producer_id(self, request: Any, version: int) -> Any:
         timeout = request.transaction_timeout
         result = await self.coordinator.init_producer_id(
             request.transactional_id,
