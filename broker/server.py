@@ -21,7 +21,10 @@ from purgatory.broker.config.config_def import ConfigError
 from purgatory.broker.config.server_configs import parse_per_ip_overrides
 from purgatory.broker.config.topic_configs import kafka_value
 from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
-from purgatory.broker.controller.broker_lifecycle import Advertised, BrokerLifecycleManager
+from purgatory.broker.controller.broker_lifecycle import (
+    Advertised,
+    BrokerLifecycleManager,
+)
 from purgatory.broker.controller.controller_apis import ControllerApis
 from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.controller_metrics import controller_families
@@ -40,7 +43,9 @@ from purgatory.broker.coordinator.transaction.transaction_coordinator import (
 from purgatory.broker.coordinator.transaction.transaction_marker_channel_manager import (
     TransactionMarkerChannelManager,
 )
-from purgatory.broker.coordinator.transaction.transaction_metrics import transaction_families
+from purgatory.broker.coordinator.transaction.transaction_metrics import (
+    transaction_families,
+)
 from purgatory.broker.coordinator.transaction.txn_marker_writer import TxnMarkerWriter
 from purgatory.broker.metadata.metadata_image import MetadataImage
 from purgatory.broker.metadata.metadata_loader import MetadataLoader
@@ -77,6 +82,7 @@ from purgatory.broker.security.listener_security import (
     listener_security,
     unknown_listener_overrides,
 )
+from purgatory.clients.security import ClientSecurity
 from purgatory.common import gc_policy
 from purgatory.common.broker_state import BrokerState, ReplicaInfo
 from purgatory.protocol import inter_broker_messages as ib
@@ -129,13 +135,6 @@ class Broker:
         problem = config.member_address_problem()
         if problem:
             raise ValueError(problem)  # before binding anything
-        if len(self.members) > 1 and not config["cluster.secret"] and channels is None:
-            raise ValueError(
-                f"cluster.secret is required in a cluster of {len(self.members)} members: "
-                "brokers prove it to each other before inter-broker APIs are served (set "
-                "the same value on every member, e.g. PURGATORY_CLUSTER_SECRET=$(openssl "
-                "rand -hex 16))"
-            )
         self.voters = config.voters()
         self.roles = config.process_roles()
         self.listeners = config.listener_config()
@@ -165,11 +164,23 @@ class Broker:
             else None
         )
         self.auth = AuthHelper(lambda: self.socket_server, lambda: self.authorizer)
-        # How this broker reaches the others' broker-facing and inter-broker listeners.
+        # How this broker reaches the others' broker-facing and inter-broker listeners:
+        # TLS on SSL ones, and a SASL login where brokers log in (else cluster.secret).
         self.broker_tls = {
             name: self._client_tls(name)
             for name in {self.listeners.broker_facing.name, self.listeners.inter_broker}
         }
+        self.broker_sasl = {name: self._broker_sasl(name) for name in self.broker_tls}
+        logs_in = all(login is not None for login in self.broker_sasl.values())
+        proven = bool(config["cluster.secret"]) or logs_in or channels is not None
+        if len(self.members) > 1 and not proven:
+            raise ValueError(
+                f"cluster.secret is required in a cluster of {len(self.members)} "
+                "members: brokers prove it to each other before inter-broker APIs are "
+                "served (set the same value on every member, e.g. "
+                "PURGATORY_CLUSTER_SECRET=$(openssl rand -hex 16)), unless they log in "
+                "with SASL on their listeners (sasl.mechanism.inter.broker.protocol)"
+            )
         self.ports: dict[str, int] = {}  # each listener's bound port, by name
         self.metadata = MetadataCache(self.members, self.listeners.broker_facing.name)
         self.scheduler = scheduler or LoopScheduler()
@@ -192,6 +203,7 @@ class Broker:
             self.faults.cuts_off,
             config["cluster.secret"],
             self.broker_tls[self.listeners.broker_facing.name],
+            self.broker_sasl[self.listeners.broker_facing.name],
         )
         channel: RaftChannel = channels or self.node_channels
         self.replica_manager = ReplicaManager(
@@ -273,6 +285,7 @@ class Broker:
             self.faults.cuts_off,
             config["cluster.secret"],
             self.broker_tls[self.listeners.inter_broker],
+            self.broker_sasl[self.listeners.inter_broker],
         )
         self.txn_marker_writer = TxnMarkerWriter(
             self.replica_manager, self.group_coordinator.complete_txn_offsets
@@ -646,6 +659,19 @@ class Broker:
             if node != self.broker_id and self.faults.cuts_off(node):
                 self.node_channels.drop(node)
 
+    def _broker_sasl(self, listener: str) -> ClientSecurity | None:
+        security = self.security.get(listener)
+        login = None if security is None else security.broker_login
+        if security is None or login is None:
+            return None
+        return ClientSecurity(
+            security.protocol,
+            self.broker_tls[listener],
+            login.mechanism,
+            login.username,
+            login.password,
+        )
+
     def _client_tls(self, listener: str) -> ssl.SSLContext | None:
         """The TLS context this broker connects to the others' ``listener`` with, when it
         is SSL or SASL_SSL: its truststore checks their certificates, its keystore is
@@ -676,6 +702,7 @@ class Broker:
             self.config["cluster.secret"],
             self.broker_id,
             self.broker_tls[self.listeners.inter_broker],
+            self.broker_sasl[self.listeners.inter_broker],
         )
 
     # -- dynamic configuration ----------------------------------------------------------

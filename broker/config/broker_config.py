@@ -152,6 +152,8 @@ StrConfig = Literal[
     "admin.token",
     "cluster.secret",
     "sasl.enabled.mechanisms",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.mechanism.controller.protocol",
     "authorizer.class.name",
     "super.users",
     "ssl.keystore.type",

@@ -61,6 +61,27 @@ SASL_CONFIGS: tuple[ConfigDef, ...] = (
         at_least(1),
     ),
     ConfigDef(
+        "sasl.mechanism.inter.broker.protocol",
+        str,
+        "GSSAPI",
+        "The SASL mechanism brokers authenticate to each other with on a SASL_PLAINTEXT or "
+        "SASL_SSL inter-broker listener: PLAIN or SCRAM-SHA-256/512, with the `username` and "
+        "`password` options of that listener's `<mechanism>.sasl.jaas.config`; a connection "
+        "that authenticates as that user is a broker (served the inter-broker APIs), and "
+        "`cluster.secret` is then not needed for it. Kafka's default, GSSAPI, is not "
+        "served: brokers then prove `cluster.secret` on every listener, as on PLAINTEXT.",
+        parses(lambda v: parse_mechanisms(v)[:1] or [""]),
+    ),
+    ConfigDef(
+        "sasl.mechanism.controller.protocol",
+        str,
+        "GSSAPI",
+        "As `sasl.mechanism.inter.broker.protocol`, for the controller listener "
+        "(`controller.listener.names`): PLAIN only, as in Kafka (SCRAM's users live in the "
+        "metadata log the quorum must first agree on).",
+        parses(lambda v: parse_mechanisms(v)[:1] or [""]),
+    ),
+    ConfigDef(
         "authorizer.class.name",
         str,
         "",

@@ -137,6 +137,9 @@ class BrokerConnection(asyncio.Protocol):
         self.principal: KafkaPrincipal = ANONYMOUS
         security = server.security.get(listener.name)
         self.principal_mapper = None if security is None else security.principal_mapper
+        # Brokers log in here with SASL as this user (sasl.mechanism.inter.broker.protocol).
+        login = None if security is None else security.broker_login
+        self.broker_principal = None if login is None else user(login.username)
         self.sasl: SaslServerAuthenticator | None = None
         if security is not None and security.sasl is not None:
             self.sasl = SaslServerAuthenticator(security.sasl)
@@ -499,11 +502,27 @@ class BrokerConnection(asyncio.Protocol):
         stats = self.metrics.for_request(request.api_key, request.api_version)
         stats.times.observe_immediate(_perf() - start)
 
+    def _proven_broker(self, broker_id: int) -> None:
+        self.authenticated_broker = broker_id
+        # Kafka exempts its inter-broker listener from max.connections; one port serves
+        # both here, so a proven broker's connections leave the count.
+        if self.server.quotas.exempt(self.ip, broker_id):
+            self.exempt_broker = broker_id
+
     def _sasl_authenticated(self) -> None:
         sasl = self.sasl
         assert sasl is not None and sasl.principal is not None and sasl.mechanism is not None
         self.principal = sasl.principal
         self.decoder.max_frame_bytes = self.server.max_request_bytes
+        if (
+            self.broker_principal is not None
+            and sasl.principal == self.broker_principal
+            and self.authenticated_broker is None
+        ):
+            # A broker: logged in as the brokers' user, under its inter-broker client id.
+            broker_id = peer_broker(self.client_id)
+            if broker_id is not None and broker_id in self.server.quotas.brokers:
+                self._proven_broker(broker_id)
         self.server.count_authentication(
             self.listener.name, sasl.mechanism, "success", sasl.reauthenticating
         )
@@ -558,10 +577,13 @@ class BrokerConnection(asyncio.Protocol):
                 f"{name} is served on the inter-broker listener only, and {self.listener.name} "
                 "is a client listener (inter.broker.listener.name, controller.listener.names)",
             )
+        how = (
+            f"log in as {self.broker_principal} first (the brokers' user)"
+            if self.broker_principal is not None
+            else "authenticate with the cluster secret first (cluster.secret)"
+        )
         return RequestError(
-            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-            f"{name} is served to brokers only: authenticate with the cluster secret first "
-            "(cluster.secret)",
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{name} is served to brokers only: {how}"
         )
 
     def _authenticate(self, request: Request, start: float) -> None:
@@ -587,11 +609,7 @@ class BrokerConnection(asyncio.Protocol):
             self._close()
             return
         if exchange.broker_id is not None and self.authenticated_broker is None:
-            self.authenticated_broker = exchange.broker_id
-            # Kafka exempts its inter-broker listener from max.connections; one port
-            # serves both here, so a proven broker's connections leave the count.
-            if self.server.quotas.exempt(self.ip, exchange.broker_id):
-                self.exempt_broker = exchange.broker_id
+            self._proven_broker(exchange.broker_id)
         self._respond(request, ib.SaslAuthenticateResponse(ErrorCode.NONE, None, answer))
         stats = self.metrics.for_request(request.api_key, request.api_version)
         stats.times.observe_immediate(_perf() - start)

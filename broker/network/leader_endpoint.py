@@ -22,6 +22,7 @@ from purgatory.broker.replication.fetch_params import (
 from purgatory.broker.replication.replica_fetcher import EpochAsk
 from purgatory.clients.cluster_auth import authenticate
 from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.clients.security import ClientSecurity
 from purgatory.protocol import messages as m
 from purgatory.protocol.api import ApiKey
 
@@ -50,8 +51,10 @@ class LeaderConnection:
         cluster_secret: str = "",
         broker_id: int = -1,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: ClientSecurity | None = None,
     ) -> None:
         self.address = address
+        self.sasl = sasl  # the brokers' SASL login on the leader's listener, if they log in
         self.ssl_context = ssl_context  # the inter-broker listener is SSL or SASL_SSL
         self.client_id = client_id
         self.cluster_secret = cluster_secret  # proven on each new connection
@@ -79,12 +82,15 @@ class LeaderConnection:
                 ssl_context=self.ssl_context,
             )
             try:
-                await authenticate(
-                    conn,
-                    self.cluster_secret,
-                    self.broker_id,
-                    int(self.connect_timeout_s * 1000),
-                )
+                if self.sasl is not None:
+                    await self.sasl.authenticate(conn)
+                else:
+                    await authenticate(
+                        conn,
+                        self.cluster_secret,
+                        self.broker_id,
+                        int(self.connect_timeout_s * 1000),
+                    )
             except BaseException:
                 await conn.close()
                 raise

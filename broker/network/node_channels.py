@@ -17,6 +17,7 @@ from typing import Any
 
 from purgatory.clients.cluster_auth import authenticate
 from purgatory.clients.connection import Connection, ConnectionClosed
+from purgatory.clients.security import ClientSecurity
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode, KafkaError
 
@@ -30,8 +31,11 @@ class NodeChannels:
         refused: Callable[[int], bool],
         cluster_secret: str = "",
         ssl_context: ssl.SSLContext | None = None,
+        sasl: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # The brokers' SASL login on the listener it reaches, instead of the secret.
+        self.sasl = sasl
         self.ssl_context = ssl_context  # the listener it reaches is SSL or SASL_SSL
         self.cluster_secret = cluster_secret  # proven on each new connection
         self.addresses = addresses  # node id -> (host, port)
@@ -69,7 +73,10 @@ class NodeChannels:
                 ssl_context=self.ssl_context,
             )
             try:
-                await authenticate(conn, self.cluster_secret, self.broker_id, timeout_ms)
+                if self.sasl is not None:
+                    await self.sasl.authenticate(conn)
+                else:
+                    await authenticate(conn, self.cluster_secret, self.broker_id, timeout_ms)
             except BaseException:
                 await conn.close()
                 raise

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from purgatory.broker.config.listeners import Listener
+from purgatory.broker.config.listeners import Listener, ListenerRole
 from purgatory.broker.config.security_configs import (
     LISTENER_PREFIX,
     MECHANISMS,
@@ -36,11 +36,22 @@ _LOGIN_MODULES = {
 
 
 @dataclass(frozen=True)
+class BrokerLogin:
+    """How brokers authenticate to each other on a SASL listener (instead of proving
+    cluster.secret): the mechanism, and the user they all log in as."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class ListenerSecurity:
     protocol: str
     ssl_context: ssl.SSLContext | None = None  # the server's, on SSL and SASL_SSL
     principal_mapper: SslPrincipalMapper | None = None  # client certificates' principals
     sasl: SaslListener | None = None
+    broker_login: BrokerLogin | None = None  # brokers log in with SASL here
 
     @property
     def uses_ssl(self) -> bool:
@@ -64,9 +75,51 @@ def listener_security(
                 mapper = SslPrincipalMapper.from_rules(values["ssl.principal.mapping.rules"])
             except ValueError as exc:
                 raise ValueError(f"ssl.principal.mapping.rules: {exc}") from None
+    login = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         sasl = _sasl_listener(listener, values, scram)
-    return ListenerSecurity(protocol, context, mapper, sasl)
+        login = _broker_login(listener, values, sasl)
+    return ListenerSecurity(protocol, context, mapper, sasl, login)
+
+
+def _broker_login(
+    listener: Listener, values: Mapping[str, Any], sasl: SaslListener
+) -> BrokerLogin | None:
+    """The SASL login of brokers on an inter-broker or controller listener, when
+    ``sasl.mechanism.inter.broker.protocol`` (``...controller.protocol``) names a served
+    mechanism: its user from the listener's JAAS config (``username``, ``password``)."""
+    if listener.role is ListenerRole.CLIENT:
+        return None
+    controller = listener.role is ListenerRole.CONTROLLER
+    config = (
+        "sasl.mechanism.controller.protocol"
+        if controller
+        else "sasl.mechanism.inter.broker.protocol"
+    )
+    mechanism = values[config].strip().upper()
+    if mechanism not in MECHANISMS:
+        return None  # GSSAPI, Kafka's default: brokers prove cluster.secret
+    name = listener.name
+    if mechanism == "OAUTHBEARER" or (controller and mechanism != "PLAIN"):
+        raise ValueError(
+            f"{config} is {mechanism}: brokers log in with "
+            f"{'PLAIN' if controller else 'PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512'} here"
+        )
+    if mechanism not in sasl.mechanisms:
+        raise ValueError(
+            f"{config} is {mechanism}, which listener {name}'s sasl.enabled.mechanisms "
+            f"({', '.join(sasl.mechanisms)}) does not enable"
+        )
+    jaas = jaas_config_name(mechanism)
+    text = values.get(jaas)
+    options = parse_jaas_config(text).options if text else {}
+    username, password = options.get("username", ""), options.get("password", "")
+    if not username or not password:
+        raise ValueError(
+            f"brokers log in to listener {name} with {mechanism} ({config}): set username and "
+            f"password in {LISTENER_PREFIX}{name.lower()}.{jaas}"
+        )
+    return BrokerLogin(mechanism, username, password)
 
 
 def _sasl_listener(

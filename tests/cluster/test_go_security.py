@@ -46,10 +46,10 @@ def test_go_client_over_secured_listeners(
     name: str, secured: SecuredBroker, tmp_path: Path
 ) -> None:
     env = {
-        "PURGATORY_SASL_SSL": secured.bootstrap("SASL_SSL"),
-        "PURGATORY_SSL": secured.bootstrap("SSL"),
-        "PURGATORY_CA": str(secured.certs.ca),
-        "PURGATORY_KEYSTORE": str(secured.client_keystore),
+        "SECURED_SASL_SSL": secured.bootstrap("SASL_SSL"),
+        "SECURED_SSL": secured.bootstrap("SSL"),
+        "SECURED_CA": str(secured.certs.ca),
+        "SECURED_KEYSTORE": str(secured.client_keystore),
     }
     for mechanism in ("SCRAM", "PLAIN"):
         user, password = secured.user(mechanism)

@@ -23,7 +23,7 @@ from purgatory.broker.security.kafka_principal import user
 from purgatory.broker.server import Broker, start_broker
 from purgatory.experiments.processes import free_ports
 from purgatory.protocol.api import ApiKey
-from purgatory.protocol.errors import ErrorCode
+from purgatory.protocol.errors import ErrorCode, KafkaError
 from purgatory.testing.certs import CertFiles, write_certs
 from tests.kafka_wire import KafkaWire, request
 from tests.support import broker_config, running_cluster
@@ -642,3 +642,109 @@ async def test_hostile_frames_on_a_sasl_listener_close_connections_not_the_broke
         assert await asyncio.to_thread(confluent_round_trip, settings, "after", 3) == expected(3)
     logged = capfd.readouterr()
     assert "Traceback" not in logged.out + logged.err
+
+
+async def test_brokers_log_in_with_sasl_instead_of_proving_a_cluster_secret(
+    tmp_path: Path,
+) -> None:
+    """No cluster.secret: the brokers log in to each other's controller listener with
+    PLAIN and to their inter-broker listener with SCRAM-SHA-512 (users seeded in the new
+    metadata log), as Kafka's sasl.mechanism.controller.protocol and
+    sasl.mechanism.inter.broker.protocol say; a client that logs in as another user, even
+    under a broker's client id, is served no inter-broker API."""
+    from purgatory.clients.security import ClientSecurity
+    from purgatory.protocol import inter_broker_messages as ib
+
+    certs = write_certs(tmp_path / "certs")
+    names = ("CLIENT", "BROKER", "CONTROLLER")
+    flat = free_ports(9)
+    ports = [dict(zip(names, flat[3 * i : 3 * i + 3], strict=True)) for i in range(3)]
+    broker_jaas = {
+        "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="broker" password="broker-secret" user_broker="broker-secret" '
+        'user_bob="bob-secret";',
+        "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="broker" password="broker-secret";',
+    }
+
+    def listeners(i: int) -> tuple[int, dict[str, Any]]:
+        return ports[i]["CONTROLLER"], {
+            "listeners": ",".join(f"{n}://127.0.0.1:{ports[i][n]}" for n in names),
+            "listener.security.protocol.map": (
+                "CLIENT:SASL_PLAINTEXT,BROKER:SASL_SSL,CONTROLLER:SASL_PLAINTEXT"
+            ),
+            "inter.broker.listener.name": "BROKER",
+            "controller.listener.names": "CONTROLLER",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.client.plain.sasl.jaas.config": PLAIN_JAAS,
+            "listener.name.controller.plain.sasl.jaas.config": broker_jaas["PLAIN"],
+            "listener.name.broker.plain.sasl.jaas.config": broker_jaas["PLAIN"],
+            "listener.name.broker.scram-sha-512.sasl.jaas.config": broker_jaas["SCRAM-SHA-512"],
+            "bootstrap.scram.credentials": "SCRAM-SHA-512=[name=broker,password=broker-secret]",
+            "ssl.keystore.location": str(certs.broker),
+            "ssl.truststore.location": str(certs.ca),
+            "cluster.secret": "",
+        }
+
+    async with running_cluster(3, listeners, **{"default.replication.factor": 3}) as brokers:
+        settings = {
+            "bootstrap.servers": ",".join(f"127.0.0.1:{p['CLIENT']}" for p in ports),
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "bob",
+            "sasl.password": "bob-secret",
+            "acks": "all",
+        }
+        assert await asyncio.to_thread(confluent_round_trip, settings, "sasl-brokers") == expected()
+        leader = brokers[brokers[0].metadata.partition("sasl-brokers", 0).leader_id]
+        followers = {
+            c.authenticated_broker
+            for c in leader.socket_server.connections
+            if c.listener.name == "BROKER"
+        }
+        assert followers >= {b.broker_id for b in brokers if b is not leader}
+        counted = _authentications(leader)
+        assert counted[("BROKER", "SCRAM-SHA-512", "success", "false")] >= 2
+        # bob logs in on the controller listener under a broker's client id: no broker.
+        bob = ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", "bob", "bob-secret")
+        conn = await bob.connect("127.0.0.1", ports[0]["CONTROLLER"], client_id="broker-1")
+        try:
+            with pytest.raises(KafkaError) as refused:
+                await conn.send(ApiKey.BROKER_HEARTBEAT, ib.BrokerHeartbeatRequest(1, 1, 0))
+        finally:
+            await conn.close()
+        assert refused.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert "log in as User:broker" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "complaint"),
+    [
+        ({"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}, "does not enable"),
+        ({"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "set username and password"),
+        ({"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"}, "brokers log in with PLAIN"),
+        (
+            {
+                "controller.listener.names": "SASL_SSL",
+                "process.roles": "broker,controller",
+                "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+            },
+            "brokers log in with PLAIN here",
+        ),
+    ],
+)
+async def test_a_broker_login_that_cannot_work_refuses_to_start(
+    tmp_path: Path, extra: dict[str, Any], complaint: str
+) -> None:
+    certs = write_certs(tmp_path / "certs")
+    settings = {
+        **security_settings(certs),
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
+        **extra,
+    }
+    with pytest.raises(ValueError, match=complaint):
+        await start_broker(broker_config(**settings))

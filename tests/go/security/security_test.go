@@ -2,8 +2,8 @@
 // client, a producer and a consumer with SCRAM-SHA-512 and with PLAIN over TLS and with
 // mutual TLS read back every record they wrote; a wrong password fails with Kafka's
 // SASL_AUTHENTICATION_FAILED on the broker's answer. tests/cluster/test_go_security.py
-// starts the broker and sets PURGATORY_SASL_SSL and PURGATORY_SSL (the listeners'
-// addresses), PURGATORY_CA (the CA's certificate), PURGATORY_KEYSTORE (the client's key
+// starts the broker and sets SECURED_SASL_SSL and SECURED_SSL (the listeners'
+// addresses), SECURED_CA (the CA's certificate), SECURED_KEYSTORE (the client's key
 // and certificate chain, PEM) and the users' names and passwords.
 package security_test
 
@@ -43,17 +43,17 @@ type secured struct {
 func securedBroker(t *testing.T) secured {
 	t.Helper()
 	s := secured{
-		saslSSL:   os.Getenv("PURGATORY_SASL_SSL"),
-		ssl:       os.Getenv("PURGATORY_SSL"),
-		scramUser: os.Getenv("PURGATORY_SCRAM_USER"),
-		scramPass: os.Getenv("PURGATORY_SCRAM_PASSWORD"),
-		plainUser: os.Getenv("PURGATORY_PLAIN_USER"),
-		plainPass: os.Getenv("PURGATORY_PLAIN_PASSWORD"),
-		ca:        os.Getenv("PURGATORY_CA"),
-		keystore:  os.Getenv("PURGATORY_KEYSTORE"),
+		saslSSL:   os.Getenv("SECURED_SASL_SSL"),
+		ssl:       os.Getenv("SECURED_SSL"),
+		scramUser: os.Getenv("SECURED_SCRAM_USER"),
+		scramPass: os.Getenv("SECURED_SCRAM_PASSWORD"),
+		plainUser: os.Getenv("SECURED_PLAIN_USER"),
+		plainPass: os.Getenv("SECURED_PLAIN_PASSWORD"),
+		ca:        os.Getenv("SECURED_CA"),
+		keystore:  os.Getenv("SECURED_KEYSTORE"),
 	}
 	if s.saslSSL == "" {
-		t.Skip("PURGATORY_SASL_SSL is unset: tests/cluster/test_go_security.py runs these against a broker")
+		t.Skip("SECURED_SASL_SSL is unset: tests/cluster/test_go_security.py runs these against a broker")
 	}
 	return s
 }
