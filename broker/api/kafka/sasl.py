@@ -25,7 +25,7 @@ def handshake_response(version: int, code: int, mechanisms: tuple[str, ...] = ()
 def authenticate_response(
     version: int,
     code: int,
-    message: str | None = None,
+    message: str = "",  # Kafka's default: an empty message, not null
     challenge: bytes = b"",
     session_lifetime_ms: int = 0,
 ) -> Any:

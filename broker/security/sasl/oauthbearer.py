@@ -28,6 +28,12 @@ MECHANISM = "OAUTHBEARER"
 _KVSEP = "\x01"
 _CLIENT_FIRST = re.compile(r"n,(?:a=(?P<authzid>[^,]*))?,\x01(?P<kvpairs>(?:[^\x01]*\x01)*)\x01")
 _MAX_TOKEN_BYTES = 64 * 1024
+# A client first message that does not parse: Kafka's SaslException, which it answers with
+# no more than this (SaslServerAuthenticator).
+_MALFORMED = (
+    "Authentication failed during authentication due to invalid credentials with SASL "
+    f"mechanism {MECHANISM}"
+)
 
 
 class OAuthBearerSaslServer:
@@ -71,18 +77,18 @@ class OAuthBearerSaslServer:
         try:
             text = response.decode("utf-8")
         except UnicodeDecodeError:
-            raise SaslAuthenticationError("Invalid OAUTHBEARER client first message") from None
+            raise SaslAuthenticationError(_MALFORMED) from None
         match = _CLIENT_FIRST.fullmatch(text)
         if match is None:
-            raise SaslAuthenticationError("Invalid OAUTHBEARER client first message")
+            raise SaslAuthenticationError(_MALFORMED)
         pairs = dict(pair.partition("=")[::2] for pair in match["kvpairs"].split(_KVSEP) if pair)
         auth = pairs.get("auth", "")
         if not auth.startswith("Bearer "):
-            raise SaslAuthenticationError("Invalid OAUTHBEARER client first message: no auth")
+            raise SaslAuthenticationError(_MALFORMED)
         try:
             principal, expires_at_ms = self._validate(auth[len("Bearer ") :].strip())
         except _InvalidToken as exc:
-            self._error = json.dumps(exc.status)
+            self._error = json.dumps(exc.status, separators=(",", ":"))  # as Kafka writes it
             return self._error.encode()
         authzid = match["authzid"]
         if authzid and authzid != principal:
