@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -201,10 +201,15 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 class RealKafka:
     """Apache Kafka in KRaft combined mode, ``nodes`` JVMs on 127.0.0.1 (see the module doc).
 
-    ``config`` adds to or overrides every node's server.properties; ``log_dir`` keeps each
-    node's data and server.log under ``log_dir/node-<id>`` (it must not hold an earlier
-    run's data); without it they go to a temporary directory, removed at the end unless the
-    start failed (the error names the log to read); ``heap`` is the JVM's -Xmx.
+        ``config`` adds to or overrides every node's server.properties; ``listeners`` adds
+    listeners beside PLAINTEXT (name -> security protocol, e.g. ``{"SASL_PLAINTEXT":
+    "SASL_PLAINTEXT"}``), each on a free port of its own (``port(name, node)``), advertised and
+    in listener.security.protocol.map; ``add_scram`` seeds SCRAM users as ``kafka-storage
+    format --add-scram`` takes them (``SCRAM-SHA-512=[name=alice,password=alice-secret]``);
+    ``log_dir`` keeps each
+        node's data and server.log under ``log_dir/node-<id>`` (it must not hold an earlier
+        run's data); without it they go to a temporary directory, removed at the end unless the
+        start failed (the error names the log to read); ``heap`` is the JVM's -Xmx.
     """
 
     def __init__(
@@ -216,6 +221,8 @@ class RealKafka:
         stop_timeout: float = 15.0,
         log_dir: str | Path | None = None,
         jars: str | Path | None = None,
+        listeners: Mapping[str, str] | None = None,
+        add_scram: Sequence[str] = (),
     ) -> None:
         if nodes < 1:
             raise ValueError("Kafka needs at least 1 node")
@@ -227,6 +234,9 @@ class RealKafka:
         self.cluster_id = new_cluster_id()
         self.ports: list[int] = []
         self.controller_ports: list[int] = []
+        self.listeners = dict(listeners or {})  # extra listener name -> security protocol
+        self.listener_ports: dict[str, list[int]] = {}  # extra listener name -> node's port
+        self.add_scram = list(add_scram)
         self.processes: list[subprocess.Popen[bytes]] = []
         self._extra = {k: str(v) for k, v in (config or {}).items()}
         self._keep = log_dir is not None
@@ -242,6 +252,10 @@ class RealKafka:
         if self._log_dir is None:
             raise RealKafkaError("Kafka has not been started")
         return self._log_dir
+
+    def port(self, listener: str, node: int = 0) -> int:
+        """Node ``node``'s port of ``listener`` (PLAINTEXT or one of ``listeners``)."""
+        return self.ports[node] if listener == "PLAINTEXT" else self.listener_ports[listener][node]
 
     def node_dir(self, node: int) -> Path:
         return self.log_dir / f"node-{node}"
@@ -272,18 +286,20 @@ class RealKafka:
         """Node ``node``'s server.properties: combined mode, its ports, settings for tests."""
         n = self.nodes
         voters = ",".join(f"{i}@127.0.0.1:{port}" for i, port in enumerate(self.controller_ports))
+        extra = "".join(f",{name}://127.0.0.1:{self.port(name, node)}" for name in self.listeners)
+        protocols = "".join(f",{name}:{protocol}" for name, protocol in self.listeners.items())
         return {
             "process.roles": "broker,controller",
             "node.id": str(node),
             "controller.quorum.voters": voters,
             "listeners": (
                 f"PLAINTEXT://127.0.0.1:{self.ports[node]},"
-                f"CONTROLLER://127.0.0.1:{self.controller_ports[node]}"
+                f"CONTROLLER://127.0.0.1:{self.controller_ports[node]}{extra}"
             ),
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node]}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node]}{extra}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
             "log.dirs": str(self.node_dir(node) / "data"),
             # Internal topics on every node there is (Kafka's 3 would not be placed on 1).
             "offsets.topic.replication.factor": str(n),
@@ -305,8 +321,12 @@ class RealKafka:
         check_jars(self.jars)
         from purgatory.experiments.processes import free_ports
 
-        ports = free_ports(2 * self.nodes)
-        self.ports, self.controller_ports = ports[: self.nodes], ports[self.nodes :]
+        n = self.nodes
+        ports = free_ports((2 + len(self.listeners)) * n)
+        self.ports, self.controller_ports = ports[:n], ports[n : 2 * n]
+        self.listener_ports = {
+            name: ports[(2 + i) * n : (3 + i) * n] for i, name in enumerate(self.listeners)
+        }
         if self._log_dir is None:
             self._log_dir = Path(tempfile.mkdtemp(prefix="real-kafka-"))
         try:
@@ -365,6 +385,7 @@ class RealKafka:
                     self.cluster_id,
                     "--config",
                     str(config),
+                    *(arg for scram in self.add_scram for arg in ("--add-scram", scram)),
                     heap="256m",
                 )
                 formats.append(
