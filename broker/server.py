@@ -10,6 +10,7 @@ import datetime
 import functools
 import random
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -21,10 +22,7 @@ from purgatory.broker.config.config_def import ConfigError
 from purgatory.broker.config.server_configs import parse_per_ip_overrides
 from purgatory.broker.config.topic_configs import kafka_value
 from purgatory.broker.controller.alter_partition_manager import AlterPartitionManager
-from purgatory.broker.controller.broker_lifecycle import (
-    Advertised,
-    BrokerLifecycleManager,
-)
+from purgatory.broker.controller.broker_lifecycle import Advertised, BrokerLifecycleManager
 from purgatory.broker.controller.controller_apis import ControllerApis
 from purgatory.broker.controller.controller_channel import ControllerChannel
 from purgatory.broker.controller.controller_metrics import controller_families
@@ -43,9 +41,7 @@ from purgatory.broker.coordinator.transaction.transaction_coordinator import (
 from purgatory.broker.coordinator.transaction.transaction_marker_channel_manager import (
     TransactionMarkerChannelManager,
 )
-from purgatory.broker.coordinator.transaction.transaction_metrics import (
-    transaction_families,
-)
+from purgatory.broker.coordinator.transaction.transaction_metrics import transaction_families
 from purgatory.broker.coordinator.transaction.txn_marker_writer import TxnMarkerWriter
 from purgatory.broker.metadata.metadata_image import MetadataImage
 from purgatory.broker.metadata.metadata_loader import MetadataLoader
@@ -64,6 +60,7 @@ from purgatory.broker.ops.faults import FaultInjector
 from purgatory.broker.ops.metrics import BrokerMetrics, gc_pause_families
 from purgatory.broker.ops.structured_logging import configure_logging
 from purgatory.broker.purgatory import LoopScheduler, Scheduler
+from purgatory.broker.quota.quota_managers import QuotaManagers
 from purgatory.broker.raft.kafka_raft_client import KafkaRaftClient
 from purgatory.broker.raft.log_store import LogStore
 from purgatory.broker.raft.raft_client import LeaderAndEpoch, RaftChannel
@@ -329,6 +326,12 @@ class Broker:
             abandon=self.replica_manager.abandon,
             security=self.security,
         )
+        # Client quotas (broker/quota), from the metadata image's.
+        self.quotas = QuotaManagers(
+            config["quota.window.num"], config["quota.window.size.seconds"], _monotonic_ms
+        )
+        self.quotas.server = self.socket_server
+        self.metrics.register(self.quotas.collect_metrics)
 
         self.admin = AdminServer(self)
         self.log = structlog.get_logger("broker").bind(broker_id=self.broker_id)
@@ -585,6 +588,8 @@ class Broker:
         deleted = deleted_topics(self.metadata.image, image, changed_topics)
         if self.authorizer is not None and image.acls is not self.metadata.image.acls:
             self.authorizer.load(image.acls.acls.values())
+        if image.client_quotas is not self.metadata.image.client_quotas:
+            self.quotas.update(image.client_quotas)
         self.metadata.image = image
         own = image.brokers.get(self.broker_id)
         registered = own is not None and own.incarnation_id == self.incarnation
@@ -808,3 +813,8 @@ async def start_broker(config: BrokerConfig) -> Broker:
         await broker.stop()
         raise
     return broker
+
+
+def _monotonic_ms() -> int:
+    """The quotas' clock (their windows are measured in monotonic milliseconds)."""
+    return int(time.monotonic() * 1000)

@@ -53,17 +53,23 @@ class FetchTopic(NamedTuple):
 class FetchResponseBody:
     """One FetchResponse of a given version; the codec calls ``write_into``."""
 
-    __slots__ = ("error_code", "topics", "version", "wait_time_ms")
+    __slots__ = ("error_code", "throttle_time_ms", "topics", "version", "wait_time_ms")
 
     __api_key__ = 1
 
     def __init__(
-        self, version: int, topics: list[FetchTopic], wait_time_ms: int, error_code: int = 0
+        self,
+        version: int,
+        topics: list[FetchTopic],
+        wait_time_ms: int,
+        error_code: int = 0,
+        throttle_time_ms: int = 0,
     ) -> None:
         self.version = version
         self.topics = topics
         self.wait_time_ms = wait_time_ms
         self.error_code = error_code
+        self.throttle_time_ms = throttle_time_ms  # a client quota's (broker/quota)
 
     @property
     def __flexible__(self) -> bool:
@@ -73,9 +79,10 @@ class FetchResponseBody:
         version = self.version
         flexible = version >= 12
         if version >= 7:
-            out += _TOP_V7.pack(0, self.error_code, 0)  # session 0: sessions declined
+            # session 0: sessions declined
+            out += _TOP_V7.pack(self.throttle_time_ms, self.error_code, 0)
         else:
-            out += _I32.pack(0)
+            out += _I32.pack(self.throttle_time_ms)
         _array_length(out, len(self.topics), flexible)
         for topic in self.topics:
             if version >= 13:

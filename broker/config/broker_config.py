@@ -46,6 +46,8 @@ IntConfig = Literal[
     "socket.listen.backlog.size",
     "max.connections.per.ip",
     "connections.max.idle.ms",
+    "quota.window.num",
+    "quota.window.size.seconds",
     "connections.max.reauth.ms",
     "sasl.server.max.receive.size",
     "connection.failed.authentication.delay.ms",

@@ -186,6 +186,21 @@ SERVER_CONFIGS: tuple[ConfigDef, ...] = (
         at_least(1),
     ),
     ConfigDef(
+        "quota.window.num",
+        int,
+        11,
+        "The number of samples to retain in memory for client quotas (the produce and "
+        "fetch byte rates are measured over this many windows).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "quota.window.size.seconds",
+        int,
+        1,
+        "The time span of each sample for client quotas.",
+        at_least(1),
+    ),
+    ConfigDef(
         "message.max.bytes",
         int,
         1048588,

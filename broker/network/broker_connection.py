@@ -118,6 +118,9 @@ class BrokerConnection(asyncio.Protocol):
         self.closing = False
         self.reading_paused = False
         self.writing_paused = False
+        # Not read until then, a client over its quota (KIP-219; ``throttle``).
+        self.throttled = False
+        self._end_throttling: asyncio.TimerHandle | None = None
         self.pending: dict[asyncio.Future[Any], InFlight[_Waiting | None]] = {}
         self.backlog: deque[bytes] = deque()  # frames read but not handled (writing paused)
         self.ip = ip  # as the acceptor counted it (released when the connection is lost)
@@ -198,6 +201,8 @@ class BrokerConnection(asyncio.Protocol):
         # cycle collector, which hardly runs under steady load (see gc_policy).
         self.receiver.close()
         self.on_done = _callback_after_close
+        if self._end_throttling is not None:
+            self._end_throttling.cancel()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -249,7 +254,11 @@ class BrokerConnection(asyncio.Protocol):
 
     def _handle_frames(self, frames: list[bytes]) -> None:
         for i, frame in enumerate(frames):
-            if self.writing_paused or (not self.chosen and not self._speak(frame)):
+            if (
+                self.writing_paused
+                or self.throttled
+                or (not self.chosen and not self._speak(frame))
+            ):
                 self.backlog.extend(frames[i:])
                 break
             self._handle(frame)
@@ -336,6 +345,8 @@ class BrokerConnection(asyncio.Protocol):
         server.current_listener = self.listener.name
         server.current_principal = self.principal
         server.current_broker = self.authenticated_broker
+        server.current_connection = self
+        server.current_request_bytes = len(frame)
         try:
             result = self.handlers[api_key](request.body, request.api_version)
         except RequestError as exc:
@@ -762,11 +773,34 @@ class BrokerConnection(asyncio.Protocol):
             self.transport.write(self.out)
             self.out = bytearray()
 
+    def throttle(self, throttle_ms: int) -> None:
+        """Read nothing more from the client for ``throttle_ms`` (its answer still goes
+        out, carrying the throttle time): a client over its quota is muted, as Kafka mutes
+        the channel of a throttled response (KIP-219). A later throttle ending later
+        extends it."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + throttle_ms / 1000
+        current = self._end_throttling
+        if current is not None:
+            if current.when() >= end:
+                return
+            current.cancel()
+        self.throttled = True
+        self._end_throttling = loop.call_at(end, self._unthrottle)
+        self._update_reading()
+
+    def _unthrottle(self) -> None:
+        self.throttled = False
+        self._end_throttling = None
+        if not self.closing:
+            self._handle_backlog()  # what came in the throttled request's read
+
     def _update_reading(self) -> None:
         if self.transport is None or self.closing:
             return
         should_pause = (
             self.server.faults.paused
+            or self.throttled
             or self.writing_paused
             or bool(self.backlog)
             or len(self.in_flight) >= self.server.max_queued_requests

@@ -9,14 +9,17 @@ Clients run in worker threads while the brokers serve on the test's event loop."
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
 
 from purgatory.broker.server import Broker
 from purgatory.protocol.api import ApiKey
+from tests.integration.test_topic_configs import in_thread
 from tests.kafka_wire import KafkaWire, request, schema
-from tests.support import running_cluster, wait_until
+from tests.support import bootstrap, running_cluster, wait_until
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -181,3 +184,156 @@ async def test_kafkas_refusals_on_the_wire() -> None:
             "Request specified MATCH_TYPE_EXACT, but set match string to null.",
             None,
         )
+
+
+def produce_flat_out(servers: str, topic: str, client_id: str, seconds: float) -> int:
+    """A confluent-kafka producer sending 1 KiB records as fast as it can for ``seconds``
+    (small batches, so the quota is measured finely); the records delivered."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": servers,
+            "client.id": client_id,
+            "linger.ms": 1,
+            "batch.size": 16384,
+            "queue.buffering.max.kbytes": 4096,
+        }
+    )
+    delivered = 0
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        nonlocal delivered
+        delivered += err is None
+
+    value = b"x" * 1024
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            producer.produce(topic, value, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.005)
+        producer.poll(0)
+    producer.purge()
+    producer.flush(5)
+    return delivered
+
+
+async def measured_rate(metric: Any, start_s: float, end_s: float) -> float:
+    """The rate ``metric()`` grows at between ``start_s`` and ``end_s`` from now."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    await asyncio.sleep(start_s)
+    first, t1 = metric(), loop.time()
+    await asyncio.sleep(end_s - (t1 - t0))
+    last, t2 = metric(), loop.time()
+    return float(last - first) / (t2 - t1)
+
+
+QUOTA = 256 * 1024  # bytes per second
+# Kafka's rate is measured over quota.window.num windows (of a second): a client over its
+# quota sends in bursts as old windows expire, so its rate over a few seconds swings
+# around the quota (by up to 20% over 5 s with 3 windows, as Kafka's: a simulation in
+# tests/unit/test_client_quotas.py); with 2 windows, 12 s measure it within 10%.
+WINDOWS = 2
+
+
+async def test_a_producer_is_held_to_its_producer_byte_rate() -> None:
+    async with running_cluster(1, quota_window_num=WINDOWS) as (broker,):
+        await call(
+            broker,
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            1,
+            alter_body(1, [((("client-id", "flat-out"),), {"producer_byte_rate": QUOTA})]),
+        )
+        await wait_until(lambda: broker.quotas.produce.enabled)
+        producing = asyncio.ensure_future(
+            in_thread(produce_flat_out, bootstrap([broker]), "quota-test", "flat-out", 15.5)
+        )
+        # After the first windows' allowance, the rate the broker appends at.
+        rate = await measured_rate(lambda: broker.metrics.bytes_in, 3.0, 15.0)
+        assert await producing > 0
+        print(f"producer_byte_rate {QUOTA}: appended at {rate:.0f} B/s ({rate / QUOTA:.3f})")
+        assert abs(rate - QUOTA) <= 0.1 * QUOTA, rate
+        sensors = broker.quotas.produce.sensors[("", "flat-out")]
+        assert sensors.throttles > 0 and sensors.throttle_time_ms > 0
+
+
+def produce_quickly(servers: str, topic: str, count: int) -> None:
+    from confluent_kafka import Producer
+
+    # Batches well under what the fetch quota lets through in its window: a larger batch
+    # is still sent whole (KIP-74), always over the quota, and a throttled fetch is
+    # answered empty (as Kafka's), so it would never be read.
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 5, "batch.size": 16384})
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, b"y" * 1024)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(30) == 0
+
+
+def consume_flat_out(
+    servers: str, topic: str, client_id: str, seconds: float
+) -> list[tuple[float, int]]:
+    """A confluent-kafka consumer reading as fast as it can for ``seconds``: (time since
+    its start, value bytes read so far) after each record."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "client.id": client_id,
+            "group.id": "quota-readers",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            # Small fetches: a throttled fetch is answered empty and its throttle time
+            # counts the bytes it did not send (Kafka's), so a consumer whose fetches
+            # are a large part of the window's allowance reads well under its quota
+            # (half of it with fetches of a whole window's allowance).
+            "max.partition.fetch.bytes": 32768,
+        }
+    )
+    consumer.subscribe([topic])
+    start = time.monotonic()
+    read = 0
+    progress: list[tuple[float, int]] = []
+    while (now := time.monotonic()) - start < seconds:
+        msg = consumer.poll(0.1)
+        if msg is not None and msg.error() is None:
+            read += len(msg.value())
+            progress.append((now - start, read))
+    consumer.close()
+    return progress
+
+
+def read_between(progress: list[tuple[float, int]], start_s: float, end_s: float) -> float:
+    before = max((n for t, n in progress if t <= start_s), default=0)
+    until = max((n for t, n in progress if t <= end_s), default=0)
+    return (until - before) / (end_s - start_s)
+
+
+async def test_a_consumer_is_held_to_its_consumer_byte_rate() -> None:
+    async with running_cluster(1, quota_window_num=3) as (broker,):
+        servers = bootstrap([broker])
+        await in_thread(produce_quickly, servers, "quota-read", 8 * 1024)
+        await call(
+            broker,
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            1,
+            alter_body(1, [((("client-id", "slow-reader"),), {"consumer_byte_rate": QUOTA})]),
+        )
+        await wait_until(lambda: broker.quotas.fetch.enabled)
+        progress = await in_thread(consume_flat_out, servers, "quota-read", "slow-reader", 16.0)
+        first = progress[0][0]  # (the group's join came first)
+        rate = read_between(progress, first + 3.0, first + 15.0)
+        print(f"consumer_byte_rate {QUOTA}: read at {rate:.0f} B/s ({rate / QUOTA:.3f})")
+        # Held to the quota, and below it: a throttled fetch is answered empty, its
+        # throttle time reckoned with the bytes it did not send (Kafka's handleFetchRequest
+        # records, then takes them back), so a consumer loses that time (about 0.8 of the
+        # quota read here; 0.5 with fetches as large as the window's allowance).
+        assert 0.5 * QUOTA <= rate <= 1.1 * QUOTA, rate
+        assert broker.quotas.fetch.sensors[("", "slow-reader")].throttles > 0

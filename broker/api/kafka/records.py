@@ -78,6 +78,9 @@ class RecordApis:
             timeout_ms, acks, entries, kafka_batches_only=True
         )
         to_response: Callable[[ProduceResult], Any] = self._produce_answers[version]
+        quotas = self.broker.quotas
+        if quotas.produce.enabled and (throttle_ms := quotas.produce_throttle_ms()):
+            to_response = functools.partial(self._produce_answers[version], throttle_ms=throttle_ms)
         if refused:
             refusals = list(refused.items())
             to_response = functools.partial(authz.with_refusals, to_response, refusals)
@@ -99,11 +102,17 @@ class RecordApis:
         if version >= 7 and request.session_epoch not in (-1, 0):
             return FetchResponseBody(version, [], 0, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         names = self.broker.metadata.topic_names if version >= 13 else None
+        quotas = self.broker.quotas
+        quota, max_bytes = (
+            quotas.fetch_quota(request.max_bytes)
+            if quotas.fetch.enabled
+            else (None, request.max_bytes)
+        )
         params = fetch_params(
             -1,  # Kafka's clients; followers fetch over our protocol
             millis(request.max_wait),
             request.min_bytes,
-            request.max_bytes,
+            max_bytes,
             request.topics,
             (lambda t: t.topic) if names is None else (lambda t: _name_of(names, t.topic_id.hex)),
             negative_offset_refused=False,  # Kafka: OFFSET_OUT_OF_RANGE, this partition only
@@ -112,6 +121,8 @@ class RecordApis:
         params, refused = fetch_refusals(self.broker.auth, params)
         result = self.replica_manager.fetch_messages(params)
         to_response = with_fetch_refusals(self._fetch_answers[version], refused)
+        if quota is not None:  # a client quota (broker/quota): recorded as it completes
+            to_response = functools.partial(quota.answer, to_response)
         if isinstance(result, FetchResult):
             return to_response(result)
         return Deferred(result, to_response)
@@ -303,7 +314,9 @@ class _ProduceAnswer:
     def __init__(self, version: int) -> None:
         self.schema = response_module(ApiKey.PRODUCE, version)
 
-    def __call__(self, responses: list[tuple[TopicPartition, PartitionResponse]]) -> Any:
+    def __call__(
+        self, responses: list[tuple[TopicPartition, PartitionResponse]], throttle_ms: int = 0
+    ) -> Any:
         schema = self.schema
         topics: list[Any] = []
         current: str | None = None
@@ -331,7 +344,7 @@ class _ProduceAnswer:
             topics.append(
                 build(schema.TopicProduceResponse, name=current, partition_responses=parts)
             )
-        return build(schema.ProduceResponse, responses=topics, throttle_time=0)
+        return build(schema.ProduceResponse, responses=topics, throttle_time=throttle_ms)
 
     def _record_errors(self, errors: tuple[tuple[int, str], ...]) -> list[Any]:
         """The LogValidator's per-record errors, from Produce v8 (KIP-467)."""
