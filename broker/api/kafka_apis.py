@@ -122,13 +122,18 @@ class KafkaApis:
         self, responses: list[tuple[TopicPartition, PartitionResponse]], acks: int
     ) -> bool:
         """After a produce's appends (either protocol): start creating unknown topics (so
-        the client's retry finds them) and say whether a response is due: not for acks=0,
-        whose failures close the connection instead, as in Kafka."""
+        the client's retry finds them; with an authorizer only those the principal may
+        CREATE, as Metadata's auto-creation) and say whether a response is due: not for
+        acks=0, whose failures close the connection instead, as in Kafka."""
         failed = 0
         for (topic, _), response in responses:
             if response.error:
                 failed += 1
-                if response.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                if response.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not (
+                    authz.unauthorized_topics(
+                        self.broker.auth, AclOperation.CREATE, (topic,), AclOperation.CREATE
+                    )
+                ):
                     self.broker.forwarding.auto_create_in_background(topic)
         if acks != 0:
             return True

@@ -27,7 +27,7 @@ from purgatory.protocol.kafka_schemas import request_class
 from purgatory.protocol.records import encode_batch
 from tests import kafka_wire
 from tests.kafka_wire import KafkaWire, schema
-from tests.support import broker_config
+from tests.support import broker_config, wait_until
 
 PASSWORDS = {"admin": "admin-secret", "bob": "bob-secret"}
 AUTHORIZED = {
@@ -69,6 +69,7 @@ def client(broker: Broker, user: str) -> dict[str, Any]:
 TAF = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 TXN_AF = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 ANONYMOUS = "User:ANONYMOUS"
 Op = am.AclOperation
 Res = am.ResourceType
@@ -177,6 +178,16 @@ async def test_produce_needs_write_on_each_topic_unknown_ones_too() -> None:
         ours = await p.ours.send(ApiKey.PRODUCE, our_produce("t"))
         assert codes(ours, "responses", "partitions") == [0]
         assert log_end(p.broker, "t") == 2
+
+        # A produce to an unknown topic starts creating it only for who may CREATE it.
+        await allow(p.broker, Res.TOPIC, "later", Op.WRITE)
+        answer = await p.wire.call(ApiKey.PRODUCE, 9, kafka_produce("later"))
+        assert codes(answer, "responses", "partition_responses") == [UNKNOWN]
+        assert "later" not in p.broker.forwarding._auto_creating
+        await allow(p.broker, Res.TOPIC, "later", Op.CREATE)
+        answer = await p.wire.call(ApiKey.PRODUCE, 9, kafka_produce("later"))
+        assert codes(answer, "responses", "partition_responses") == [UNKNOWN]
+        await wait_until(lambda: "later" in p.broker.metadata.topics, message="later created")
 
 
 async def test_a_transactional_produce_needs_write_on_its_transactional_id() -> None:
@@ -480,7 +491,11 @@ async def test_topic_changes_need_create_delete_and_alter() -> None:
         await allow(p.broker, Res.TOPIC, "a", Op.CREATE)
         await allow(p.broker, Res.CLUSTER, "kafka-cluster", Op.CREATE, principal="User:x")
         answer = await p.wire.call(ApiKey.CREATE_TOPICS, 7, kafka_create_topics("a"))
-        assert [int(t.error_code) for t in answer.topics] == [0]
+        # Created; its configs only to who may DESCRIBE_CONFIGS it, as Kafka's controller.
+        assert [
+            (int(t.error_code), int(t.topic_config_error_code), t.num_partitions, t.configs)
+            for t in answer.topics
+        ] == [(0, TAF, -1, ())]
         await allow(p.broker, Res.TOPIC, "b", Op.CREATE)
         ours = await p.ours.send(
             ApiKey.CREATE_TOPICS, m.CreateTopicsRequest([m.CreatableTopic("b", 1, 1)])

@@ -176,10 +176,18 @@ class ClusterApis:
                     ErrorCode.INVALID_CONFIG,
                     f"Null value not supported for topic configs: {','.join(nulls)}",
                 )
-        return self._create(asked, refused, version)
+        # As Kafka's controller, a created topic's configs only to who may DESCRIBE_CONFIGS.
+        hidden = authz.unauthorized_topics(
+            self.broker.auth, AclOperation.DESCRIBE_CONFIGS, (t.name for t in request.topics)
+        )
+        return self._create(asked, refused, version, hidden)
 
     async def _create(
-        self, asked: m.CreateTopicsRequest, refused: dict[str, tuple[int, str]], version: int
+        self,
+        asked: m.CreateTopicsRequest,
+        refused: dict[str, tuple[int, str]],
+        version: int,
+        hidden: frozenset[str] = frozenset(),
     ) -> Any:
         schema = response_module(ApiKey.CREATE_TOPICS, version)
         wanted = m.CreateTopicsRequest(
@@ -204,6 +212,9 @@ class ClusterApis:
             else:
                 code, message = r.error_code, r.error_message
                 partitions, factor = r.num_partitions, r.replication_factor
+            config_error = 0
+            if t.name in hidden and not code:  # Kafka: the counts and configs withheld too
+                config_error, partitions, factor = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
             out.append(
                 build(
                     schema.CreatableTopicResult,
@@ -216,7 +227,10 @@ class ClusterApis:
                     # From v5 Kafka answers every config of the topic created (the Java
                     # AdminClient's CreateTopicsResult.config()); validate_only too.
                     # An error has no configs: Kafka's empty list, not null.
-                    configs=[] if code else self._created_configs(schema, t.configs, version),
+                    configs=[]
+                    if code or config_error
+                    else self._created_configs(schema, t.configs, version),
+                    topic_config_error_code=config_error,
                 )
             )
         return build(schema.CreateTopicsResponse, throttle_time=0, topics=out)
