@@ -644,6 +644,47 @@ async def test_configs_need_describe_configs_and_alter_configs() -> None:
         assert p.broker.metadata.topics["t"].configs["retention.ms"] == "2000"
 
 
+async def test_confluent_kafka_reads_and_changes_configs_only_with_their_acls() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    async with peers() as p:
+        await create_topic(p.broker, "t")
+
+        def configs(user: str) -> tuple[int, int]:
+            admin = AdminClient(client(p.broker, user))  # alive until the answers
+            change = ConfigResource(
+                "topic",
+                "t",
+                incremental_configs=[
+                    ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+                ],
+            )
+            codes = []
+            for futures in (
+                admin.describe_configs([ConfigResource("topic", "t")], request_timeout=15),
+                admin.incremental_alter_configs([change], request_timeout=15),
+            ):
+                try:
+                    next(iter(futures.values())).result(15)
+                    codes.append(0)
+                except KafkaException as exc:
+                    codes.append(exc.args[0].code())
+            return codes[0], codes[1]
+
+        denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert await asyncio.to_thread(configs, "bob") == (denied, denied)
+        assert "retention.ms" not in p.broker.metadata.topics["t"].configs
+        await allow(p.broker, Res.TOPIC, "t", Op.ALTER_CONFIGS, principal="User:bob")
+        assert await asyncio.to_thread(configs, "bob") == (0, 0)
+        assert p.broker.metadata.topics["t"].configs["retention.ms"] == "1000"
+
+
 # -- InitProducerId ------------------------------------------------------------------------
 
 
