@@ -15,6 +15,7 @@ from purgatory.clients.security import ClientSecurity, SecurityKeywords
 from purgatory.protocol import acl_messages as am
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import messages as m
+from purgatory.protocol import quota_messages as qm
 from purgatory.protocol import raft_messages as rm
 from purgatory.protocol import scram_messages as sm
 from purgatory.protocol.api import ApiKey
@@ -269,6 +270,39 @@ class AdminClient:
             raise KafkaError(response.error_code, response.error_message)
         return response.results
 
+    # -- client quotas (Kafka's Admin alterClientQuotas, describeClientQuotas) -------------
+
+    async def alter_client_quotas(
+        self,
+        entries: list[qm.AlterEntryData],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int = 30000,
+    ) -> list[qm.AlterEntryResult]:
+        """AlterClientQuotas: one result per entity (``quota_alteration`` makes an
+        entry); asked again while the controller answers NOT_CONTROLLER, until
+        ``timeout_ms``."""
+        response: qm.AlterClientQuotasResponse = await self._until_controller_answers(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            qm.AlterClientQuotasRequest(entries, validate_only),
+            lambda r: [e.error_code for e in r.entries],
+            timeout_ms,
+        )
+        return response.entries
+
+    async def describe_client_quotas(
+        self, components: list[qm.ComponentData], *, strict: bool = False
+    ) -> list[qm.DescribeEntryData]:
+        """The quota entities matching the filter (no component: every entity) with their
+        quotas; raises KafkaError for a filter the broker refuses."""
+        conn = await self.cluster.any_connection()
+        response: qm.DescribeClientQuotasResponse = await conn.send(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS, qm.DescribeClientQuotasRequest(components, strict)
+        )
+        if response.error_code:
+            raise KafkaError(response.error_code, response.error_message)
+        return response.entries or []
+
     # -- ACLs (broker/security/authorizer; Kafka's Admin createAcls, describeAcls, ...) ----
 
     async def create_acls(
@@ -480,3 +514,14 @@ class AdminClient:
 
     async def close(self) -> None:
         await self.cluster.close()
+
+
+def quota_alteration(
+    entity: dict[str, str | None], quotas: dict[str, float | None]
+) -> qm.AlterEntryData:
+    """An AlterClientQuotas entry: ``entity`` by type (``user``, ``client-id``, ``ip``; a
+    name of None: the type's default), ``quotas`` by key (a value of None removes it)."""
+    return qm.AlterEntryData(
+        [qm.EntityData(kind, name) for kind, name in entity.items()],
+        [qm.OpData(key, value or 0.0, value is None) for key, value in quotas.items()],
+    )

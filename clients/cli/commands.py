@@ -396,7 +396,8 @@ def add_commands(sub: Any) -> None:
 
     configs = sub.add_parser(
         "configs",
-        help="describe or change topic and broker configs and SCRAM users (kafka-configs.sh)",
+        help="describe or change topic and broker configs, SCRAM users and client quotas "
+        "(kafka-configs.sh)",
         description="--alter changes a topic's configs, a broker's dynamic ones "
         "(--entity-name ID) or the cluster-wide default of every broker (--entity-default), "
         "through the controller, as IncrementalAlterConfigs: --add-config k=v[,k=v] (a list "
@@ -404,8 +405,11 @@ def add_commands(sub: Any) -> None:
         "puts back the default. --describe lists a topic's own configs. --entity-type users: "
         "SCRAM credentials, --add-config 'SCRAM-SHA-512=[iterations=8192,password=SECRET]' "
         "(the password salted here, never sent), --delete-config SCRAM-SHA-512, --describe "
-        "(every user without --entity-name). Refused values are reported in Kafka's words; "
-        "exits 1 then.",
+        "(every user without --entity-name). Quotas of --entity-type users or clients (with "
+        "--entity-name or --entity-default; --client C or --client-defaults beside a user): "
+        "--add-config 'producer_byte_rate=1048576,consumer_byte_rate=2097152', "
+        "--delete-config producer_byte_rate, --describe. Refused values are reported in "
+        "Kafka's words; exits 1 then.",
     )
     mode = configs.add_mutually_exclusive_group()
     mode.add_argument("--describe", action="store_true", help="list the configs set")
@@ -413,16 +417,27 @@ def add_commands(sub: Any) -> None:
     configs.add_argument(
         "--entity-type",
         required=True,
-        metavar="topics|brokers|users",
+        metavar="topics|brokers|users|clients",
         help="what to describe or change",
     )
     configs.add_argument(
-        "--entity-name", metavar="NAME", help="the topic, the broker id, or the user"
+        "--entity-name", metavar="NAME", help="the topic, the broker id, the user or the client id"
     )
     configs.add_argument(
         "--entity-default",
         action="store_true",
-        help="with --entity-type brokers: the cluster-wide default of every broker",
+        help="with --entity-type brokers: the cluster-wide default of every broker; with "
+        "users or clients: the default user's or client id's quotas",
+    )
+    configs.add_argument(
+        "--client",
+        metavar="CLIENT_ID",
+        help="with --entity-type users: that user's client's quotas",
+    )
+    configs.add_argument(
+        "--client-defaults",
+        action="store_true",
+        help="with --entity-type users: the quotas of each client of the user",
     )
     configs.add_argument("--add-config", metavar="K=V[,K=V]", help="configs to set")
     configs.add_argument("--delete-config", metavar="K[,K]", help="configs to remove")

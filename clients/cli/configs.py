@@ -1,8 +1,9 @@
-"""``purgatory configs``: describe and change topic and broker configs, and SCRAM users'
-credentials, with kafka-configs' options and output (and ``--json`` for scripts). Config
-changes are IncrementalAlterConfigs, credentials AlterUserScramCredentials (the password
-salted here, as Kafka's admin client does): the active controller checks them and holds
-them in the metadata log."""
+"""``purgatory configs``: describe and change topic and broker configs, SCRAM users'
+credentials and client quotas (``client_quotas.py``), with kafka-configs' options and
+output (and ``--json`` for scripts). Config changes are IncrementalAlterConfigs,
+credentials AlterUserScramCredentials (the password salted here, as Kafka's admin client
+does), quotas AlterClientQuotas: the active controller checks them and holds them in the
+metadata log."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ import re
 
 from purgatory.clients.admin import scram_upsertion
 from purgatory.clients.cli.client_config import admin_client
+from purgatory.clients.cli.client_quotas import (
+    QUOTA_KEYS,
+    QuotaOptionError,
+    alter_quotas,
+    describe_quotas,
+    print_quotas,
+    quota_changes,
+    quota_entity,
+)
 from purgatory.clients.cli.output import err, print_json
 from purgatory.clients.cli.tools import _run
 from purgatory.protocol import messages as m
@@ -25,6 +35,7 @@ from purgatory.protocol.scram import (
 
 ENTITY_TYPES = {"topics": m.TOPIC_RESOURCE, "brokers": m.BROKER_RESOURCE}
 USERS = "users"
+CLIENTS = "clients"
 # kafka-configs' credential value: [iterations=N,]password=P
 _CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.S)
 
@@ -92,6 +103,8 @@ def configs_command(args: argparse.Namespace) -> int:
             raise ConfigOptionError("give one of --describe and --alter")
         if args.entity_type == USERS:
             return _users_command(args)
+        if args.entity_type == CLIENTS:
+            return _clients_command(args)
         kind, name, what = _resource(args)
         if args.alter:
             added = parse_add_config(args.add_config or "")
@@ -107,9 +120,21 @@ def configs_command(args: argparse.Namespace) -> int:
                 "purgatory admin config (a broker's every config and its source)"
             )
         return _run(_describe(args, name), "configs", args.bootstrap)
-    except ConfigOptionError as exc:
+    except (ConfigOptionError, QuotaOptionError) as exc:
         err.print(f"[red]purgatory configs: {exc}[/red]", soft_wrap=True)
         return 2
+
+
+def _clients_command(args: argparse.Namespace) -> int:
+    """``--entity-type clients``: client id quotas, as kafka-configs handles them."""
+    if args.describe:
+        return describe_quotas(args, quota_entity(args, naming=False))
+    entity = quota_entity(args, naming=True)
+    added = parse_add_config(args.add_config or "")
+    deleted = split_configs(args.delete_config or "")
+    if not added and not deleted:
+        raise ConfigOptionError("--alter needs --add-config or --delete-config")
+    return alter_quotas(args, entity, quota_changes(added, deleted))
 
 
 async def _alter(args: argparse.Namespace, resource: m.AlterConfigsResource, what: str) -> int:
@@ -158,26 +183,33 @@ async def _describe(args: argparse.Namespace, topic: str) -> int:
 
 
 def _users_command(args: argparse.Namespace) -> int:
-    """``--entity-type users``: SCRAM credentials, as kafka-configs handles them."""
+    """``--entity-type users``: SCRAM credentials and quotas, as kafka-configs handles
+    them (one kind per command here)."""
+    quotas = args.entity_default or args.client is not None or args.client_defaults
+    if args.describe:
+        if quotas:
+            return describe_quotas(args, quota_entity(args, naming=False))
+        users = None if args.entity_name is None else [args.entity_name]
+        return _run(_describe_users(args, users), "configs", args.bootstrap)
+    added = parse_add_config(args.add_config or "")
+    deleted = split_configs(args.delete_config or "")
+    if not added and not deleted:
+        raise ConfigOptionError("--alter needs --add-config or --delete-config")
+    if all(k in QUOTA_KEYS for k in [*added, *deleted]):
+        return alter_quotas(args, quota_entity(args, naming=True), quota_changes(added, deleted))
     if args.entity_default:
         raise ConfigOptionError(
             "The use of --entity-default or --user-defaults is not allowed with User SCRAM "
             "Credentials using --bootstrap-server."
         )
-    if args.describe:
-        users = None if args.entity_name is None else [args.entity_name]
-        return _run(_describe_users(args, users), "configs", args.bootstrap)
     if not args.entity_name:
         raise ConfigOptionError("give --entity-name: the user whose credentials change")
-    added = parse_add_config(args.add_config or "")
-    deleted = split_configs(args.delete_config or "")
-    if not added and not deleted:
-        raise ConfigOptionError("--alter needs --add-config or --delete-config")
     unknown = [k for k in [*added, *deleted] if k not in MECHANISMS_BY_NAME]
     if unknown:
         raise ConfigOptionError(
-            "Only SCRAM credential configs (SCRAM-SHA-256, SCRAM-SHA-512) can be changed for "
-            f"'users' here (quotas are not served). Unexpected config names: {', '.join(unknown)}"
+            "Give SCRAM credential configs (SCRAM-SHA-256, SCRAM-SHA-512) or quotas "
+            f"({', '.join(QUOTA_KEYS)}), in separate commands. Unexpected config names: "
+            f"{', '.join(unknown)}"
         )
     user = args.entity_name
     deletions = [sm.ScramCredentialDeletion(user, MECHANISMS_BY_NAME[k].type) for k in deleted]
@@ -241,8 +273,10 @@ async def _alter_users(
 
 
 async def _describe_users(args: argparse.Namespace, users: list[str] | None) -> int:
-    """Each user's credentials as kafka-configs prints them (a user without any: nothing,
-    as kafka-configs prints nothing for it)."""
+    """Each user's quotas then credentials as kafka-configs prints them (a user without
+    any: nothing, as kafka-configs prints nothing for it); --json: the credentials."""
+    if not args.json:
+        await print_quotas(args, {"user": users[0] if users else ""})
     async with admin_client(args) as admin:
         results = await admin.describe_user_scram_credentials(users)
     found = [r for r in results if r.error_code != ErrorCode.RESOURCE_NOT_FOUND]

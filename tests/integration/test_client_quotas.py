@@ -17,6 +17,7 @@ import pytest
 
 from purgatory.broker.server import Broker
 from purgatory.protocol.api import ApiKey
+from tests.integration.test_admin_http import purgatory_cli
 from tests.integration.test_topic_configs import in_thread
 from tests.kafka_wire import KafkaWire, request, schema
 from tests.support import bootstrap, running_cluster, wait_until
@@ -337,3 +338,57 @@ async def test_a_consumer_is_held_to_its_consumer_byte_rate() -> None:
         # quota read here; 0.5 with fetches as large as the window's allowance).
         assert 0.5 * QUOTA <= rate <= 1.1 * QUOTA, rate
         assert broker.quotas.fetch.sensors[("", "slow-reader")].throttles > 0
+
+
+async def test_purgatory_configs_alters_and_describes_quotas_as_kafka_configs() -> None:
+    async with running_cluster(2) as brokers:
+        servers = ("--bootstrap", bootstrap(brokers))
+        alice = ("--entity-type", "users", "--entity-name", "alice")
+        code, out = await purgatory_cli(
+            "configs", "--alter", *alice, "--add-config",
+            "producer_byte_rate=1048576,consumer_byte_rate=2097152", *servers,
+        )  # fmt: skip
+        assert (code, out) == (0, "Completed updating config for user alice.\n")
+        code, out = await purgatory_cli(
+            "configs", "--alter", "--entity-type", "clients", "--entity-default",
+            "--add-config", "producer_byte_rate=1024", *servers,
+        )  # fmt: skip
+        assert (code, out) == (0, "Completed updating default config for clients in the cluster.\n")
+        code, out = await purgatory_cli(
+            "configs", "--alter", *alice, "--client", "c1",
+            "--add-config", "request_percentage=12.5", *servers,
+        )  # fmt: skip
+        assert code == 0, out
+        await wait_until(
+            lambda: all(len(b.metadata.image.client_quotas.entities) == 3 for b in brokers)
+        )
+        code, out = await purgatory_cli("configs", "--describe", *alice, *servers)
+        assert (code, out) == (
+            0,
+            "Quota configs for user-principal 'alice' are consumer_byte_rate=2097152.0, "
+            "producer_byte_rate=1048576.0\n",
+        )
+        code, out = await purgatory_cli(
+            "configs", "--describe", "--entity-type", "clients", *servers
+        )
+        assert out == "Quota configs for the default client-id are producer_byte_rate=1024.0\n"
+        code, out = await purgatory_cli("configs", "--describe", *alice, "--client", "c1", *servers)
+        assert out == (
+            "Quota configs for user-principal 'alice', client-id 'c1' are request_percentage=12.5\n"
+        )
+        code, out = await purgatory_cli(
+            "configs", "--alter", *alice, "--delete-config", "producer_byte_rate", *servers
+        )
+        assert code == 0, out
+        await wait_until(
+            lambda: all(
+                b.metadata.image.client_quotas.entities[(("user", "alice"),)]
+                == {"consumer_byte_rate": 2097152.0}
+                for b in brokers
+            )
+        )
+        code, out = await purgatory_cli(
+            "configs", "--alter", *alice, "--add-config", "producer_byte_rate=1.5", *servers
+        )
+        assert code == 1
+        assert "INVALID_REQUEST: producer_byte_rate cannot be a fractional value." in out
