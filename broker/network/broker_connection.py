@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
+import datetime
 import inspect
 import time
 from collections import deque
@@ -365,6 +367,8 @@ class BrokerConnection(asyncio.Protocol):
                 f"unexpected server error: {type(exc).__name__}",
             )
             return
+        if server.request_quotas is not None and self.authenticated_broker is None:
+            result = self._request_quota(request, result, start)
         if result is None:
             times.observe_immediate(_perf() - start)
             return
@@ -384,6 +388,18 @@ class BrokerConnection(asyncio.Protocol):
             waiting = _Waiting(request, times, start, _perf())
         self.pending[future] = self.in_flight.add(request.correlation_id, waiting)
         future.add_done_callback(self.on_done, context=self.context)
+
+    def _request_quota(self, request: Request, result: Any, start: float) -> Any:
+        """Count the time the request took against its client's request_percentage; an
+        answer made at once carries the throttle time if it has the field (a Kafka
+        response) and a longer one is not there already."""
+        quotas = self.server.request_quotas
+        throttle_ms = quotas.request_throttle_ms(self, request.client_id or "", _perf() - start)
+        if throttle_ms and dataclasses.is_dataclass(result) and hasattr(result, "throttle_time"):
+            throttle = datetime.timedelta(milliseconds=throttle_ms)
+            if result.throttle_time < throttle:
+                result = dataclasses.replace(result, throttle_time=throttle)  # type: ignore[type-var]
+        return result
 
     # -- SASL (a SASL_PLAINTEXT or SASL_SSL listener) ------------------------------------
 

@@ -97,6 +97,8 @@ class SocketServer:
         self.current_broker: int | None = None  # its broker id, if it proved the secret
         self.current_connection: Any = None  # its BrokerConnection (a quota mutes it)
         self.current_request_bytes = 0  # the request's size (a produce quota counts it)
+        # The broker's QuotaManagers while a request_percentage quota is set, else None.
+        self.request_quotas: Any = None
         # Authentications by (listener, mechanism, result, re-authentication): SASL
         # exchanges, and TLS handshakes as mechanism "SSL".
         self.authentications: collections.Counter[tuple[str, str, str, bool]] = (

@@ -1,6 +1,7 @@
 """ClientQuotaManager (Kafka's, with its DefaultQuotaCallback): one quota type's quotas
-(a produce or fetch byte rate), the rate each (user, client id) is measured at, and the
-throttle time of a client over its quota.
+(a produce or fetch byte rate, or the request percentage: Kafka's ClientRequestQuotaManager,
+whose throttle is at most one window), the rate each (user, client id) is measured at, and
+the throttle time of a client over its quota.
 
 Which quota applies to a user's client, and which clients share its rate (Kafka's
 ``quotaMetricTags`` and ``quotaLimit``), first found of:
@@ -48,9 +49,18 @@ class ClientQuotaManager:
     producer_byte_rate key, ``Fetch`` with consumer_byte_rate). ``enabled`` is False while
     no entity has the key: nothing is then recorded (the request path does not ask)."""
 
-    def __init__(self, quota_type: str, key: str, samples: int, window_ms: int) -> None:
+    def __init__(
+        self,
+        quota_type: str,
+        key: str,
+        samples: int,
+        window_ms: int,
+        max_throttle_ms: int | None = None,
+    ) -> None:
         self.quota_type = quota_type
         self.key = key
+        # The longest throttle (Kafka's ClientRequestQuotaManager: one window); None: any.
+        self.max_throttle_ms = max_throttle_ms
         self.samples = samples
         self.window_ms = window_ms
         self.overrides: dict[QuotaKey, float] = {}
@@ -129,7 +139,10 @@ class ClientQuotaManager:
         measured = rate.measure(now_ms)
         if measured <= bound:
             return 0
-        return throttle_time_ms(measured, bound, rate.window_size_ms(now_ms))
+        throttle_ms = throttle_time_ms(measured, bound, rate.window_size_ms(now_ms))
+        if self.max_throttle_ms is not None:
+            return min(throttle_ms, self.max_throttle_ms)  # QuotaUtils.boundedThrottleTime
+        return throttle_ms
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back what a throttled fetch recorded (its response goes out empty)."""

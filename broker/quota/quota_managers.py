@@ -11,8 +11,14 @@ byte-rate quotas, applied to the request being handled as Kafka's KafkaApis appl
 
 Whose quota: the connection's principal (``User:ANONYMOUS`` without SASL or TLS) and the
 request's client id. Brokers (connections that proved cluster.secret) are never
-throttled. request_percentage and controller_mutation_rate are stored and described but
-not enforced.
+throttled.
+- request_percentage (Kafka's ClientRequestQuotaManager): the time the broker spent
+  handling each request of a client (when its handler returned: Kafka's request thread
+  time) counts against it, on both listeners; over it, the connection is muted for the
+  throttle time (at most one window) and an answer made at once carries it in
+  ``throttle_time_ms`` (an answer that waits does not).
+
+controller_mutation_rate is stored and described but not enforced.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from purgatory.broker.controller.client_quota_control import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
 )
 from purgatory.broker.metadata.client_quota_image import ClientQuotasImage
 from purgatory.broker.quota.client_quota_manager import ClientQuotaManager
@@ -36,6 +43,7 @@ if TYPE_CHECKING:
 
 PRODUCE = "Produce"
 FETCH = "Fetch"
+REQUEST = "Request"
 
 
 class QuotaManagers:
@@ -43,12 +51,36 @@ class QuotaManagers:
         window_ms = window_seconds * 1000
         self.produce = ClientQuotaManager(PRODUCE, PRODUCER_BYTE_RATE, samples, window_ms)
         self.fetch = ClientQuotaManager(FETCH, CONSUMER_BYTE_RATE, samples, window_ms)
+        self.request = ClientQuotaManager(
+            REQUEST, REQUEST_PERCENTAGE, samples, window_ms, max_throttle_ms=window_ms
+        )
         self.clock_ms = clock_ms
         self.server: SocketServer | None = None  # set once the socket server exists
 
     def update(self, quotas: ClientQuotasImage) -> None:
         self.produce.update(quotas)
         self.fetch.update(quotas)
+        self.request.update(quotas)
+        if self.server is not None:  # what the connections ask after each request
+            self.server.request_quotas = self if self.request.enabled else None
+
+    # -- request_percentage ------------------------------------------------------------------
+
+    def request_throttle_ms(
+        self, connection: BrokerConnection, client_id: str, seconds: float
+    ) -> int:
+        """Record ``seconds`` of handling a client's request against its
+        request_percentage (Kafka's ClientRequestQuotaManager: 100 is one thread's whole
+        time); the throttle time, at most a window (its connection muted for it), or 0."""
+        user = connection.principal.name
+        manager = self.request
+        throttle_ms = manager.record_and_get_throttle_time_ms(
+            user, client_id, seconds * 100, self.clock_ms()
+        )
+        if throttle_ms > 0:
+            manager.throttled(user, client_id, throttle_ms)
+            connection.throttle(throttle_ms)
+        return throttle_ms
 
     # -- Produce -----------------------------------------------------------------------------
 
@@ -107,16 +139,27 @@ class QuotaManagers:
             "windows of quota.window.size.seconds), by quota type, user and client id.",
             labels=["quota_type", "user", "client_id"],
         )
+        percentage = GaugeMetricFamily(
+            "purgatory_quota_request_percentage",
+            "Request handling time a request_percentage quota is measured on, in percent "
+            "of one thread (Kafka's request-time), by user and client id.",
+            labels=["user", "client_id"],
+        )
         now_ms = self.clock_ms()
-        for manager in (self.produce, self.fetch):
+        for manager in (self.produce, self.fetch, self.request):
             for (user, client_id), sensors in sorted(manager.sensors.items()):
                 labels = [manager.quota_type, user, client_id]
                 throttle.add_metric(labels, sensors.throttle_time_ms / 1000)
                 throttles.add_metric(labels, sensors.throttles)
-                rate.add_metric(labels, sensors.rate.measure(now_ms))
+                measured = sensors.rate.measure(now_ms)
+                if manager is self.request:
+                    percentage.add_metric([user, client_id], measured)
+                else:
+                    rate.add_metric(labels, measured)
         yield throttle
         yield throttles
         yield rate
+        yield percentage
 
 
 class FetchQuota:

@@ -392,3 +392,36 @@ async def test_purgatory_configs_alters_and_describes_quotas_as_kafka_configs() 
         )
         assert code == 1
         assert "INVALID_REQUEST: producer_byte_rate cannot be a fractional value." in out
+
+
+async def test_a_client_over_its_request_percentage_is_throttled_and_muted() -> None:
+    async with running_cluster(1) as (broker,):
+        # KafkaWire's client id: 0.01% of a thread, a few microseconds a second.
+        await call(
+            broker,
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            1,
+            alter_body(1, [((("client-id", "wire"),), {"request_percentage": 0.01})]),
+        )
+        await wait_until(lambda: broker.socket_server.request_quotas is not None)
+        wire = await KafkaWire.open(broker.port)
+        try:
+            body = request(ApiKey.METADATA, 12, topics=(), allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)  # fmt: skip
+            throttle_ms = 0
+            for _ in range(50):
+                answer = await wire.call(ApiKey.METADATA, 12, body)
+                throttle_ms = int(answer.throttle_time.total_seconds() * 1000)
+                if throttle_ms:
+                    break
+            # At most one window (quota.window.size.seconds), as Kafka's request quota.
+            assert 0 < throttle_ms <= 1000
+            loop = asyncio.get_running_loop()
+            sent = loop.time()
+            await wire.call(ApiKey.METADATA, 12, body)
+            # The connection was not read until the throttle time had passed.
+            assert loop.time() - sent >= 0.9 * throttle_ms / 1000
+        finally:
+            await wire.close()
+        sensors = broker.quotas.request.sensors[("", "wire")]
+        assert sensors.throttles >= 1

@@ -316,3 +316,10 @@ def test_a_producer_over_its_quota_averages_it_in_the_long_run() -> None:
     swings = sent_flat_out(3, 100_000, 16_000, 30_000)
     five_seconds = [sum(swings[i : i + 5]) / 5 for i in range(3, 25)]
     assert max(five_seconds) > 1.05 * 100_000 or min(five_seconds) < 0.95 * 100_000
+
+
+def test_a_request_quota_throttles_at_most_one_window() -> None:
+    m = ClientQuotaManager("Request", "request_percentage", 11, 1000, max_throttle_ms=1000)
+    m.update(ClientQuotasImage({entity_of([("user", "u")]): {"request_percentage": 1.0}}))
+    # 5 s of handling over a 10 s window: 50% of a thread, 50 times the quota.
+    assert m.record_and_get_throttle_time_ms("u", "c", 500.0, 0) == 1000
