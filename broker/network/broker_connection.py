@@ -205,6 +205,8 @@ class BrokerConnection(asyncio.Protocol):
         self.on_done = _callback_after_close
         if self._end_throttling is not None:
             self._end_throttling.cancel()
+        if self.server.current_connection is self:  # (it would keep it alive)
+            self.server.current_connection = None
 
     def pause_writing(self) -> None:
         self.writing_paused = True

@@ -109,9 +109,7 @@ async def test_api_versions_of_an_unknown_version_is_answered_in_v0_with_the_ran
 async def test_an_unknown_api_key_closes_the_connection_and_is_counted(
     broker: Broker, wire: KafkaWire
 ) -> None:
-    payload = (
-        struct.pack(">hhih", 48, 0, 1, 1) + b"x" + b"\x00" * 8
-    )  # DescribeClientQuotas: not served
+    payload = struct.pack(">hhih", 57, 0, 1, 1) + b"x" + b"\x00" * 8  # UpdateFeatures: not served
     await wire.send_raw(struct.pack(">i", len(payload)) + payload)
     assert await wire.closed()
     assert bad_requests(broker, "unknown_api_key") == 1
