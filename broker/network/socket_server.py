@@ -171,7 +171,8 @@ class SocketServer:
         )
         for (listener, mechanism, result, reauth), n in sorted(self.authentications.items()):
             authentications.add_metric([listener, mechanism, result, str(reauth).lower()], n)
-        yield authentications
+        if self.authentications:  # none on PLAINTEXT listeners: no family either
+            yield authentications
 
     def _faults_changed(self) -> None:
         for conn in list(self.connections):
