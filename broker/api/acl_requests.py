@@ -11,7 +11,9 @@ from purgatory.broker.security.authorizer.auth_helper import AuthHelper
 from purgatory.protocol import acl_messages as am
 from purgatory.protocol.errors import ErrorCode
 
+# Kafka's AclApis words it one way for DescribeAcls, another for CreateAcls and DeleteAcls.
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
+NO_AUTHORIZER_TO_ALTER = "No Authorizer is configured."
 
 
 def refusal(auth: AuthHelper, operation: AclOperation) -> tuple[int, str] | None:
@@ -19,7 +21,8 @@ def refusal(auth: AuthHelper, operation: AclOperation) -> tuple[int, str] | None
     authorizer; CLUSTER_AUTHORIZATION_FAILED without ``operation`` on the cluster
     (DESCRIBE for DescribeAcls, ALTER for CreateAcls and DeleteAcls)."""
     if not auth.enabled:
-        return ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER
+        message = NO_AUTHORIZER if operation == AclOperation.DESCRIBE else NO_AUTHORIZER_TO_ALTER
+        return ErrorCode.SECURITY_DISABLED, message
     if not auth.authorize_cluster(operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     return None

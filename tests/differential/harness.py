@@ -4,7 +4,8 @@ brokers), and list where two runs' answers differ, path by path.
 
 A scenario (tests/differential/scenarios/) is an async function of a `Client`: every
 `call` sends one request (built from plain values, tests/kafka_wire.py's kio schemas) and
-records the decoded response under a label. `normalise` turns a response into plain data:
+records the decoded response under a label, or `CLOSED` if the broker closed the
+connection instead of answering (a request before SASL authentication). `normalise` turns a response into plain data:
 
 a. dropped: throttle times, hosts and ports, cluster ids, error *messages* (Kafka's text is
    not part of the contract; the code is), ApiVersions' client-facing extras, and log
@@ -15,8 +16,9 @@ c. decoded: a config list becomes a map by config name; record bytes become (off
    timestamp, key, value, headers) lists, an empty or null record set the empty list, a
    partial batch at its end (a size limit cut it; a consumer drops it) left out;
 d. kept as they are: error codes (by name), offsets, counts, generations, leader ids,
-   structure and order, except the order of group members and of a Produce answer's
-   partitions (a broker's hash order): sorted.
+   structure and order, except the order of group members, of a Produce answer's
+   partitions, of SaslHandshake's mechanisms and of a user's SCRAM credentials (a
+   broker's hash order): sorted.
 
 `differences(a, b)` lists the paths (``fetch[0].responses[0].partitions[0].high_watermark``)
 where two normalised runs differ, with both values.
@@ -66,15 +68,20 @@ DROPPED = frozenset(
 SYMBOLS = frozenset({"member_id", "leader", "producer_id", "topic_id"})
 # Lists whose order is a broker's hash order, not part of the contract: compared sorted.
 # (Their ids must have been seen before, in a list of defined order, for stable symbols.)
-UNORDERED = frozenset({"members", "partition_responses"})
+# SaslHandshake's mechanisms: Kafka's SaslServerAuthenticator lists them in a HashSet's order;
+# a user's SCRAM credentials: Kafka's ScramImage keeps them in a HashMap by mechanism.
+UNORDERED = frozenset({"members", "partition_responses", "mechanisms", "credential_infos"})
 
 Plain = Any
+# What a call records when the broker closes the connection instead of answering.
+CLOSED = "<connection closed>"
 
 
 class Client:
     """One connection to one broker, recording each call's decoded response by label.
-    `connect()` opens another connection of the same scenario (a second group member):
-    its calls are recorded beside this one's, in the order they were sent."""
+    `connect()` opens another connection of the same scenario (a second group member, or
+    a connection to another of the broker's listeners by name): its calls are recorded
+    beside this one's, in the order they were sent."""
 
     def __init__(
         self,
@@ -82,9 +89,11 @@ class Client:
         port: int,
         prefix: str,
         responses: list[tuple[str, Any]] | None = None,
+        listeners: dict[str, int] | None = None,
     ) -> None:
         self.wire = wire
         self.port = port
+        self.listeners = {"PLAINTEXT": port} if listeners is None else listeners
         self.prefix = prefix
         self.responses: list[tuple[str, Any]] = [] if responses is None else responses
         self.others: list[Client] = []
@@ -93,11 +102,31 @@ class Client:
         """A topic name of this scenario's own (the same on both brokers)."""
         return f"{self.prefix}-{name}"
 
-    async def connect(self) -> Client:
-        """Another connection to the same broker, recording into this scenario."""
-        other = Client(await KafkaWire.open(self.port), self.port, self.prefix, self.responses)
+    async def connect(self, listener: str | None = None) -> Client:
+        """Another connection to the same broker (to ``listener``, by name, if given),
+        recording into this scenario."""
+        port = self.port if listener is None else self.listeners[listener]
+        wire = await KafkaWire.open(port)
+        other = Client(wire, port, self.prefix, self.responses, self.listeners)
         self.others.append(other)
         return other
+
+    async def closed(self, label: str, timeout_s: float = 1.0) -> bool:
+        """Record whether the broker closed this connection within ``timeout_s``."""
+        try:
+            closed = await self.wire.closed(timeout_s)
+        except TimeoutError:
+            closed = False
+        except ConnectionError:
+            closed = True
+        self._record(label, closed)
+        return closed
+
+    def _record(self, label: str, value: Any) -> int:
+        if any(label == seen for seen, _ in self.responses):
+            raise ValueError(f"label {label!r} is used twice in one scenario")
+        self.responses.append((label, value))
+        return len(self.responses) - 1
 
     async def close(self) -> None:
         for other in self.others:
@@ -116,13 +145,15 @@ class Client:
         """Send one request built from plain values, record and return the response
         (recorded as ``view(response)`` if given: the part of a broker-wide answer that
         belongs to this scenario). ``lenient``: values for fields this version does not
-        have are left out (one set of values for every version of an API)."""
-        if any(label == seen for seen, _ in self.responses):
-            raise ValueError(f"label {label!r} is used twice in one scenario")
-        slot = len(self.responses)
-        self.responses.append((label, None))  # its place: the order the calls were sent
+        have are left out (one set of values for every version of an API). A connection
+        the broker closes instead of answering is recorded as `CLOSED` (None returned)."""
+        slot = self._record(label, None)  # its place: the order the calls were sent
         request = body(api_key, version, lenient, **values)
-        response = await self.wire.call(api_key, version, request)
+        try:
+            response = await self.wire.call(api_key, version, request)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.responses[slot] = (label, CLOSED)
+            return None
         self.responses[slot] = (label, response if view is None else view(response))
         return response
 
@@ -149,9 +180,12 @@ class Client:
 Scenario = Callable[[Client], Awaitable[None]]
 
 
-async def run(scenario: Scenario, name: str, port: int) -> list[tuple[str, Plain]]:
-    """The scenario's normalised responses from the broker on ``port``."""
-    client = Client(await KafkaWire.open(port), port, name.replace("_", "-"))
+async def run(
+    scenario: Scenario, name: str, port: int, listeners: dict[str, int] | None = None
+) -> list[tuple[str, Plain]]:
+    """The scenario's normalised responses from the broker on ``port`` (its PLAINTEXT
+    listener; ``listeners``: every listener's port by name, for `Client.connect`)."""
+    client = Client(await KafkaWire.open(port), port, name.replace("_", "-"), None, listeners)
     try:
         await scenario(client)
     finally:
@@ -207,6 +241,8 @@ def normalise(value: Any, symbols: dict[str, dict[Any, str]], key: str = "") -> 
             for f in dataclasses.fields(value)
             if f.name not in DROPPED
         }
+    if isinstance(value, dict):  # a view's plain data: its fields as an entity's
+        return {k: normalise(v, symbols, k) for k, v in value.items() if k not in DROPPED}
     if key == "configs" and isinstance(value, (tuple, list)):
         return {c.name: normalise(c, symbols) for c in value}  # by name: a missing one shows
     if key == "records" and (value is None or isinstance(value, bytes)):

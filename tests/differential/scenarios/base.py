@@ -16,6 +16,9 @@ from purgatory.protocol.records import Header
 from tests.differential.harness import Client, Scenario
 
 SCENARIOS: dict[str, Scenario] = {}
+# Scenarios for the secured pair (tests/cluster/test_differential.py's SECURED): SASL
+# listeners, SCRAM users, the StandardAuthorizer.
+SECURED_SCENARIOS: dict[str, Scenario] = {}
 
 TS = 1_700_000_000_000  # every record's create time: timestamps compare exactly
 
@@ -45,6 +48,11 @@ MAX_TIMESTAMP = -3
 
 def scenario(fn: Scenario) -> Scenario:
     SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def secured_scenario(fn: Scenario) -> Scenario:
+    SECURED_SCENARIOS[fn.__name__] = fn
     return fn
 
 
