@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from purgatory.broker.server import Broker
 from purgatory.clients import AdminClient, Consumer, Producer
+from purgatory.clients.admin import quota_alteration
 from purgatory.protocol.api import ApiKey
 from purgatory.testing.cluster import metric_samples
 from tests.integration.test_dynamic_config import call
@@ -51,6 +52,9 @@ async def serve_both_protocols(brokers: list[Broker]) -> None:
     servers = bootstrap(brokers)
     async with AdminClient(servers) as admin:
         await admin.create_topic("t", PARTITIONS, 2)
+        # Quotas no client reaches, on every client id: the quota families are measured.
+        generous = {"producer_byte_rate": 1e9, "consumer_byte_rate": 1e9, "request_percentage": 1e4}
+        await admin.alter_client_quotas([quota_alteration({"client-id": None}, generous)])
     async with Producer(servers, linger_ms=0) as producer:
         for i in range(10):
             await producer.send_and_wait("t", b"ours", partition=i % PARTITIONS)
