@@ -33,7 +33,6 @@ from tests.differential.scenarios.acls import (
     delete_acls,
 )
 from tests.differential.scenarios.base import (
-    CREATE_TOPICS,
     FIND_COORDINATOR,
     INIT_PRODUCER_ID,
     LATEST,
@@ -41,6 +40,7 @@ from tests.differential.scenarios.base import (
     batch,
     create,
     fetch,
+    init_producer_id,
     list_offsets,
     metadata,
     produce,
@@ -61,7 +61,7 @@ async def find_coordinator(c: Client, label: str, key_type: int, *keys: str) -> 
     )
 
 
-async def init_producer_id(c: Client, label: str, transactional_id: str | None) -> Any:
+async def init_as(c: Client, label: str, transactional_id: str | None) -> Any:
     return await c.call(
         label,
         ApiKey.INIT_PRODUCER_ID,
@@ -73,6 +73,7 @@ async def init_producer_id(c: Client, label: str, transactional_id: str | None) 
     )
 
 
+# (Not topic_configs.describe: importing that module would register its scenarios first.)
 async def describe_configs(
     c: Client, label: str, name: str, keys: list[str], resource_type: int = TOPIC
 ) -> Any:
@@ -88,10 +89,18 @@ async def describe_configs(
     )
 
 
-def mine(c: Client) -> Any:
-    """A Metadata answer of every topic as its list of this scenario's topics."""
-    return lambda r: sorted(
-        (t.name, t.error_code.name) for t in r.topics if t.name.startswith(c.prefix)
+async def metadata_all(alice: Client, c: Client) -> Any:
+    """A Metadata of every topic, recorded as the list of this scenario's topics in it."""
+    return await alice.call(
+        "metadata_all",
+        ApiKey.METADATA,
+        METADATA,
+        view=lambda r: sorted(
+            (t.name, t.error_code.name) for t in r.topics if t.name.startswith(c.prefix)
+        ),
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
     )
 
 
@@ -117,15 +126,7 @@ async def authorization_denied_without_acls(c: Client) -> None:
     await produce(alice, "produce_unknown_topic", missing, batch(b"x"))
     await fetch(alice, "fetch", topic, 0)
     await metadata(alice, "metadata_named", [topic, missing])
-    await alice.call(
-        "metadata_all",
-        ApiKey.METADATA,
-        METADATA,
-        view=mine(c),
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
+    await metadata_all(alice, c)
     await list_offsets(alice, "list_offsets", topic, LATEST)
     await find_coordinator(alice, "find_group_coordinator", 0, c.topic("group"))
     await find_coordinator(alice, "find_transaction_coordinator", 1, c.topic("txn"))
@@ -134,8 +135,8 @@ async def authorization_denied_without_acls(c: Client) -> None:
     await create(alice, "create_topics", {"name": c.topic("new")})
     await describe_configs(alice, "describe_topic_configs", topic, ["retention.ms"])
     await describe_configs(alice, "describe_broker_configs", "0", ["log.retention.ms"], BROKER)
-    await init_producer_id(alice, "init_transactional", c.topic("txn"))
-    await init_producer_id(alice, "init_idempotent", None)
+    await init_as(alice, "init_transactional", c.topic("txn"))
+    await init_as(alice, "init_idempotent", None)
 
 
 @secured_scenario
@@ -162,54 +163,14 @@ async def authorization_with_acls(c: Client) -> None:
     await fetch(alice, "fetch_allowed", readable, 0)
     await fetch(alice, "fetch_denied", denied, 0)
     await metadata(alice, "metadata_named", [readable, denied])
-    await alice.call(
-        "metadata_all",
-        ApiKey.METADATA,
-        METADATA,
-        view=mine(c),
-        topics=None,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=False,
-    )
+    await metadata_all(alice, c)
     await list_offsets(alice, "list_offsets_denied", denied, LATEST)
     await find_coordinator(alice, "find_transaction_coordinator", 1, c.topic("txn"))
     await commit(alice, "offset_commit_of_a_denied_topic", group, denied, 0)
-    await alice.call(
-        "create_topics",
-        ApiKey.CREATE_TOPICS,
-        CREATE_TOPICS,
-        topics=[
-            {
-                "name": n,
-                "num_partitions": 1,
-                "replication_factor": 1,
-                "assignments": [],
-                "configs": [],
-            }
-            for n in (c.topic("made"), c.topic("not-made"))
-        ],
-        timeout=10_000,
-        validate_only=True,
-    )
+    made, not_made = {"name": c.topic("made")}, {"name": c.topic("not-made")}
+    await create(alice, "create_topics", made, not_made, validate_only=True)
     await describe_configs(alice, "describe_topic_configs", readable, ["retention.ms"])
-    await init_producer_id(alice, "init_transactional_without_write", c.topic("txn"))
-    await c.until(  # the super user's first: producer ids ready on both brokers
-        ApiKey.INIT_PRODUCER_ID,
-        INIT_PRODUCER_ID,
-        lambda r: r.error_code.value == 0,
-        transactional_id=None,
-        transaction_timeout=60_000,
-        producer_id=-1,
-        producer_epoch=-1,
-    )
-    await alice.call(
-        "init_idempotent_with_idempotent_write",
-        ApiKey.INIT_PRODUCER_ID,
-        INIT_PRODUCER_ID,
-        view=lambda r: {"error_code": r.error_code.name, "producer_epoch": r.producer_epoch},
-        transactional_id=None,
-        transaction_timeout=60_000,
-        producer_id=-1,
-        producer_epoch=-1,
-    )
+    await init_as(alice, "init_transactional_without_write", c.topic("txn"))
+    await init_producer_id(c, "init_idempotent_as_super_user")  # producer ids ready
+    await init_as(alice, "init_idempotent_with_idempotent_write", None)
     await delete_acls(c, "revoke", acl_filter(ALICE, TOPIC, c.prefix, PREFIXED))
