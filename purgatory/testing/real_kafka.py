@@ -14,7 +14,9 @@ build/kafka/<KAFKA_VERSION>/jars) or from the directory in $REAL_KAFKA_JARS; `un
 says why Kafka cannot start here (no Java 17+, no jars), for tests to skip on.
 
 By hand: ``python -m purgatory.testing.real_kafka --nodes 3`` prints the bootstrap servers
-and runs until Ctrl-C.
+and runs until Ctrl-C; ``--listener SASL_PLAINTEXT=SASL_PLAINTEXT`` adds a listener (its
+addresses printed on the next line), ``--add-scram`` seeds a SCRAM user, ``--set`` any
+setting (a SASL listener's mechanisms and JAAS configs among them).
 """
 
 from __future__ import annotations
@@ -496,6 +498,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a server.properties setting for every node (repeatable)",
     )
+    parser.add_argument(
+        "--listener",
+        action="append",
+        default=[],
+        metavar="NAME=PROTOCOL",
+        help="another listener beside PLAINTEXT, e.g. SASL_PLAINTEXT=SASL_PLAINTEXT (repeatable)",
+    )
+    parser.add_argument(
+        "--add-scram",
+        action="append",
+        default=[],
+        metavar="CREDENTIAL",
+        help="a SCRAM user as kafka-storage format takes it, e.g. "
+        "'SCRAM-SHA-512=[name=alice,password=alice-secret]' (repeatable)",
+    )
     parser.add_argument("--heap", default=DEFAULT_HEAP, help=f"-Xmx (default {DEFAULT_HEAP})")
     parser.add_argument(
         "--log-dir", type=Path, help="keep data and logs here (default: a temporary directory)"
@@ -509,13 +526,29 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not key:
             parser.error(f"--set takes KEY=VALUE, got {item!r}")
         config[key] = value
+    listeners: dict[str, str] = {}
+    for item in args.listener:
+        name, sep, protocol = item.partition("=")
+        if not sep or not name or not protocol:
+            parser.error(f"--listener takes NAME=PROTOCOL, got {item!r}")
+        listeners[name] = protocol
     stop = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops it as Ctrl-C
-    kafka = RealKafka(nodes=args.nodes, config=config, heap=args.heap, log_dir=args.log_dir)
+    kafka = RealKafka(
+        nodes=args.nodes,
+        config=config,
+        heap=args.heap,
+        log_dir=args.log_dir,
+        listeners=listeners,
+        add_scram=args.add_scram,
+    )
     try:
         started = time.monotonic()
         kafka.start()
         print(kafka.bootstrap_servers, flush=True)
+        for name in listeners:
+            ports = ",".join(f"127.0.0.1:{kafka.port(name, n)}" for n in range(args.nodes))
+            print(f"{name}: {ports}", flush=True)
         print(
             f"Apache Kafka {KAFKA_VERSION}: {args.nodes} node(s) ready in "
             f"{time.monotonic() - started:.1f} s, logs in {kafka.log_dir}; Ctrl-C stops it",

@@ -141,6 +141,12 @@ def test_the_command_refuses_zero_nodes_without_a_traceback() -> None:
     assert "--nodes must be at least 1" in run.stderr and "Traceback" not in run.stderr
 
 
+def test_the_command_refuses_a_listener_without_its_protocol_without_a_traceback() -> None:
+    run = python_m("purgatory.testing.real_kafka", "--listener", "SASL_PLAINTEXT")
+    assert run.returncode == 2
+    assert "--listener takes NAME=PROTOCOL" in run.stderr and "Traceback" not in run.stderr
+
+
 def running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
