@@ -433,14 +433,23 @@ class BrokerConnection(asyncio.Protocol):
                 self._sasl_kafka(request, start)
                 return True
             return False  # KafkaApis answers it: ILLEGAL_SASL_STATE, as Kafka's
-        if not sasl.authenticated:
+        if not sasl.authenticated or sasl.state is not SaslState.COMPLETE:
             if api_key == _API_VERSIONS and sasl.state is SaslState.HANDSHAKE:
                 return False
-            self._bad_input(
-                "illegal_sasl_state",
+            reason = (
                 f"{ApiKey(api_key).api_name} before SASL authentication on listener "
-                f"{self.listener.name}",
+                f"{self.listener.name}"
+                if not sasl.authenticated
+                else f"{ApiKey(api_key).api_name} during a SASL re-authentication"
             )
+            if sasl.state in (SaslState.AUTHENTICATE, SaslState.REAUTHENTICATE):
+                # Mid-exchange, Kafka answers the request ILLEGAL_SASL_STATE, then closes.
+                self.metrics.record_bad_request("illegal_sasl_state")
+                self.server.log_bad_input(self.peer, "illegal_sasl_state", reason)
+                self._respond_error(request, ErrorCode.ILLEGAL_SASL_STATE, reason)
+                self._close()
+            else:
+                self._bad_input("illegal_sasl_state", reason)
             return True
         if sasl.expired(start):
             self.server.log.info(

@@ -157,36 +157,6 @@ KNOWN = [
         "time); Kafka echoes the batch's last record timestamp there",
     ),
     Known(
-        "sasl_request_before_authentication",
-        "metadata_after_handshake",
-        "a request other than SaslAuthenticate after SaslHandshake closes the connection "
-        "unanswered; Kafka first answers it with its error response (ILLEGAL_SASL_STATE), "
-        "then closes",
-        issue=47,
-    ),
-    Known(
-        "sasl_reauthentication",
-        "*metadata_during_reauthentication*",
-        "a request other than SaslAuthenticate during a re-authentication (KIP-368) is "
-        "served as the session's principal; Kafka answers it with its error response "
-        "(ILLEGAL_SASL_STATE) and closes the connection",
-        issue=47,
-    ),
-    Known(
-        "user_scram_credentials_need_cluster_permissions",
-        "describe_as_alice.results[0].user",
-        "DescribeUserScramCredentials without DESCRIBE on the cluster names each user asked "
-        "in its results; Kafka's error response leaves the names empty",
-        issue=47,
-    ),
-    Known(
-        "authorization_*",
-        "fetch*.responses[0].partitions[0].aborted_transactions",
-        "a Fetch partition refused TOPIC_AUTHORIZATION_FAILED has null aborted transactions; "
-        "Kafka's has an empty list (as for an unknown partition)",
-        issue=47,
-    ),
-    Known(
         "acls_refused",
         "*unknown_*",
         "an UNKNOWN (0) resource type, pattern type, operation or permission in CreateAcls, "

@@ -402,7 +402,14 @@ def _name_of(names: dict[str, str], topic_id: str) -> str:
     return names.get(topic_id) or _UNKNOWN_ID + topic_id
 
 
-_NOT_FOUND = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+# Partitions answered before any read: an empty list of aborted transactions, as Kafka's.
+_NOT_FOUND = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
+)
 
 
 def _partition(index: int, data: FetchPartitionData, unknown_id: bool) -> FetchPartition:
@@ -419,7 +426,8 @@ def _partition(index: int, data: FetchPartitionData, unknown_id: bool) -> FetchP
         data.log_start_offset,
         records,
         lso,
-        # A partition the metadata does not have gets an empty list from Kafka (its answer
-        # made before any read), one whose read failed null, as a read_uncommitted one.
+        # A partition the metadata does not have (or the principal may not read) gets an
+        # empty list from Kafka (its answer made before any read), one whose read failed
+        # null, as a read_uncommitted one.
         () if error in _NOT_FOUND else data.aborted_transactions,
     )

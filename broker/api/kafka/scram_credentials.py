@@ -71,6 +71,8 @@ class ScramCredentialApis:
 def _refused(key: ApiKey, version: int, request: Any) -> Any:
     """Kafka's answer without DESCRIBE (ALTER) on the cluster: CLUSTER_AUTHORIZATION_FAILED."""
     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if key == ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:  # Kafka's: no message, no names
+        return error_response(key, version, request, code, None)
     return error_response(key, version, request, code, authz.CLUSTER_REFUSED)
 
 
@@ -121,10 +123,10 @@ def alter_response(version: int, done: sm.AlterUserScramCredentialsResponse) -> 
     )
 
 
-def error_response(key: int, version: int, body: Any, code: int, message: str) -> Any:
+def error_response(key: int, version: int, body: Any, code: int, message: str | None) -> Any:
     """The API's answer refusing the whole request with ``code``, as Kafka's
-    ``getErrorResponse``: a describe's at the top and in every user named, an alter's in
-    every user named (sorted)."""
+    ``getErrorResponse``: a describe's at the top and once for every user asked (its name
+    left empty, as Kafka's), an alter's in every user named (sorted)."""
     if key == ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
         users = [] if body.users is None else [u.name for u in body.users]
         return describe_response(
@@ -132,7 +134,7 @@ def error_response(key: int, version: int, body: Any, code: int, message: str) -
             sm.DescribeUserScramCredentialsResponse(
                 code,
                 message,
-                [sm.DescribeUserScramCredentialsResult(u, code, message, []) for u in users],
+                [sm.DescribeUserScramCredentialsResult("", code, message, []) for _ in users],
             ),
         )
     names = {d.name for d in body.deletions} | {u.name for u in body.upsertions}
