@@ -241,9 +241,16 @@ async def test_a_wrong_password_fails_at_once_with_the_authentication_error(
         assert failed == {"PLAIN", "SCRAM-SHA-512"}
 
 
-@pytest.mark.parametrize("listener", ["SASL_SSL", "SSL"])
-async def test_kafka_python_produces_and_consumes_over_sasl_scram_and_mutual_tls(
-    tmp_path: Path, listener: str
+@pytest.mark.parametrize(
+    ("listener", "mechanism", "username"),
+    [
+        ("SASL_SSL", "SCRAM-SHA-512", "alice"),
+        ("SASL_SSL", "PLAIN", "bob"),
+        ("SSL", None, "alice"),
+    ],
+)
+async def test_kafka_python_produces_and_consumes_over_sasl_and_mutual_tls(
+    tmp_path: Path, listener: str, mechanism: str | None, username: str
 ) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
@@ -254,11 +261,11 @@ async def test_kafka_python_produces_and_consumes_over_sasl_scram_and_mutual_tls
             "security_protocol": listener,
             "ssl_cafile": str(secured.certs.ca),
         }
-        if listener == "SASL_SSL":
+        if mechanism is not None:
             settings.update(
-                sasl_mechanism="SCRAM-SHA-512",
-                sasl_plain_username="alice",
-                sasl_plain_password="alice-secret",
+                sasl_mechanism=mechanism,
+                sasl_plain_username=username,
+                sasl_plain_password=f"{username}-secret",
             )
         else:
             settings.update(ssl_certfile=alice, ssl_keyfile=alice)
@@ -284,7 +291,7 @@ async def test_kafka_python_produces_and_consumes_over_sasl_scram_and_mutual_tls
 
         seen = Principals(secured.broker, listener)
         assert await asyncio.to_thread(round_trip) == expected()
-        assert user("alice") in seen.principals
+        assert user(username) in seen.principals
 
 
 async def test_aiokafka_produces_and_consumes_over_sasl_plain_and_mutual_tls(
@@ -296,6 +303,15 @@ async def test_aiokafka_produces_and_consumes_over_sasl_plain_and_mutual_tls(
     async with secured_broker(tmp_path) as secured:
         alice = str(secured.certs.clients["alice"])
         for listener, extra in (
+            (
+                "SASL_SSL",
+                {
+                    "sasl_mechanism": "SCRAM-SHA-512",
+                    "sasl_plain_username": "alice",
+                    "sasl_plain_password": "alice-secret",
+                    "ssl_context": create_ssl_context(cafile=str(secured.certs.ca)),
+                },
+            ),
             (
                 "SASL_SSL",
                 {
@@ -319,7 +335,7 @@ async def test_aiokafka_produces_and_consumes_over_sasl_plain_and_mutual_tls(
                 "security_protocol": listener,
                 **extra,
             }
-            topic = f"aio-{listener.lower()}"
+            topic = f"aio-{listener.lower()}-{extra.get('sasl_mechanism', 'tls').lower()}"
             producer = AIOKafkaProducer(**settings)
             await producer.start()
             try:
@@ -339,7 +355,7 @@ async def test_aiokafka_produces_and_consumes_over_sasl_plain_and_mutual_tls(
             finally:
                 await consumer.stop()
             assert values == expected()
-            assert principals == {user("bob") if listener == "SASL_SSL" else user("alice")}
+            assert principals == {user(extra.get("sasl_plain_username", "alice"))}
 
 
 def unsecured_jwt(claims: dict[str, Any]) -> str:
