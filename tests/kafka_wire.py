@@ -57,15 +57,18 @@ _WAIT_TIME = b"\x01\xe0\x05\x04"  # one tagged field: KIP-736's wait time, 4 byt
 
 
 class KafkaWire:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str = "wire"
+    ) -> None:
         self.reader = reader
         self.writer = writer
+        self.client_id = client_id  # every request header's (a client quota's entity)
         self.correlation_id = 0
 
     @classmethod
-    async def open(cls, port: int) -> KafkaWire:
+    async def open(cls, port: int, client_id: str = "wire") -> KafkaWire:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        return cls(reader, writer)
+        return cls(reader, writer, client_id)
 
     async def send_raw(self, frame: bytes) -> None:
         self.writer.write(frame)
@@ -79,7 +82,8 @@ class KafkaWire:
         self, api_key: ApiKey, version: int, body: Any, response_version: int | None = None
     ) -> Any:
         self.correlation_id += 1
-        await self.send_raw(request_frame(api_key, version, self.correlation_id, body))
+        frame = request_frame(api_key, version, self.correlation_id, body, self.client_id)
+        await self.send_raw(frame)
         frame = await self.read_frame()
         if api_key == ApiKey.FETCH and frame[-8:-4] == _WAIT_TIME:
             frame = frame[:-8] + b"\x00"  # kio refuses tags it does not know: drop ours

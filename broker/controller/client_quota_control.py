@@ -6,8 +6,8 @@ turned into ClientQuotaRecords; every broker enforces the quotas once it replays
 Results are per entity, and an entity fails or succeeds whole, INVALID_REQUEST with
 Kafka's message when:
 
-- an entity is empty, names a type twice or a type other than ``user``, ``client-id`` and
-  ``ip``, has an empty name, or combines ``ip`` with ``user`` or ``client-id``;
+- an entity is empty, names a type other than ``user``, ``client-id`` and ``ip``, has an
+  empty name, or combines ``ip`` with ``user`` or ``client-id``;
 - an ``ip`` entity's name is not an IP address (Kafka also resolves host names: not here);
 - a key is not one of the entity's (users and client ids: producer_byte_rate,
   consumer_byte_rate, request_percentage, controller_mutation_rate; ips:
@@ -16,7 +16,9 @@ Kafka's message when:
 - the request names one entity twice, or an entity's ops one key twice (Kafka's message
   then is "Ignoring duplicate entity" too).
 
-A value equal to the current one writes nothing, as does removing a key not set.
+A value equal to the current one writes nothing, as does removing a key not set. An
+entity naming a type twice is that type's last name (Kafka reads the request's entity into
+a map by type), and answered so.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ class ClientQuotaControlManager:
         records: list[ClientQuotaRecord] = []
         results: dict[Entity, tuple[list[qm.EntityData], Result]] = {}
         for entry in request.entries:
-            entity = entity_of((c.entity_type, c.entity_name) for c in entry.entity)
+            given = list({c.entity_type: c for c in entry.entity}.values())
+            entity = entity_of((c.entity_type, c.entity_name) for c in given)
             alterations: dict[str, float | None] = {}
             duplicate = entity in results
             for op in entry.ops:
@@ -80,13 +83,13 @@ class ClientQuotaControlManager:
                 alterations[op.key] = None if op.remove else op.value
             if duplicate:
                 results[entity] = (
-                    entry.entity,
+                    given,
                     _invalid(f"Ignoring duplicate entity {entity_text(entity)}"),
                 )
             else:
                 current = image.client_quotas.entities.get(entity, {})
-                result, made = _alter_entity(entry.entity, entity, current, alterations)
-                results[entity] = (entry.entity, result)
+                result, made = _alter_entity(given, entity, current, alterations)
+                results[entity] = (given, result)
                 if result == _NONE:
                     records.extend(made)
         response = qm.AlterClientQuotasResponse(
@@ -130,8 +133,6 @@ def validate_entity(given: list[qm.EntityData]) -> str | None:
     seen: dict[str, str | None] = {}
     for component in given:
         kind, name = component.entity_type, component.entity_name
-        if kind in seen:
-            return f"Invalid client quota entity, duplicate entity entry {kind}"
         if kind not in (USER, CLIENT_ID, IP):
             return f"Unhandled client quota entity type: {kind}"
         if name is not None and not name:

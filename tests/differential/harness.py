@@ -102,11 +102,11 @@ class Client:
         """A topic name of this scenario's own (the same on both brokers)."""
         return f"{self.prefix}-{name}"
 
-    async def connect(self, listener: str | None = None) -> Client:
-        """Another connection to the same broker (to ``listener``, by name, if given),
-        recording into this scenario."""
+    async def connect(self, listener: str | None = None, client_id: str = "wire") -> Client:
+        """Another connection to the same broker (to ``listener``, by name, if given, its
+        requests sent with ``client_id``), recording into this scenario."""
         port = self.port if listener is None else self.listeners[listener]
-        wire = await KafkaWire.open(port)
+        wire = await KafkaWire.open(port, client_id)
         other = Client(wire, port, self.prefix, self.responses, self.listeners)
         self.others.append(other)
         return other

@@ -180,7 +180,6 @@ def test_the_controller_refuses_as_kafka_with_its_messages() -> None:
         ([("user", "d")], [("connection_creation_rate", 1.0)]),
         ([("ip", "10.0.0.1")], [("producer_byte_rate", 1.0)]),
         ([("client-id", "e")], [("request_percentage", 12.5), ("request_percentage", 1.0)]),
-        ([("user", "f"), ("user", "g")], [("producer_byte_rate", 1.0)]),
     )
     assert results == [
         (invalid, "Invalid empty client quota entity"),
@@ -193,9 +192,27 @@ def test_the_controller_refuses_as_kafka_with_its_messages() -> None:
         (invalid, "Invalid configuration key connection_creation_rate"),
         (invalid, "Invalid configuration key producer_byte_rate"),
         (invalid, "Ignoring duplicate entity ClientQuotaEntity(entries={client-id=e})"),
-        (invalid, "Invalid client quota entity, duplicate entity entry user"),
     ]
     assert records == []
+
+
+def test_an_entity_naming_a_type_twice_is_its_last_name_as_kafkas_map_reads_it() -> None:
+    request = qm.AlterClientQuotasRequest(
+        [
+            qm.AlterEntryData(
+                [qm.EntityData("user", "f"), qm.EntityData("user", "g")],
+                [qm.OpData("producer_byte_rate", 1.0, False)],
+            )
+        ],
+        False,
+    )
+    response, records = ClientQuotaControlManager().alter_client_quotas(MetadataImage(), request)
+    assert response.entries == [
+        qm.AlterEntryResult(ErrorCode.NONE, None, [qm.EntityData("user", "g")])
+    ]
+    assert replayed(MetadataImage(), records).client_quotas.entities == {
+        (("user", "g"),): {"producer_byte_rate": 1.0}
+    }
 
 
 def test_changes_write_records_only_for_what_changes() -> None:
