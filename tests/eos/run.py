@@ -337,12 +337,19 @@ def live_and_die(
     cluster: Cluster, life: Life, rng: random.Random, share: int, result: EosResult, strike: bool
 ) -> None:
     """Run ``life`` to its kill; if ``strike``, a broker is killed and restarted under it."""
+
+    def spent(_line: str) -> bool:
+        """A life commits at most twice its share, so that the input outlasts every kill:
+        a fast worker otherwise committed it all in a few timed lives ("the input ran
+        out")."""
+        return life.committed >= 2 * share
+
     try:
         if rng.random() < 0.25:  # while it starts
             if strike:
-                life.wait_for(lambda _: False, time.monotonic() + rng.uniform(0.0, 1.5))
+                life.wait_for(spent, time.monotonic() + rng.uniform(0.0, 1.5))
                 strike_broker(cluster, life, rng, result)
-            life.wait_for(lambda _: False, time.monotonic() + rng.uniform(0.0, 3.0))
+            life.wait_for(spent, time.monotonic() + rng.uniform(0.0, 3.0))
         else:
             target = rng.randint(1, 2 * share)
             if strike:  # the worker goes on through a broker's death and return
