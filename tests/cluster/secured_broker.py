@@ -63,7 +63,9 @@ class SecuredBroker:
         async def collect() -> Authentications:
             families = {m.name: m for m in self.broker.metrics.registry.collect()}
             counted: Authentications = {}
-            for s in families["purgatory_authentications"].samples:
+            # (No family before the first authentication.)
+            family = families.get("purgatory_authentications")
+            for s in family.samples if family is not None else ():
                 if s.name.endswith("_total"):
                     key = (s.labels["listener"], s.labels["mechanism"], s.labels["result"])
                     counted[key] = counted.get(key, 0) + s.value

@@ -53,7 +53,7 @@ def test_go_client_over_secured_listeners(
     }
     for mechanism in ("SCRAM", "PLAIN"):
         user, password = secured.user(mechanism)
-        env[f"PURGATORY_{mechanism}_USER"], env[f"PURGATORY_{mechanism}_PASSWORD"] = user, password
+        env[f"SECURED_{mechanism}_USER"], env[f"SECURED_{mechanism}_PASSWORD"] = user, password
     before = secured.authentications()
     assert_go_test_passes(binary("security"), name, env, tmp_path, timeout_s=60)
     # The broker saw each way of connecting: a producer and a consumer each, or a refusal.

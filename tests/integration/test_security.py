@@ -543,7 +543,8 @@ def _principals(broker: Broker, listener: str) -> set[Any]:
 def _authentications(broker: Broker) -> dict[tuple[str, ...], float]:
     """purgatory_authentications_total by its labels."""
     families = {m.name: m for m in broker.metrics.registry.collect()}
-    samples = families["purgatory_authentications"].samples
+    family = families.get("purgatory_authentications")  # none before the first one
+    samples = family.samples if family is not None else []
     labels = ("listener", "mechanism", "result", "reauthentication")
     return {tuple(s.labels[k] for k in labels): s.value for s in samples}
 
