@@ -243,19 +243,13 @@ class AdminClient:
         """AlterUserScramCredentials (upsertions from ``scram_upsertion``): one result per
         user; asked again while the controller answers NOT_CONTROLLER, until
         ``timeout_ms``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        while True:
-            response: sm.AlterUserScramCredentialsResponse = await self.cluster.send_to_controller(
-                ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-                sm.AlterUserScramCredentialsRequest(deletions, upsertions),
-                timeout_ms=timeout_ms,
-            )
-            retry = any(r.error_code == ErrorCode.NOT_CONTROLLER for r in response.results)
-            if not retry or loop.time() > deadline:
-                return response.results
-            await asyncio.sleep(self.retry_backoff_ms / 1000)
-            await self.cluster.refresh([])
+        response: sm.AlterUserScramCredentialsResponse = await self._until_controller_answers(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            sm.AlterUserScramCredentialsRequest(deletions, upsertions),
+            lambda r: [u.error_code for u in r.results],
+            timeout_ms,
+        )
+        return response.results
 
     async def describe_user_scram_credentials(
         self, users: list[str] | None = None
