@@ -39,9 +39,11 @@ from purgatory.broker.security.authorizer.auth_helper import AuthHelper
 from purgatory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from purgatory.broker.coordinator.consumer_group import ConsumerGroup
     from purgatory.broker.coordinator.offset_metadata_manager import OffsetMetadataManager
 
 V = TypeVar("V")
+G = TypeVar("G", bound="GroupMetadata | ConsumerGroup")
 
 GROUP_KEY = 0  # FindCoordinator key types: 0 group, 1 transaction (share groups: 2)
 TRANSACTION_KEY = 1
@@ -174,7 +176,7 @@ def denied_groups(auth: AuthHelper, operation: AclOperation, group_ids: Iterable
     return group_ids - auth.authorized(operation, ResourceType.GROUP, group_ids)
 
 
-def listable_groups(auth: AuthHelper, groups: list[GroupMetadata]) -> list[GroupMetadata]:
+def listable_groups(auth: AuthHelper, groups: list[G]) -> list[G]:
     """ListGroups: every group to a principal that may DESCRIBE the cluster, else only
     the groups it may DESCRIBE."""
     if not auth.enabled or auth.authorize_cluster(AclOperation.DESCRIBE):

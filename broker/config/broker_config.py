@@ -120,6 +120,13 @@ IntConfig = Literal[
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
     "group.max.size",
+    "group.consumer.session.timeout.ms",
+    "group.consumer.min.session.timeout.ms",
+    "group.consumer.max.session.timeout.ms",
+    "group.consumer.heartbeat.interval.ms",
+    "group.consumer.min.heartbeat.interval.ms",
+    "group.consumer.max.heartbeat.interval.ms",
+    "group.consumer.max.size",
     "transaction.state.log.num.partitions",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
@@ -187,6 +194,8 @@ StrConfig = Literal[
     "log.message.timestamp.type",
     "purgatory.watcher.removal",
     "log.level",
+    "group.coordinator.rebalance.protocols",
+    "group.consumer.assignors",
     "log.format",
 ]
 

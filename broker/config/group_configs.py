@@ -3,7 +3,7 @@ GroupCoordinatorConfig)."""
 
 from __future__ import annotations
 
-from purgatory.broker.config.config_def import ConfigDef, at_least
+from purgatory.broker.config.config_def import ConfigDef, at_least, parses
 
 GROUP_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef(
@@ -87,4 +87,93 @@ GROUP_CONFIGS: tuple[ConfigDef, ...] = (
         at_least(1),
         dynamic=True,
     ),
+    ConfigDef(
+        "group.coordinator.rebalance.protocols",
+        str,
+        "classic,consumer",
+        "The group protocols the coordinator serves: `classic` (JoinGroup and SyncGroup) and "
+        "`consumer` (KIP-848's ConsumerGroupHeartbeat). Without `consumer`, "
+        "ConsumerGroupHeartbeat and ConsumerGroupDescribe are not advertised.",
+        parses(lambda v: _protocols(v)),
+    ),
+    ConfigDef(
+        "group.consumer.session.timeout.ms",
+        int,
+        45000,
+        "A consumer group member that sends no ConsumerGroupHeartbeat for this long is "
+        "removed from its group (KIP-848).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.consumer.min.session.timeout.ms",
+        int,
+        45000,
+        "Smallest `consumer.session.timeout.ms` a consumer group may be given.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.consumer.max.session.timeout.ms",
+        int,
+        60000,
+        "Largest `consumer.session.timeout.ms` a consumer group may be given.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.consumer.heartbeat.interval.ms",
+        int,
+        5000,
+        "How often a consumer group member is told to heartbeat (KIP-848).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.consumer.min.heartbeat.interval.ms",
+        int,
+        5000,
+        "Smallest `consumer.heartbeat.interval.ms` a consumer group may be given.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.consumer.max.heartbeat.interval.ms",
+        int,
+        15000,
+        "Largest `consumer.heartbeat.interval.ms` a consumer group may be given.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.consumer.max.size",
+        int,
+        2147483647,
+        "Most members one consumer group may have (GROUP_MAX_SIZE_REACHED beyond).",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.consumer.assignors",
+        str,
+        "uniform,range",
+        "The server-side assignors of consumer groups, by name (`uniform`, `range`) or "
+        "Kafka's class name; the first is the default, a member may ask for another "
+        "(`group.remote.assignor`).",
+        parses(lambda v: _assignor_names(v)),
+    ),
 )
+
+
+def _protocols(value: str) -> list[str]:
+    names = [n.strip().lower() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("classic", "consumer")]
+    if unknown or "classic" not in names:
+        raise ValueError("must list classic, and may list consumer")
+    return names
+
+
+def _assignor_names(value: str) -> list[str]:
+    """The assignors' names, Kafka's class names read as the names they stand for."""
+    classes = {
+        "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+        "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+    }
+    names = [classes.get(n.strip(), n.strip()) for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if not names or unknown:
+        raise ValueError("must name one or more of uniform, range")
+    return names

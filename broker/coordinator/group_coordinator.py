@@ -22,6 +22,9 @@ import structlog
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
+from purgatory.broker.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
+from purgatory.broker.coordinator.consumer_group_records import group_tombstones
 from purgatory.broker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -30,7 +33,7 @@ from purgatory.broker.coordinator.group_metadata import (
     SyncResult,
     TopicPartition,
 )
-from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
+from purgatory.broker.coordinator.group_metadata_manager import Group, GroupMetadataManager
 from purgatory.broker.coordinator.group_metrics import group_families
 from purgatory.broker.coordinator.member_sessions import MemberSessions
 from purgatory.broker.coordinator.offset_metadata_manager import OffsetMetadataManager
@@ -74,6 +77,9 @@ class GroupCoordinator:
             self._coordinator_error,
             self.sessions.heard_from,
         )
+        self.consumer_groups = ConsumerGroupCoordinator(
+            config, metadata, scheduler, self.manager, self._coordinator_error
+        )
         metrics.register(group_families(self))
         self.log = structlog.get_logger("group_coordinator").bind(broker_id=config.broker_id)
 
@@ -86,9 +92,10 @@ class GroupCoordinator:
             self._unloaded(group)
         self.rebalancer.cancel_all()
         self.sessions.cancel_all()
+        self.consumer_groups.shutdown()
 
     @property
-    def groups(self) -> dict[str, GroupMetadata]:
+    def groups(self) -> dict[str, Group]:
         return self.manager.groups
 
     def _now(self) -> int:
@@ -126,15 +133,23 @@ class GroupCoordinator:
         their offsets of them."""
         self.offsets.on_topics_deleted(topics)
 
-    def _loaded(self, group: GroupMetadata) -> None:
+    def _loaded(self, group: Group) -> None:
         """A group read back from its partition: its members must heartbeat again within
         their session timeouts."""
+        if isinstance(group, ConsumerGroup):
+            for consumer in group.members.values():
+                self.consumer_groups.member_loaded(group, consumer)
+            return
         for member in group.members.values():
             self.sessions.heard_from(group, member)
 
-    def _unloaded(self, group: GroupMetadata) -> None:
+    def _unloaded(self, group: Group) -> None:
         """This broker no longer coordinates the group: whoever waits is told to look for
         the new coordinator."""
+        if isinstance(group, ConsumerGroup):
+            group.state = ConsumerGroupState.DEAD
+            self.consumer_groups.group_unloaded(group)
+            return
         state = group.state
         group.state = GroupState.DEAD
         for member in group.members.values():
@@ -145,6 +160,19 @@ class GroupCoordinator:
         for member_id in group.pending_members:
             self.sessions.check(group, member_id)
         self.rebalancer.check(group)
+
+    def _classic_from_empty(self, consumer: ConsumerGroup) -> GroupMetadata:
+        """An empty consumer group becomes a classic group when a classic member joins
+        (Kafka's ``maybeDeleteEmptyConsumerGroup``): its records go, its offsets stay."""
+        group = GroupMetadata(consumer.group_id, GroupState.EMPTY, self._now())
+        group.offsets = consumer.offsets
+        group.pending_txn_offsets = consumer.pending_txn_offsets
+        consumer.state = ConsumerGroupState.DEAD
+        self.consumer_groups.group_unloaded(consumer)
+        self.manager.append(consumer.group_id, group_tombstones(consumer))
+        self.groups[consumer.group_id] = group
+        self.log.info("consumer_group_converted", group=consumer.group_id)
+        return group
 
     # -- JoinGroup -------------------------------------------------------------------------
 
@@ -174,6 +202,14 @@ class GroupCoordinator:
         if rebalance_timeout_ms < 0:  # JoinGroup v0: the session timeout serves for both
             rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            if not group.is_empty():
+                # A classic member joining a consumer group that has members (Kafka 4's
+                # mixed groups) is not served.
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            group = self._classic_from_empty(group)
+        elif isinstance(group, ConsumerGroup):
+            group = None
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
@@ -345,7 +381,7 @@ class GroupCoordinator:
         if error:
             return SyncResult(error)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state is GroupState.DEAD:
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -387,7 +423,7 @@ class GroupCoordinator:
         if error:
             return error
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -443,7 +479,7 @@ class GroupCoordinator:
         if error:
             return error, [error] * len(members)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(
@@ -476,17 +512,19 @@ class GroupCoordinator:
     # -- describing, listing, deleting -----------------------------------------------------
 
     def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
-        """(error, the group); a group this coordinator does not have is (NONE, None): Dead."""
+        """(error, the classic group); a group this coordinator does not have as a classic
+        group is (NONE, None): Dead, as Kafka's DescribeGroups describes it."""
         error = self._coordinator_error(group_id)
         if error:
             return error, None
-        return ErrorCode.NONE, self.groups.get(group_id)
+        group = self.groups.get(group_id)
+        return ErrorCode.NONE, group if isinstance(group, GroupMetadata) else None
 
-    def list_groups(self) -> tuple[int, list[GroupMetadata]]:
+    def list_groups(self) -> tuple[int, list[Group]]:
         """Every group coordinated here (COORDINATOR_LOAD_IN_PROGRESS while a partition
         of them is still loading, with the groups known so far)."""
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading else ErrorCode.NONE
-        groups = [g for g in self.manager.owned_groups() if g.state is not GroupState.DEAD]
+        groups = [g for g in self.manager.owned_groups() if not g.is_dead()]
         return error, groups
 
     def delete_groups(
@@ -501,9 +539,9 @@ class GroupCoordinator:
             group = self.groups.get(group_id) if not error else None
             if error:
                 results[group_id] = error
-            elif group is None or group.state is GroupState.DEAD:
+            elif group is None or group.is_dead():
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-            elif group.state is not GroupState.EMPTY:
+            elif not group.is_in_empty_state():
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 waiting.append((group_id, self.manager.delete_group(group, self._now())))

@@ -155,6 +155,12 @@ class GroupMetadata:
     def is_empty(self) -> bool:
         return not self.members and not self.pending_members
 
+    def is_dead(self) -> bool:
+        return self.state is GroupState.DEAD
+
+    def is_in_empty_state(self) -> bool:
+        return self.state is GroupState.EMPTY
+
     # -- members --------------------------------------------------------------------------
 
     def add(self, member: MemberMetadata, awaiting: asyncio.Future[JoinResult]) -> None:

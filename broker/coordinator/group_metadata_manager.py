@@ -20,6 +20,11 @@ import structlog
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState
+from purgatory.broker.coordinator.consumer_group_records import (
+    ConsumerGroupReplay,
+    group_tombstones,
+)
 from purgatory.broker.coordinator.group_metadata import (
     CommittedOffset,
     GroupMetadata,
@@ -33,6 +38,7 @@ from purgatory.broker.coordinator.group_records import (
     MemberValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    Record,
     TxnOffsetCommitKey,
     decode_group,
     decode_key,
@@ -68,7 +74,7 @@ _APPEND_ERRORS: dict[int, int] = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
 
-Record = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
+Group = GroupMetadata | ConsumerGroup  # a classic group, or a KIP-848 consumer group
 
 
 class GroupMetadataManager:
@@ -78,8 +84,8 @@ class GroupMetadataManager:
         replica_manager: ReplicaManager,
         metadata: MetadataCache,
         scheduler: Scheduler,
-        on_loaded: Callable[[GroupMetadata], None],
-        on_unloaded: Callable[[GroupMetadata], None],
+        on_loaded: Callable[[Group], None],
+        on_unloaded: Callable[[Group], None],
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
@@ -87,7 +93,7 @@ class GroupMetadataManager:
         self.scheduler = scheduler
         self.on_loaded = on_loaded
         self.on_unloaded = on_unloaded
-        self.groups: dict[str, GroupMetadata] = {}
+        self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()  # offsets partitions led and loaded
         self.loading: dict[int, int] = {}  # offsets partition -> leader epoch being loaded
         self.leader_epochs: dict[int, int] = {}  # of the partitions owned or loading
@@ -108,7 +114,7 @@ class GroupMetadataManager:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 
-    def owned_groups(self) -> Iterator[GroupMetadata]:
+    def owned_groups(self) -> Iterator[Group]:
         return iter(list(self.groups.values()))
 
     def leadership_changed(self, index: int, leader_epoch: int, is_leader: bool) -> None:
@@ -160,10 +166,11 @@ class GroupMetadataManager:
     def _finish_load(self, index: int, replay: _Replay) -> None:
         groups, offsets = replay.groups, replay.offsets
         now = self.scheduler.wall_ms()
-        loaded: dict[str, GroupMetadata] = {}
+        loaded: dict[str, Group] = {}
         for group_id, value in groups.items():
             if value is not None:
                 loaded[group_id] = _group_from(group_id, value)
+        loaded.update(replay.consumer.groups_built(now))
         topics = self.metadata.topics
         stale: dict[str, list[TopicPartition]] = {}
         for (group_id, tp), commit in offsets.items():
@@ -226,7 +233,7 @@ class GroupMetadataManager:
         return future
 
     def store_offsets(
-        self, group: GroupMetadata, offsets: dict[TopicPartition, CommittedOffset]
+        self, group: Group, offsets: dict[TopicPartition, CommittedOffset]
     ) -> asyncio.Future[int]:
         """Append the commits; once stored they replace the group's committed offsets."""
         records: list[Record] = [
@@ -246,7 +253,7 @@ class GroupMetadataManager:
 
     def store_txn_offsets(
         self,
-        group: GroupMetadata,
+        group: Group,
         producer_id: int,
         offsets: dict[TopicPartition, CommittedOffset],
     ) -> asyncio.Future[int]:
@@ -306,19 +313,20 @@ class GroupMetadataManager:
             group.group_id, [(_key(GroupMetadataKey(group.group_id)), encode(value))]
         )
 
-    def delete_group(
-        self, group: GroupMetadata, now_ms: int, at_once: bool = False
-    ) -> asyncio.Future[int]:
-        """The group is Dead and gone from memory now; its record and offsets are deleted
-        (tombstones) once stored."""
-        group.transition_to(GroupState.DEAD, now_ms)
+    def delete_group(self, group: Group, now_ms: int, at_once: bool = False) -> asyncio.Future[int]:
+        """The group is Dead and gone from memory now; its records and offsets are
+        deleted (tombstones) once stored."""
+        if isinstance(group, ConsumerGroup):
+            group.state = ConsumerGroupState.DEAD
+        else:
+            group.transition_to(GroupState.DEAD, now_ms)
         self.groups.pop(group.group_id, None)
         self.log.info("group_deleted", group=group.group_id, offsets=len(group.offsets))
         return self.delete_offsets(group, list(group.offsets), delete_group=True, at_once=at_once)
 
     def delete_offsets(
         self,
-        group: GroupMetadata,
+        group: Group,
         partitions: list[TopicPartition],
         delete_group: bool = False,
         at_once: bool = False,
@@ -328,7 +336,9 @@ class GroupMetadataManager:
         records: list[Record] = [
             (_key(OffsetCommitKey(group.group_id, t, p)), None) for t, p in partitions
         ]
-        if delete_group:
+        if delete_group and isinstance(group, ConsumerGroup):
+            records.extend(group_tombstones(group))
+        elif delete_group:
             records.append((_key(GroupMetadataKey(group.group_id)), None))
         future = self.append(group.group_id, records)
         if at_once:
@@ -414,9 +424,10 @@ class _Replay:
     per group and per committed offset, and the offsets of transactions not yet ended
     (a commit marker makes them committed offsets, an abort marker drops them)."""
 
-    __slots__ = ("groups", "offsets", "pending")
+    __slots__ = ("consumer", "groups", "offsets", "pending")
 
     def __init__(self) -> None:
+        self.consumer = ConsumerGroupReplay()
         self.groups: dict[str, GroupMetadataValue | None] = {}
         self.offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None] = {}
         self.pending: dict[tuple[str, int], dict[TopicPartition, OffsetCommitValue]] = {}
@@ -448,8 +459,10 @@ class _Replay:
             if value is not None:
                 pending = self.pending.setdefault((parsed.group, parsed.producer_id), {})
                 pending[(parsed.topic, parsed.partition)] = decode_offset(value)
-        else:
+        elif isinstance(parsed, GroupMetadataKey):
             self.groups[parsed.group] = None if value is None else decode_group(value)
+        else:
+            self.consumer.record(parsed, value)
 
 
 _ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes

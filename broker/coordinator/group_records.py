@@ -1,13 +1,19 @@
 """The records of ``__consumer_offsets``: a committed offset, or a group's metadata.
 
 Each record's key says what it is about (Kafka's key versions: 1 an offset commit, 2 a
-group), its value the latest state; a null value (a tombstone) deletes it. Replaying a
+classic group; 5 to 8 a consumer group's member, target assignment and members'
+assignments, as Kafka's KIP-848 records; 4 the consumer group's epoch and subscription
+metadata, which Kafka writes as key 3), its value the latest state; a null value (a
+tombstone) deletes it. Replaying a
 partition from its start therefore rebuilds every group it holds: the last record per key
 wins. Keys and values are MessagePack, like our record batches (Kafka writes its own
 binary schemas; nothing outside the coordinator reads them).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
@@ -63,12 +69,94 @@ class GroupMetadataValue(msgspec.Struct, array_like=True, frozen=True):
     members: list[MemberValue]
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | TxnOffsetCommitKey
+class ConsumerGroupMetadataKey(msgspec.Struct, array_like=True, frozen=True, tag=4):
+    group: str
+
+
+class ConsumerGroupMemberMetadataKey(msgspec.Struct, array_like=True, frozen=True, tag=5):
+    group: str
+    member_id: str
+
+
+class ConsumerGroupTargetAssignmentMetadataKey(msgspec.Struct, array_like=True, frozen=True, tag=6):
+    group: str
+
+
+class ConsumerGroupTargetAssignmentMemberKey(msgspec.Struct, array_like=True, frozen=True, tag=7):
+    group: str
+    member_id: str
+
+
+class ConsumerGroupCurrentMemberAssignmentKey(msgspec.Struct, array_like=True, frozen=True, tag=8):
+    group: str
+    member_id: str
+
+
+TopicPartitions = list[tuple[str, list[int]]]  # (topic id, partitions)
+
+
+class ConsumerGroupMetadataValue(msgspec.Struct, array_like=True, frozen=True):
+    epoch: int
+    # name -> (topic id, partitions) of the subscribed topics the assignment was made of
+    subscription_metadata: dict[str, tuple[str, int]]
+
+
+class ConsumerGroupMemberMetadataValue(msgspec.Struct, array_like=True, frozen=True):
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+class ConsumerGroupTargetAssignmentMetadataValue(msgspec.Struct, array_like=True, frozen=True):
+    assignment_epoch: int
+
+
+class ConsumerGroupTargetAssignmentMemberValue(msgspec.Struct, array_like=True, frozen=True):
+    topic_partitions: TopicPartitions
+
+
+class ConsumerGroupCurrentMemberAssignmentValue(msgspec.Struct, array_like=True, frozen=True):
+    member_epoch: int
+    previous_member_epoch: int
+    state: str
+    assigned_partitions: TopicPartitions
+    partitions_pending_revocation: TopicPartitions
+
+
+ConsumerGroupKey = (
+    ConsumerGroupMetadataKey
+    | ConsumerGroupMemberMetadataKey
+    | ConsumerGroupTargetAssignmentMetadataKey
+    | ConsumerGroupTargetAssignmentMemberKey
+    | ConsumerGroupCurrentMemberAssignmentKey
+)
+Record = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
+RecordKey = OffsetCommitKey | GroupMetadataKey | TxnOffsetCommitKey | ConsumerGroupKey
 
 _encoder = msgspec.msgpack.Encoder()
 _key_decoder = msgspec.msgpack.Decoder(RecordKey)
 _offset_decoder = msgspec.msgpack.Decoder(OffsetCommitValue)
 _group_decoder = msgspec.msgpack.Decoder(GroupMetadataValue)
+
+
+_consumer_decoders: dict[type, msgspec.msgpack.Decoder[Any]] = {
+    ConsumerGroupMetadataKey: msgspec.msgpack.Decoder(ConsumerGroupMetadataValue),
+    ConsumerGroupMemberMetadataKey: msgspec.msgpack.Decoder(ConsumerGroupMemberMetadataValue),
+    ConsumerGroupTargetAssignmentMetadataKey: msgspec.msgpack.Decoder(
+        ConsumerGroupTargetAssignmentMetadataValue
+    ),
+    ConsumerGroupTargetAssignmentMemberKey: msgspec.msgpack.Decoder(
+        ConsumerGroupTargetAssignmentMemberValue
+    ),
+    ConsumerGroupCurrentMemberAssignmentKey: msgspec.msgpack.Decoder(
+        ConsumerGroupCurrentMemberAssignmentValue
+    ),
+}
 
 
 def encode(value: msgspec.Struct | None) -> bytes | None:
@@ -86,6 +174,19 @@ def decode_offset(data: bytes) -> OffsetCommitValue:
 
 def decode_group(data: bytes) -> GroupMetadataValue:
     return _group_decoder.decode(data)
+
+
+def decode_consumer_group_value(key: ConsumerGroupKey, data: bytes) -> Any:
+    """The value of a consumer group record of ``key``'s kind."""
+    return _consumer_decoders[type(key)].decode(data)
+
+
+def topic_partitions(assignment: Mapping[str, frozenset[int]]) -> TopicPartitions:
+    return [(topic_id, sorted(ps)) for topic_id, ps in sorted(assignment.items())]
+
+
+def assignment_of(partitions: TopicPartitions) -> dict[str, frozenset[int]]:
+    return {topic_id: frozenset(ps) for topic_id, ps in partitions if ps}
 
 
 def java_hash(text: str) -> int:

@@ -13,6 +13,7 @@ import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.coordinator.consumer_group import ConsumerGroup
 from purgatory.broker.coordinator.group_metadata import (
     CommittedOffset,
     GroupMetadata,
@@ -20,7 +21,7 @@ from purgatory.broker.coordinator.group_metadata import (
     MemberMetadata,
     TopicPartition,
 )
-from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
+from purgatory.broker.coordinator.group_metadata_manager import Group, GroupMetadataManager
 from purgatory.broker.purgatory import Periodic, Scheduler
 from purgatory.protocol.errors import ErrorCode
 
@@ -85,10 +86,10 @@ class OffsetMetadataManager:
         if error:
             return error, {}
         group = self.manager.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
+        if group is None or group.is_dead():
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         subscribed: set[str] | None = set()
-        if group.state is not GroupState.EMPTY:
+        if not group.is_in_empty_state():
             subscribed = group.subscribed_topics()
             if subscribed is None:
                 return ErrorCode.NON_EMPTY_GROUP, {}
@@ -131,7 +132,7 @@ class OffsetMetadataManager:
         error = self._commit_error(group, generation_id, member_id, group_instance_id)
         if error:
             return dict.fromkeys(offsets, error)
-        if member_id in group.members:
+        if isinstance(group, GroupMetadata) and member_id in group.members:
             self.keep_alive(group, group.members[member_id])
         results, valid = self._checked(offsets)
         if not valid:
@@ -159,8 +160,10 @@ class OffsetMetadataManager:
             group = self.manager.groups[group_id] = GroupMetadata(
                 group_id, GroupState.EMPTY, self.scheduler.wall_ms()
             )
-        if group.state is GroupState.DEAD:
+        if group.is_dead():
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif isinstance(group, ConsumerGroup):
+            error = _consumer_group_txn_error(group, generation_id, member_id)
         elif (
             group_instance_id is not None
             and group.static_members.get(group_instance_id, member_id) != member_id
@@ -205,10 +208,12 @@ class OffsetMetadataManager:
         return results, valid
 
     def _commit_error(
-        self, group: GroupMetadata, generation_id: int, member_id: str, instance: str | None
+        self, group: Group, generation_id: int, member_id: str, instance: str | None
     ) -> int:
-        if group.state is GroupState.DEAD:
+        if group.is_dead():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if isinstance(group, ConsumerGroup):
+            return _consumer_group_commit_error(group, generation_id, member_id)
         if instance is not None:
             registered = group.static_members.get(instance)
             if registered is not None and registered != member_id:
@@ -245,7 +250,7 @@ class OffsetMetadataManager:
         incarnation, read from its start."""
         now = self.scheduler.wall_ms()
         for group in self.manager.owned_groups():
-            if group.state is GroupState.DEAD:
+            if group.is_dead():
                 continue
             gone = [tp for tp in group.offsets if tp[0] in topics]
             if not gone:
@@ -253,7 +258,7 @@ class OffsetMetadataManager:
             self.log.info(
                 "offsets_of_deleted_topics_removed", group=group.group_id, offsets=len(gone)
             )
-            if group.state is GroupState.EMPTY and len(gone) == len(group.offsets):
+            if group.is_in_empty_state() and len(gone) == len(group.offsets):
                 self.manager.delete_group(group, now, at_once=True)
             else:
                 self.manager.delete_offsets(group, gone, at_once=True)
@@ -264,13 +269,39 @@ class OffsetMetadataManager:
         now = self.scheduler.wall_ms()
         retention = self.config["offsets.retention.minutes"] * 60_000
         for group in self.manager.owned_groups():
-            if group.state is GroupState.DEAD:
+            if group.is_dead():
                 continue
             expired = group.expired_offsets(now, retention)
-            if group.state is GroupState.EMPTY and len(expired) == len(group.offsets):
+            if group.is_in_empty_state() and len(expired) == len(group.offsets):
                 self.expired_offsets += len(expired)
                 self.manager.delete_group(group, now)
             elif expired:
                 self.expired_offsets += len(expired)
                 self.log.info("offsets_expired", group=group.group_id, offsets=len(expired))
                 self.manager.delete_offsets(group, expired)
+
+
+def _consumer_group_commit_error(group: ConsumerGroup, member_epoch: int, member_id: str) -> int:
+    """Kafka's ``ConsumerGroup.validateOffsetCommit``: a commit without a member (epoch
+    -1) needs an empty group; a member's must carry its current epoch."""
+    if member_epoch < 0 and not group.members:
+        return ErrorCode.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
+
+
+def _consumer_group_txn_error(group: ConsumerGroup, member_epoch: int, member_id: str) -> int:
+    """TxnOffsetCommit to a consumer group: a member named must be one, in its epoch
+    (ILLEGAL_GENERATION, as Kafka answers transactional producers)."""
+    if not member_id:
+        return ErrorCode.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if member_epoch >= 0 and member_epoch != member.member_epoch:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE

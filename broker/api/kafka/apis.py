@@ -24,6 +24,10 @@ from purgatory.broker.api.kafka.configs import (
     alter_configs_response,
     describe_configs_response,
 )
+from purgatory.broker.api.kafka.consumer_groups import CONSUMER_GROUP_APIS, ConsumerGroupApis
+from purgatory.broker.api.kafka.consumer_groups import (
+    error_response as consumer_group_error_response,
+)
 from purgatory.broker.api.kafka.groups import GROUP_APIS, GroupApis
 from purgatory.broker.api.kafka.groups import error_response as group_error_response
 from purgatory.broker.api.kafka.leader_election import LeaderElectionApis
@@ -44,7 +48,7 @@ from purgatory.broker.api.results import Result
 from purgatory.broker.network.request_channel import Request
 from purgatory.broker.replication.delayed_delete_records import DeleteRecordsResult
 from purgatory.protocol import raft_messages as rm
-from purgatory.protocol.api import ApiKey
+from purgatory.protocol.api import ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_fetch import (
     FetchPartition,
@@ -70,6 +74,7 @@ class KafkaListenerApis:
             **ClusterApis(broker).handlers(),
             **OffsetApis(broker).handlers(),
             **GroupApis(broker).handlers(),
+            **ConsumerGroupApis(broker).handlers(),
             **ConfigApis(broker).handlers(),
             **QuorumApis(broker).handlers(),
             **LogInfoApis(broker).handlers(),
@@ -82,16 +87,21 @@ class KafkaListenerApis:
         }
         missing = set(VERSIONS) - set(self.handlers)
         assert not missing, f"advertised without a handler: {missing}"
+        # Kafka advertises KIP-848's APIs only where its group coordinator serves them.
+        protocols = broker.config["group.coordinator.rebalance.protocols"].lower()
+        self.hidden = frozenset() if "consumer" in protocols else CONSUMER_GROUP_APIS
+        for key in self.hidden:
+            self.handlers[key] = _unsupported(key)
 
     def handle_api_versions(self, request: Any, version: int) -> Result:
         if request is None:  # a version we do not serve: v0's shape, so any client reads it
-            return _api_versions(0, ErrorCode.UNSUPPORTED_VERSION)
+            return _api_versions(0, ErrorCode.UNSUPPORTED_VERSION, self.hidden)
         if version >= 3 and not (
             _SOFTWARE.fullmatch(request.client_software_name)
             and _SOFTWARE.fullmatch(request.client_software_version)
         ):
-            return _api_versions(version, ErrorCode.INVALID_REQUEST)
-        return _api_versions(version, ErrorCode.NONE)
+            return _api_versions(version, ErrorCode.INVALID_REQUEST, self.hidden)
+        return _api_versions(version, ErrorCode.NONE, self.hidden)
 
     # -- error responses ---------------------------------------------------------------------
 
@@ -101,9 +111,11 @@ class KafkaListenerApis:
         key = request.api_key
         schema: Any = response_module(key, version) if key != ApiKey.FETCH else None
         if key == ApiKey.API_VERSIONS:
-            return _api_versions(version if body is not None else 0, code)
+            return _api_versions(version if body is not None else 0, code, self.hidden)
         if key in GROUP_APIS:
             return group_error_response(key, version, body, code)
+        if key in CONSUMER_GROUP_APIS:
+            return consumer_group_error_response(key, version, body, code, message)
         if key in LOG_INFO_APIS:
             return log_info_error_response(key, version, body, code)
         if key == ApiKey.PRODUCE:
@@ -321,7 +333,16 @@ def _each_partition(
     ]
 
 
-def _api_versions(version: int, code: int) -> Any:
+def _unsupported(key: ApiKey) -> Callable[[Any, int], Result]:
+    """An API not enabled here: UNSUPPORTED_VERSION, as Kafka answers it."""
+
+    def handle(request: Any, version: int) -> Result:
+        raise RequestError(ErrorCode.UNSUPPORTED_VERSION, f"{key.api_name} is not enabled")
+
+    return handle
+
+
+def _api_versions(version: int, code: int, hidden: frozenset[ApiKey]) -> Any:
     schema = response_module(ApiKey.API_VERSIONS, version)
     return build(
         schema.ApiVersionsResponse,
@@ -329,6 +350,7 @@ def _api_versions(version: int, code: int) -> Any:
         api_keys=[
             build(schema.ApiVersion, api_key=int(k), min_version=lo, max_version=hi)
             for k, (lo, hi) in sorted(VERSIONS.items())
+            if k not in hidden
         ],
         throttle_time=0,
     )

@@ -1,0 +1,677 @@
+"""ConsumerGroupCoordinator: the group coordinator's side of KIP-848's consumer group
+protocol (Kafka's GroupMetadataManager ``consumerGroupHeartbeat`` and its timers).
+
+A member heartbeats (ConsumerGroupHeartbeat) with its subscription and the partitions it
+owns. Each heartbeat, in one step on the event loop:
+
+1. updates the member; a changed subscription (or topics that appeared, went or grew)
+   bumps the group epoch;
+2. recomputes the target assignment with the group's server-side assignor when the
+   group epoch is ahead of it;
+3. moves the member one reconciliation step towards its target (revocations first,
+   ``current_assignment_builder``);
+
+then writes what changed to ``__consumer_offsets`` (acks=-1) and answers once stored.
+The other members learn of a new target on their own next heartbeat: nobody stops.
+A member's session (``group.consumer.session.timeout.ms``) and its time to revoke
+(its rebalance timeout) are keyed timeouts on the timing wheel (``CoordinatorTimer``);
+either fences it out of the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import structlog
+
+from purgatory.broker.config.broker_config import BrokerConfig
+from purgatory.broker.config.group_configs import _assignor_names
+from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
+from purgatory.broker.controller.metadata_cache import MetadataCache
+from purgatory.broker.coordinator import consumer_group_records as records
+from purgatory.broker.coordinator.assignor import assignors as build_assignors
+from purgatory.broker.coordinator.assignor.partition_assignor import MemberSubscription
+from purgatory.broker.coordinator.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    ConsumerGroupState,
+    MemberState,
+    member_topics,
+)
+from purgatory.broker.coordinator.coordinator_timer import CoordinatorTimer
+from purgatory.broker.coordinator.current_assignment_builder import OwnedPartitions, reconcile
+from purgatory.broker.coordinator.group_metadata import GroupMetadata
+from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
+from purgatory.broker.coordinator.group_records import Record
+from purgatory.broker.purgatory import Scheduler
+from purgatory.protocol.errors import ErrorCode
+
+MAX_REGEX_LENGTH = 1000
+
+
+class HeartbeatRequest(NamedTuple):
+    """A ConsumerGroupHeartbeat's fields (None: not sent, i.e. unchanged)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: list[tuple[str, list[int]]] | None = None  # (topic id, partitions)
+
+
+class HeartbeatResult(NamedTuple):
+    error: int
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+class _Refused(Exception):
+    def __init__(self, error: int, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+class ConsumerGroupCoordinator:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataCache,
+        scheduler: Scheduler,
+        manager: GroupMetadataManager,
+        coordinator_error: Callable[[str], int],
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.scheduler = scheduler
+        self.manager = manager
+        self.coordinator_error = coordinator_error
+        self.timer = CoordinatorTimer(scheduler)
+        names = _assignor_names(config["group.consumer.assignors"])
+        self.assignors = build_assignors(names)
+        self.default_assignor = names[0]
+        self._regex_epoch = -2  # the metadata epoch the regex matches are of
+        self._regex_matches: dict[str, frozenset[str]] = {}
+        self.rebalances = 0  # group epoch bumps (Kafka's consumer group rebalances)
+        self.log = structlog.get_logger("consumer_group").bind(broker_id=config.broker_id)
+
+    def shutdown(self) -> None:
+        self.timer.cancel_all()
+
+    def _now(self) -> int:
+        return self.scheduler.wall_ms()
+
+    # -- ConsumerGroupHeartbeat -----------------------------------------------------------
+
+    def heartbeat(
+        self, request: HeartbeatRequest, version: int, client_id: str, client_host: str
+    ) -> HeartbeatResult | asyncio.Future[HeartbeatResult]:
+        try:
+            self._validate(request, version)
+            error = self.coordinator_error(request.group_id)
+            if error:
+                return HeartbeatResult(error)
+            if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(request)
+            return self._heartbeat(request, client_id, client_host)
+        except _Refused as refused:
+            return HeartbeatResult(refused.error, refused.message)
+
+    def _validate(self, request: HeartbeatRequest, version: int) -> None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``."""
+        epoch = request.member_epoch
+        if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            _not_empty(request.member_id, "MemberId can't be empty.")
+        _not_empty(request.group_id, "GroupId can't be empty.")
+        _not_empty(request.instance_id, "InstanceId can't be empty.")
+        _not_empty(request.rack_id, "RackId can't be empty.")
+        if epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request.owned is None or request.owned:
+                raise _invalid("TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                raise _invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                    "when (re-)joining."
+                )
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if request.instance_id is None:
+                raise _invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _invalid("MemberEpoch is invalid.")
+        assignor = request.server_assignor
+        if assignor is not None and assignor not in self.assignors:
+            raise _Refused(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.assignors)}.",
+            )
+        regex = request.subscribed_topic_regex
+        if regex:
+            _compiled(regex)
+
+    def _heartbeat(
+        self, request: HeartbeatRequest, client_id: str, client_host: str
+    ) -> HeartbeatResult | asyncio.Future[HeartbeatResult]:
+        out: list[Record] = []
+        group_id = request.group_id
+        joining = request.member_epoch == 0
+        group = self._group(group_id, joining, out)
+        member_id = request.member_id or _new_member_id()
+        if (
+            member_id not in group.members
+            and (request.instance_id is None or group.static_member(request.instance_id) is None)
+            and len(group.members) >= self.config["group.consumer.max.size"]
+        ):
+            raise _Refused(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self.config['group.consumer.max.size']} members.",
+            )
+        if request.instance_id is None:
+            member = self._dynamic_member(group, member_id, request, joining)
+        else:
+            member = self._static_member(group, member_id, request, joining, out)
+
+        updated = replace(
+            member,
+            instance_id=request.instance_id
+            if request.instance_id is not None
+            else member.instance_id,
+            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=request.rebalance_timeout_ms
+            if request.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            server_assignor=request.server_assignor
+            if request.server_assignor is not None
+            else member.server_assignor,
+            subscribed_topic_names=tuple(request.subscribed_topic_names)
+            if request.subscribed_topic_names is not None
+            else member.subscribed_topic_names,
+            subscribed_topic_regex=(request.subscribed_topic_regex or None)
+            if request.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex,
+            client_id=client_id,
+            client_host=client_host,
+        )
+        bump = False
+        if updated.subscription() != member.subscription() or member_id not in group.members:
+            out.append(records.member_metadata(group_id, updated))
+            bump = (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+                or member_id not in group.members
+            )
+        group.update_member(updated)
+        bump = self._refresh_subscriptions(group, out) or bump
+        if bump:
+            self._bump(group, out)
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group, out)
+        updated = self._reconcile(group, group.members[member_id], request.owned, out)
+        group.update_state(self._now())
+        self._schedule_session(group_id, member_id)
+
+        full = joining or (
+            request.rebalance_timeout_ms != -1
+            and (
+                request.subscribed_topic_names is not None
+                or request.subscribed_topic_regex is not None
+            )
+            and request.owned is not None
+        )
+        result = HeartbeatResult(
+            ErrorCode.NONE,
+            None,
+            member_id,
+            updated.member_epoch,
+            self.config["group.consumer.heartbeat.interval.ms"],
+            updated.assigned if full or updated.assigned != member.assigned else None,
+        )
+        return self._stored(group_id, out, result)
+
+    def _group(self, group_id: str, create: bool, out: list[Record]) -> ConsumerGroup:
+        """Kafka's ``getOrMaybeCreateConsumerGroup``: an empty classic group becomes a
+        consumer group when a member joins it."""
+        group = self.manager.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            return group
+        if group is None or group.is_dead():
+            if not create:
+                raise _Refused(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
+                )
+        elif not create or not isinstance(group, GroupMetadata) or not group.is_empty():
+            raise _Refused(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+            )
+        consumer = ConsumerGroup(group_id, self._now())
+        if isinstance(group, GroupMetadata):
+            # The classic group's record goes; its offsets stay the group's.
+            out.append(records.classic_group_tombstone(group_id))
+            consumer.offsets = group.offsets
+            consumer.pending_txn_offsets = group.pending_txn_offsets
+            self.log.info("classic_group_converted", group=group_id)
+        self.manager.groups[group_id] = consumer
+        return consumer
+
+    def _dynamic_member(
+        self, group: ConsumerGroup, member_id: str, request: HeartbeatRequest, joining: bool
+    ) -> ConsumerGroupMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise _unknown_member(member_id, group.group_id)
+            self.log.info("consumer_group_member_joins", group=group.group_id, member=member_id)
+            return ConsumerGroupMember(member_id)
+        _check_epoch(member, request.member_epoch, request.owned)
+        return member
+
+    def _static_member(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        request: HeartbeatRequest,
+        joining: bool,
+        out: list[Record],
+    ) -> ConsumerGroupMember:
+        instance = request.instance_id
+        assert instance is not None
+        existing = group.static_member(instance)
+        if joining:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerGroupMember(member_id)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise _Refused(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance} cannot join the "
+                    f"group because the instance id is is owned by {existing.member_id} member.",
+                )
+            # The instance comes back under a new member id: it takes the old member's
+            # place and assignment, from epoch 0.
+            target = group.target_assignment.get(existing.member_id, {})
+            self._remove(group, existing, out)
+            replacement = replace(
+                existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
+            )
+            group.target_assignment[member_id] = target
+            out.append(records.target_member(group.group_id, member_id, target))
+            self.log.info(
+                "static_member_replaced",
+                group=group.group_id,
+                instance=instance,
+                old=existing.member_id,
+                member=member_id,
+            )
+            group.update_member(replacement)
+            out.append(records.current_assignment(group.group_id, replacement))
+            return replacement
+        if existing is None:
+            raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance} is unknown.")
+        if existing.member_id != member_id:
+            raise _fenced_instance(member_id, instance, existing.member_id)
+        _check_epoch(existing, request.member_epoch, request.owned)
+        return existing
+
+    def _refresh_subscriptions(self, group: ConsumerGroup, out: list[Record]) -> bool:
+        """Recompute what the group subscribes to from the members and the topics that
+        exist now; a change is a new group epoch (True)."""
+        regexes = {m.subscribed_topic_regex for m in group.members.values()} - {None}
+        matches = self._matches(regexes) if regexes else {}
+        topics = self.metadata.topics
+        metadata: dict[str, tuple[str, int]] = {}
+        for name in group.subscribed_topic_names(matches):
+            topic = topics.get(name)
+            if topic is not None and topic.partitions:
+                metadata[name] = (topic.topic_id, len(topic.partitions))
+        if metadata == group.subscription_metadata:
+            return False
+        group.subscription_metadata = metadata
+        return True
+
+    def _matches(self, regexes: set[str | None]) -> dict[str, frozenset[str]]:
+        """Each regex's matching topics (a full match, as Kafka's RE2J ``matches``),
+        computed once per metadata image."""
+        if self._regex_epoch != self.metadata.epoch:
+            self._regex_epoch = self.metadata.epoch
+            self._regex_matches = {}
+        names = [n for n in self.metadata.topics if n not in INTERNAL_TOPICS]
+        for regex in regexes:
+            if regex is not None and regex not in self._regex_matches:
+                pattern = _compiled(regex)
+                self._regex_matches[regex] = frozenset(n for n in names if pattern.fullmatch(n))
+        return self._regex_matches
+
+    def _bump(self, group: ConsumerGroup, out: list[Record]) -> None:
+        group.group_epoch += 1
+        self.rebalances += 1
+        out.append(records.group_metadata(group))
+        self.log.info("consumer_group_epoch_bumped", group=group.group_id, epoch=group.group_epoch)
+
+    def _assign(self, group: ConsumerGroup, out: list[Record]) -> None:
+        """Kafka's TargetAssignmentBuilder: the target of every member for the group
+        epoch; a record for each member whose target changed, then the epoch's."""
+        assignor = self.assignors[self._preferred_assignor(group)]
+        ids_by_name = group.subscription_metadata
+        members = {
+            m.member_id: MemberSubscription(
+                frozenset(
+                    ids_by_name[n][0]
+                    for n in member_topics(m, self._regex_matches)
+                    if n in ids_by_name
+                ),
+                group.target_assignment.get(m.member_id, {}),
+                m.rack_id,
+            )
+            for m in group.members.values()
+        }
+        partitions = dict(ids_by_name.values())
+        target = assignor.assign(members, partitions)
+        for member_id in group.members:
+            new = {t: frozenset(ps) for t, ps in target.get(member_id, {}).items() if ps}
+            if new != group.target_assignment.get(member_id):
+                group.target_assignment[member_id] = new
+                out.append(records.target_member(group.group_id, member_id, new))
+        group.assignment_epoch = group.group_epoch
+        out.append(records.target_metadata(group))
+
+    def _preferred_assignor(self, group: ConsumerGroup) -> str:
+        """The assignor most members ask for; the default when none asks."""
+        asked = Counter(
+            m.server_assignor for m in group.members.values() if m.server_assignor is not None
+        )
+        return asked.most_common(1)[0][0] if asked else self.default_assignor
+
+    def _reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        owned: OwnedPartitions,
+        out: list[Record],
+    ) -> ConsumerGroupMember:
+        if member.is_reconciled_to(group.assignment_epoch):
+            return member
+        updated = reconcile(
+            member,
+            group.assignment_epoch,
+            group.target_assignment.get(member.member_id, {}),
+            group.current_partition_epoch,
+            owned,
+        )
+        if updated == member:
+            return member
+        group.update_member(updated)
+        out.append(records.current_assignment(group.group_id, updated))
+        key = _rebalance_key(group.group_id, member.member_id)
+        if updated.state is MemberState.UNREVOKED_PARTITIONS:
+            epoch, timeout = updated.member_epoch, updated.rebalance_timeout_ms
+            self.timer.schedule(
+                key, timeout, lambda: self._rebalance_timed_out(group, member.member_id, epoch)
+            )
+        else:
+            self.timer.cancel(key)
+        return updated
+
+    # -- leaving, and being fenced --------------------------------------------------------
+
+    def _leave(
+        self, request: HeartbeatRequest
+    ) -> HeartbeatResult | asyncio.Future[HeartbeatResult]:
+        group_id, member_id, instance = request.group_id, request.member_id, request.instance_id
+        group = self.manager.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or group.is_dead():
+            raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        out: list[Record] = []
+        if instance is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise _unknown_member(member_id, group_id)
+        else:
+            found = group.static_member(instance)
+            if found is None:
+                raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance} is unknown.")
+            if found.member_id != member_id:
+                raise _fenced_instance(member_id, instance, found.member_id)
+            member = found
+            if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # It will be back: it keeps its place and partitions for its session.
+                away = replace(
+                    member.with_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH), pending_revocation={}
+                )
+                group.update_member(away)
+                group.update_state(self._now())
+                self.timer.cancel(_rebalance_key(group_id, member_id))
+                out.append(records.current_assignment(group_id, away))
+                self.log.info("static_member_away", group=group_id, member=member_id)
+                result = HeartbeatResult(
+                    ErrorCode.NONE, None, member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                )
+                return self._stored(group_id, out, result)
+        self.log.info("consumer_group_member_left", group=group_id, member=member_id)
+        self._fence(group, member, out)
+        result = HeartbeatResult(ErrorCode.NONE, None, member_id, request.member_epoch)
+        return self._stored(group_id, out, result)
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember, out: list[Record]) -> None:
+        """Kafka's ``consumerGroupFenceMember``: the member goes, the group epoch grows,
+        and the others are given its partitions as they heartbeat."""
+        self._remove(group, member, out)
+        self._refresh_subscriptions(group, out)
+        self._bump(group, out)
+        group.update_state(self._now())
+
+    def _remove(self, group: ConsumerGroup, member: ConsumerGroupMember, out: list[Record]) -> None:
+        group.remove_member(member.member_id)
+        self.timer.cancel(_session_key(group.group_id, member.member_id))
+        self.timer.cancel(_rebalance_key(group.group_id, member.member_id))
+        out.extend(records.member_tombstones(group.group_id, member.member_id))
+
+    def _schedule_session(self, group_id: str, member_id: str) -> None:
+        self.timer.schedule(
+            _session_key(group_id, member_id),
+            self.config["group.consumer.session.timeout.ms"],
+            lambda: self._session_expired(group_id, member_id),
+        )
+
+    def _session_expired(self, group_id: str, member_id: str) -> None:
+        self._fence_by_timer(group_id, member_id, "the member session expired")
+
+    def _rebalance_timed_out(self, group: ConsumerGroup, member_id: str, epoch: int) -> None:
+        member = group.members.get(member_id)
+        if member is not None and member.member_epoch == epoch:
+            self._fence_by_timer(
+                group.group_id, member_id, f"it failed to transition from epoch {epoch} in time"
+            )
+
+    def _fence_by_timer(self, group_id: str, member_id: str, reason: str) -> None:
+        group = self.manager.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or group.is_dead():
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        self.log.info("consumer_group_member_fenced", group=group_id, member=member_id, why=reason)
+        out: list[Record] = []
+        self._fence(group, member, out)
+        stored = self.manager.append(group_id, out)
+        stored.add_done_callback(functools.partial(_log_failure, self.log, group_id))
+
+    def member_loaded(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """A member read back from ``__consumer_offsets``: its session starts now, and
+        its time to revoke if it was revoking."""
+        self._schedule_session(group.group_id, member.member_id)
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            epoch = member.member_epoch
+            self.timer.schedule(
+                _rebalance_key(group.group_id, member.member_id),
+                member.rebalance_timeout_ms,
+                lambda: self._rebalance_timed_out(group, member.member_id, epoch),
+            )
+
+    def group_unloaded(self, group: ConsumerGroup) -> None:
+        for member_id in group.members:
+            self.timer.cancel(_session_key(group.group_id, member_id))
+            self.timer.cancel(_rebalance_key(group.group_id, member_id))
+
+    # -- storing --------------------------------------------------------------------------
+
+    def _stored(
+        self, group_id: str, out: list[Record], result: HeartbeatResult
+    ) -> HeartbeatResult | asyncio.Future[HeartbeatResult]:
+        """``result`` once ``out`` is in the group's partition (the state changed at
+        once, as Kafka's uncommitted timeline state does); the append's error if not."""
+        if not out:
+            return result
+        stored = self.manager.append(group_id, out)
+        answer: asyncio.Future[HeartbeatResult] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future[int]) -> None:
+            if answer.done():
+                return
+            code = f.result()
+            answer.set_result(result if code == ErrorCode.NONE else HeartbeatResult(code))
+
+        stored.add_done_callback(done)
+        return answer
+
+    # -- ConsumerGroupDescribe ------------------------------------------------------------
+
+    def describe(self, group_id: str) -> tuple[int, str | None, ConsumerGroup | None]:
+        """(error, message, group) of ConsumerGroupDescribe."""
+        error = self.coordinator_error(group_id)
+        if error:
+            return error, None, None
+        group = self.manager.groups.get(group_id)
+        if group is None or group.is_dead():
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        if not isinstance(group, ConsumerGroup):
+            return (
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Group {group_id} is not a consumer group.",
+                None,
+            )
+        return ErrorCode.NONE, None, group
+
+    def assignor_of(self, group: ConsumerGroup) -> str:
+        return self._preferred_assignor(group)
+
+    def describe_topic_names(self) -> Mapping[str, str]:
+        return self.metadata.topic_names
+
+
+def _session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("session", group_id, member_id)
+
+
+def _rebalance_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("rebalance", group_id, member_id)
+
+
+def _new_member_id() -> str:
+    """A member id as Kafka makes one (a random Uuid's URL-safe base64)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _not_empty(value: str | None, message: str) -> None:
+    if value is not None and not value.strip():
+        raise _invalid(message)
+
+
+def _invalid(message: str) -> _Refused:
+    return _Refused(ErrorCode.INVALID_REQUEST, message)
+
+
+def _unknown_member(member_id: str, group_id: str) -> _Refused:
+    return _Refused(
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        f"Member {member_id} is not a member of group {group_id}.",
+    )
+
+
+def _fenced_instance(member_id: str, instance: str, owner: str) -> _Refused:
+    return _Refused(
+        ErrorCode.FENCED_INSTANCE_ID,
+        f"Static member {member_id} with instance id {instance} was fenced by member {owner}.",
+    )
+
+
+def _check_epoch(member: ConsumerGroupMember, received: int, owned: OwnedPartitions) -> None:
+    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``: an epoch ahead is fenced; one
+    behind only if it is the previous epoch and the member owns no more than it should
+    (the answer with the new epoch may have been lost)."""
+    if received > member.member_epoch:
+        raise _Refused(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a greater member epoch ({received}) than the one "
+            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+            "all its partitions and rejoin.",
+        )
+    if received < member.member_epoch and (
+        received != member.previous_member_epoch or not _is_subset(owned, member.assigned)
+    ):
+        raise _Refused(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a smaller member epoch ({received}) than the one "
+            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+            "all its partitions and rejoin.",
+        )
+
+
+def _is_subset(owned: OwnedPartitions, assigned: Assignment) -> bool:
+    if owned is None:
+        return False
+    return all(p in assigned.get(topic_id, ()) for topic_id, ps in owned for p in ps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(regex: str) -> Any:
+    """The regex, compiled by RE2 (linear time, as Kafka's RE2J: a hostile pattern cannot
+    stall the coordinator); INVALID_REGULAR_EXPRESSION when it is not one."""
+    import re2
+
+    if len(regex) > MAX_REGEX_LENGTH:
+        raise _Refused(
+            ErrorCode.INVALID_REGULAR_EXPRESSION,
+            f"SubscribedTopicRegex is longer than {MAX_REGEX_LENGTH} characters.",
+        )
+    try:
+        return re2.compile(regex)
+    except re2.error as exc:
+        raise _Refused(
+            ErrorCode.INVALID_REGULAR_EXPRESSION,
+            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.",
+        ) from exc
+
+
+def _log_failure(log: Any, group_id: str, stored: asyncio.Future[int]) -> None:
+    code = stored.result()
+    if code != ErrorCode.NONE:
+        log.warning("consumer_group_records_not_stored", group=group_id, error=code)
+
+
+__all__ = [
+    "ConsumerGroupCoordinator",
+    "ConsumerGroupState",
+    "HeartbeatRequest",
+    "HeartbeatResult",
+]
