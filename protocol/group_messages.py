@@ -163,11 +163,14 @@ class DescribedGroupMember(Message):
 class DescribedGroup(Message):
     error_code: int
     group_id: str
-    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    # classic: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead;
+    # consumer (KIP-848): Empty, Assigning, Reconciling, Stable, Dead
+    state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # a classic group's protocol; a consumer group's server-side assignor
     members: list[DescribedGroupMember]
-    generation_id: int = -1
+    generation_id: int = -1  # a consumer group's group epoch
+    group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
 class DescribeGroupsResponse(Message):
@@ -182,6 +185,7 @@ class ListedGroup(Message):
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
 class ListGroupsResponse(Message):

@@ -17,6 +17,7 @@ from purgatory.broker.api.coordinator_acls import (
 )
 from purgatory.broker.api.request_limits import check_partition_count, check_topic_count
 from purgatory.broker.api.results import Result, answer
+from purgatory.broker.coordinator.consumer_group import ConsumerGroup
 from purgatory.broker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -239,7 +240,11 @@ class GroupApis:
             [
                 _described(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
                 if group_id in denied
-                else _described(group_id, *self.coordinator.describe_group(group_id))
+                else _described(
+                    group_id,
+                    *self.coordinator.describe_any_group(group_id),
+                    self.coordinator.consumer_groups.default_assignor,
+                )
                 for group_id in request.groups
             ]
         )
@@ -250,7 +255,7 @@ class GroupApis:
         return g.ListGroupsResponse(
             code,
             [
-                g.ListedGroup(x.group_id, x.protocol_type or "", x.state.value)
+                g.ListedGroup(x.group_id, x.protocol_type or "", x.state.value, group_type(x))
                 for x in listable_groups(self.auth, groups)
                 if not states or x.state.value.lower() in states
             ],
@@ -289,9 +294,21 @@ def _sync_response(r: SyncResult) -> g.SyncGroupResponse:
     return g.SyncGroupResponse(r.error, r.assignment, r.protocol_type, r.protocol_name)
 
 
-def _described(group_id: str, code: int, group: GroupMetadata | None) -> g.DescribedGroup:
+def group_type(group: GroupMetadata | ConsumerGroup) -> str:
+    """Kafka's GroupType name: ``classic``, or ``consumer`` (KIP-848)."""
+    return "consumer" if isinstance(group, ConsumerGroup) else "classic"
+
+
+def _described(
+    group_id: str,
+    code: int,
+    group: GroupMetadata | ConsumerGroup | None,
+    default_assignor: str = "",
+) -> g.DescribedGroup:
     if group is None or code:
         return g.DescribedGroup(code, group_id, GroupState.DEAD.value, "", "", [])
+    if isinstance(group, ConsumerGroup):
+        return _described_consumer_group(group, group.preferred_assignor(default_assignor))
     protocol_type, protocol, summary = group.summary()
     return g.DescribedGroup(
         code,
@@ -306,4 +323,35 @@ def _described(group_id: str, code: int, group: GroupMetadata | None) -> g.Descr
             for x, metadata, assignment in summary
         ],
         group.generation_id,
+    )
+
+
+def _described_consumer_group(group: ConsumerGroup, assignor: str) -> g.DescribedGroup:
+    """A KIP-848 group in the classic shape: each member's assignment (by topic name) as
+    the consumer protocol writes one, so the same tools read both kinds."""
+    from purgatory.protocol.consumer_protocol import Assignment, encode_assignment
+
+    names = {topic_id: name for name, (topic_id, _) in group.subscription_metadata.items()}
+    members = []
+    for member in group.members.values():
+        parts = {names.get(t, t): sorted(ps) for t, ps in member.assigned.items()}
+        members.append(
+            g.DescribedGroupMember(
+                member.member_id,
+                member.instance_id,
+                member.client_id,
+                member.client_host,
+                b"",
+                encode_assignment(Assignment(parts)),
+            )
+        )
+    return g.DescribedGroup(
+        ErrorCode.NONE,
+        group.group_id,
+        group.state.value,
+        group.protocol_type,
+        assignor,
+        members,
+        group.group_epoch,
+        "consumer",
     )

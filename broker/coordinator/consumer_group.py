@@ -197,6 +197,14 @@ class ConsumerGroup:
                     if self.partition_epochs.get((topic_id, p)) == epoch:
                         del self.partition_epochs[(topic_id, p)]
 
+    def preferred_assignor(self, default: str) -> str:
+        """The server-side assignor most members ask for (Kafka's
+        ``preferredServerAssignor``); ``default`` when none asks."""
+        asked = Counter(
+            m.server_assignor for m in self.members.values() if m.server_assignor is not None
+        )
+        return asked.most_common(1)[0][0] if asked else default
+
     # -- subscriptions --------------------------------------------------------------------
 
     def subscribed_topic_names(self, regex_topics: Mapping[str, frozenset[str]]) -> Counter[str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import uuid
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -394,11 +393,7 @@ class ConsumerGroupCoordinator:
         out.append(records.target_metadata(group))
 
     def _preferred_assignor(self, group: ConsumerGroup) -> str:
-        """The assignor most members ask for; the default when none asks."""
-        asked = Counter(
-            m.server_assignor for m in group.members.values() if m.server_assignor is not None
-        )
-        return asked.most_common(1)[0][0] if asked else self.default_assignor
+        return group.preferred_assignor(self.default_assignor)
 
     def _reconcile(
         self,

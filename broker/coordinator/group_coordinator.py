@@ -520,6 +520,14 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         return ErrorCode.NONE, group if isinstance(group, GroupMetadata) else None
 
+    def describe_any_group(self, group_id: str) -> tuple[int, Group | None]:
+        """(error, the group, classic or consumer); (NONE, None) when it is not here."""
+        error = self._coordinator_error(group_id)
+        if error:
+            return error, None
+        group = self.groups.get(group_id)
+        return ErrorCode.NONE, None if group is None or group.is_dead() else group
+
     def list_groups(self) -> tuple[int, list[Group]]:
         """Every group coordinated here (COORDINATOR_LOAD_IN_PROGRESS while a partition
         of them is still loading, with the groups known so far)."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from purgatory.broker.coordinator.consumer_group import ConsumerGroupState
 from purgatory.broker.coordinator.group_metadata import GroupState
 from purgatory.broker.ops.metrics import counter, gauge, purgatory_families
 
@@ -20,12 +21,35 @@ def group_families(coordinator: GroupCoordinator) -> Callable[[], Iterator[Metri
         groups = list(coordinator.manager.owned_groups())
         by_state = GaugeMetricFamily(
             "purgatory_groups",
-            "Consumer groups this broker coordinates, by state (Kafka's NumGroups*).",
+            "Classic groups this broker coordinates, by state (Kafka's NumGroups*).",
             labels=["state"],
         )
         for state in GroupState:
             by_state.add_metric([state.value], sum(g.state is state for g in groups))
         yield by_state
+        consumer_groups = GaugeMetricFamily(
+            "purgatory_consumer_groups",
+            "KIP-848 consumer groups this broker coordinates, by state (Kafka's "
+            "consumer-group-count).",
+            labels=["state"],
+        )
+        for consumer_state in ConsumerGroupState:
+            consumer_groups.add_metric(
+                [consumer_state.value], sum(g.state is consumer_state for g in groups)
+            )
+        yield consumer_groups
+        yield counter(
+            "purgatory_consumer_group_rebalances",
+            "Group epoch bumps of KIP-848 consumer groups (Kafka's "
+            "consumer-group-rebalance-count).",
+            coordinator.consumer_groups.rebalances,
+        )
+        yield gauge(
+            "purgatory_consumer_group_timeouts",
+            "Session and revocation timeouts of KIP-848 consumer group members waiting on "
+            "the timing wheel.",
+            len(coordinator.consumer_groups.timer),
+        )
         yield gauge(
             "purgatory_group_members",
             "Members of the groups this broker coordinates.",

@@ -298,6 +298,13 @@ def add_commands(sub: Any) -> None:
     groups.add_argument(
         "--state", action="append", default=[], help="with --list: only groups in this state"
     )
+    groups.add_argument(
+        "--type",
+        action="append",
+        default=[],
+        choices=["classic", "consumer"],
+        help="with --list: only groups of this type (consumer: KIP-848's protocol)",
+    )
     target = groups.add_mutually_exclusive_group()
     target.add_argument(
         "--to-earliest", action="store_true", help="with --reset-offsets: each log's start"

@@ -49,8 +49,11 @@ def _print(args: argparse.Namespace, rows: list[dict[str, Any]], title: str, emp
     print_table(table(title, columns, [list(row.values()) for row in rows]))
 
 
-# Group states as kafka-consumer-groups.sh --describe reports them on stderr.
-REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance"})
+# Group states as kafka-consumer-groups.sh --describe reports them on stderr (the classic
+# protocol's, and KIP-848's).
+REBALANCING_STATES = frozenset(
+    {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
+)
 
 
 def report_state(group_id: str, state: str) -> bool:
@@ -70,7 +73,14 @@ async def _list(args: argparse.Namespace) -> int:
     async with admin_client(args) as admin:
         groups = await admin.list_groups(args.state or None)
     rows = [
-        {"group": x.group_id, "state": x.state, "protocol_type": x.protocol_type} for x in groups
+        {
+            "group": x.group_id,
+            "type": x.group_type,
+            "state": x.state,
+            "protocol_type": x.protocol_type,
+        }
+        for x in groups
+        if not args.type or x.group_type in args.type
     ]
     if args.json or rows:
         _print(args, rows, "consumer groups", "")
@@ -139,9 +149,10 @@ async def _describe(args: argparse.Namespace) -> int:
             soft_wrap=True,
         )
     if not args.json:
+        epoch = "group epoch" if group.group_type == "consumer" else "generation"
         err.print(
-            f"group {args.group}: {group.state}, {len(group.members)} member(s), "
-            f"generation {group.generation_id}"
+            f"group {args.group}: {group.group_type}, {group.state}, "
+            f"{len(group.members)} member(s), {epoch} {group.generation_id}"
             + (f", assignor {group.protocol}" if group.protocol else "")
         )
     _print(
