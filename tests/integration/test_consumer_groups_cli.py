@@ -67,7 +67,12 @@ async def test_consumer_groups_lists_and_describes_a_kip_848_group() -> None:
             )
             assert code == 0, err
             assert json.loads(out) == [
-                {"group": "g848", "type": "consumer", "state": "Stable", "protocol_type": "consumer"}
+                {
+                    "group": "g848",
+                    "type": "consumer",
+                    "state": "Stable",
+                    "protocol_type": "consumer",
+                }
             ]
             code, out, _ = await cli(
                 "consumer-groups", "--list", "--type", "classic", "--json", "--bootstrap", boot
