@@ -35,6 +35,8 @@ _VERSION = struct.Struct(">h")
 class Subscription(NamedTuple):
     topics: list[str]
     user_data: bytes | None = None
+    owned_partitions: dict[str, list[int]] = {}  # v1+: what the member holds (cooperative)
+    rack_id: str | None = None  # v3+
 
 
 class Assignment(NamedTuple):
@@ -91,7 +93,10 @@ def encode_subscription(subscription: Subscription) -> bytes:
 
 def decode_subscription(data: bytes) -> Subscription:
     value = _read(data, _subscription_cls)
-    return Subscription(list(value.topics), value.user_data)
+    owned = {
+        tp.topic: [int(p) for p in tp.partitions] for tp in getattr(value, "owned_partitions", ())
+    }
+    return Subscription(list(value.topics), value.user_data, owned, getattr(value, "rack_id", None))
 
 
 def encode_assignment(assignment: Assignment) -> bytes:

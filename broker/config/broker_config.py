@@ -196,6 +196,7 @@ StrConfig = Literal[
     "log.level",
     "group.coordinator.rebalance.protocols",
     "group.consumer.assignors",
+    "group.consumer.migration.policy",
     "log.format",
 ]
 

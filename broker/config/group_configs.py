@@ -147,6 +147,17 @@ GROUP_CONFIGS: tuple[ConfigDef, ...] = (
         at_least(1),
     ),
     ConfigDef(
+        "group.consumer.migration.policy",
+        str,
+        "bidirectional",
+        "Whether a group moves between the classic and the consumer protocol while it has "
+        "members (KIP-848's online migration): `upgrade` (a classic group becomes a consumer "
+        "group when a consumer-protocol member joins), `downgrade` (a consumer group whose "
+        "last consumer-protocol member leaves becomes a classic group), `bidirectional` "
+        "(both) or `disabled`. Empty groups convert either way.",
+        choices=("bidirectional", "upgrade", "downgrade", "disabled"),
+    ),
+    ConfigDef(
         "group.consumer.assignors",
         str,
         "uniform,range",

@@ -22,6 +22,7 @@ import enum
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from purgatory.broker.coordinator.group_metadata import CommittedOffset, TopicPartition
 from purgatory.common.broker_state import GroupInfo, MemberInfo
@@ -49,6 +50,14 @@ class MemberState(enum.Enum):
     UNRELEASED_PARTITIONS = "unreleased_partitions"  # it waits for others to give some up
 
 
+class ClassicMemberMetadata(NamedTuple):
+    """What a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat)
+    inside a consumer group joined with (KIP-848's online migration)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription), its preference order
+
+
 @dataclass(frozen=True)
 class ConsumerGroupMember:
     """A member as its last heartbeat and its reconciliation left it. Immutable: a change
@@ -64,6 +73,7 @@ class ConsumerGroupMember:
     subscribed_topic_names: tuple[str, ...] = ()
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
+    classic: ClassicMemberMetadata | None = None  # a member using the classic protocol
     # Its assignment (Kafka's ConsumerGroupCurrentMemberAssignment):
     member_epoch: int = 0
     previous_member_epoch: int = 0
@@ -82,6 +92,7 @@ class ConsumerGroupMember:
             self.subscribed_topic_names,
             self.subscribed_topic_regex,
             self.server_assignor,
+            self.classic,
         )
 
     def current_assignment(self) -> tuple[object, ...]:
@@ -107,7 +118,7 @@ class ConsumerGroup:
     group_id: str
     state_timestamp_ms: int
     state: ConsumerGroupState = ConsumerGroupState.EMPTY
-    group_epoch: int = 0
+    group_epoch: int = 1  # a new group starts at 1, as Kafka 4.x's ModernGroup
     assignment_epoch: int = 0
     members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
@@ -196,6 +207,33 @@ class ConsumerGroup:
                 for p in partitions:
                     if self.partition_epochs.get((topic_id, p)) == epoch:
                         del self.partition_epochs[(topic_id, p)]
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Whether a partition of the member's target is still owned by another member
+        (Kafka's ``waitingOnUnreleasedPartition``)."""
+        target = self.target_assignment.get(member.member_id, {})
+        for topic_id, partitions in target.items():
+            assigned = member.assigned.get(topic_id, frozenset())
+            for p in partitions - assigned:
+                if self.current_partition_epoch(topic_id, p) != NO_OWNER:
+                    return True
+        return False
+
+    def supports_classic_protocols(
+        self, protocol_type: str, protocols: list[tuple[str, bytes]]
+    ) -> bool:
+        """Whether a classic member may join (Kafka's ``supportsClassicProtocols``): the
+        consumer protocol type, and a protocol every classic member supports too."""
+        if protocol_type != self.protocol_type or not protocols:
+            return False
+        names = {name for name, _ in protocols}
+        for member in self.members.values():
+            if member.classic is not None:
+                names &= {name for name, _ in member.classic.protocols}
+        return bool(names)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        return all(m.classic is not None for k, m in self.members.items() if k != member_id)
 
     def preferred_assignor(self, default: str) -> str:
         """The server-side assignor most members ask for (Kafka's

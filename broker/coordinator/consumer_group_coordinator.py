@@ -25,7 +25,7 @@ import functools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import structlog
 
@@ -40,21 +40,34 @@ from purgatory.broker.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     ConsumerGroupState,
     MemberState,
     member_topics,
 )
+from purgatory.broker.coordinator.consumer_group_migration import (
+    MigrationRefused,
+    classic_group_from_consumer,
+    consumer_group_from_classic,
+)
 from purgatory.broker.coordinator.coordinator_timer import CoordinatorTimer
 from purgatory.broker.coordinator.current_assignment_builder import OwnedPartitions, reconcile
-from purgatory.broker.coordinator.group_metadata import GroupMetadata
+from purgatory.broker.coordinator.group_metadata import GroupMetadata, JoinResult, SyncResult
 from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
 from purgatory.broker.coordinator.group_records import Record
 from purgatory.broker.purgatory import Scheduler
+from purgatory.protocol.consumer_protocol import Assignment as ConsumerAssignment
+from purgatory.protocol.consumer_protocol import (
+    ConsumerProtocolError,
+    decode_subscription,
+    encode_assignment,
+)
 from purgatory.protocol.errors import ErrorCode
 
 MAX_REGEX_LENGTH = 1000
+T = TypeVar("T")
 
 
 class HeartbeatRequest(NamedTuple):
@@ -96,8 +109,15 @@ class ConsumerGroupCoordinator:
         scheduler: Scheduler,
         manager: GroupMetadataManager,
         coordinator_error: Callable[[str], int],
+        retire_classic: Callable[[GroupMetadata], None],
+        adopt_classic: Callable[[GroupMetadata, str], None],
     ) -> None:
         self.config = config
+        # The classic side of the coordinator: a classic group that became a consumer
+        # group (its waiters rejoin, its sessions end), and one made from a consumer group
+        # (its sessions start, it rebalances).
+        self.retire_classic = retire_classic
+        self.adopt_classic = adopt_classic
         self.metadata = metadata
         self.scheduler = scheduler
         self.manager = manager
@@ -211,22 +231,7 @@ class ConsumerGroupCoordinator:
             client_id=client_id,
             client_host=client_host,
         )
-        bump = False
-        if updated.subscription() != member.subscription() or member_id not in group.members:
-            out.append(records.member_metadata(group_id, updated))
-            bump = (
-                updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex
-                or member_id not in group.members
-            )
-        group.update_member(updated)
-        bump = self._refresh_subscriptions(group, out) or bump
-        if bump:
-            self._bump(group, out)
-        if group.group_epoch > group.assignment_epoch:
-            self._assign(group, out)
-        updated = self._reconcile(group, group.members[member_id], request.owned, out)
-        group.update_state(self._now())
+        updated = self._update_member(group, member, updated, request.owned, out)
         self._schedule_session(group_id, member_id)
 
         full = joining or (
@@ -247,6 +252,37 @@ class ConsumerGroupCoordinator:
         )
         return self._stored(group_id, out, result)
 
+    def _update_member(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        owned: OwnedPartitions,
+        out: list[Record],
+    ) -> ConsumerGroupMember:
+        """Steps 1-3 of a heartbeat (or of a classic member's join): the member updated, a
+        new group epoch if what the group subscribes to changed, a new target assignment
+        if the epoch is ahead of it, one reconciliation step of the member."""
+        group_id, member_id = group.group_id, updated.member_id
+        bump = False
+        if updated.subscription() != member.subscription() or member_id not in group.members:
+            out.append(records.member_metadata(group_id, updated))
+            # Kafka's hasMemberSubscriptionChanged: a new member subscribing to nothing
+            # is no new epoch.
+            bump = (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            )
+        group.update_member(updated)
+        bump = self._refresh_subscriptions(group, out) or bump
+        if bump:
+            self._bump(group, out)
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group, out)
+        updated = self._reconcile(group, group.members[member_id], owned, out)
+        group.update_state(self._now())
+        return updated
+
     def _group(self, group_id: str, create: bool, out: list[Record]) -> ConsumerGroup:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: an empty classic group becomes a
         consumer group when a member joins it."""
@@ -258,10 +294,16 @@ class ConsumerGroupCoordinator:
                 raise _Refused(
                     ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
                 )
-        elif not create or not isinstance(group, GroupMetadata) or not group.is_empty():
+        elif not create or not isinstance(group, GroupMetadata):
             raise _Refused(
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
             )
+        elif not group.is_empty():
+            if not self._upgrade_allowed(group):
+                raise _Refused(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                )
+            return self._upgrade(group, out)
         consumer = ConsumerGroup(group_id, self._now())
         if isinstance(group, GroupMetadata):
             # The classic group's record goes; its offsets stay the group's.
@@ -291,6 +333,7 @@ class ConsumerGroupCoordinator:
         request: HeartbeatRequest,
         joining: bool,
         out: list[Record],
+        classic: bool = False,
     ) -> ConsumerGroupMember:
         instance = request.instance_id
         assert instance is not None
@@ -298,7 +341,11 @@ class ConsumerGroupCoordinator:
         if joining:
             if existing is None:
                 return group.members.get(member_id) or ConsumerGroupMember(member_id)
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if (
+                not classic
+                and existing.classic is None
+                and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            ):
                 raise _Refused(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {instance} cannot join the "
@@ -327,7 +374,8 @@ class ConsumerGroupCoordinator:
             raise _Refused(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance} is unknown.")
         if existing.member_id != member_id:
             raise _fenced_instance(member_id, instance, existing.member_id)
-        _check_epoch(existing, request.member_epoch, request.owned)
+        if not classic:
+            _check_epoch(existing, request.member_epoch, request.owned)
         return existing
 
     def _refresh_subscriptions(self, group: ConsumerGroup, out: list[Record]) -> bool:
@@ -416,7 +464,7 @@ class ConsumerGroupCoordinator:
         group.update_member(updated)
         out.append(records.current_assignment(group.group_id, updated))
         key = _rebalance_key(group.group_id, member.member_id)
-        if updated.state is MemberState.UNREVOKED_PARTITIONS:
+        if updated.state is MemberState.UNREVOKED_PARTITIONS and updated.classic is None:
             epoch, timeout = updated.member_epoch, updated.rebalance_timeout_ms
             self.timer.schedule(
                 key, timeout, lambda: self._rebalance_timed_out(group, member.member_id, epoch)
@@ -467,7 +515,11 @@ class ConsumerGroupCoordinator:
 
     def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember, out: list[Record]) -> None:
         """Kafka's ``consumerGroupFenceMember``: the member goes, the group epoch grows,
-        and the others are given its partitions as they heartbeat."""
+        and the others are given its partitions as they heartbeat; or, when every other
+        member speaks the classic protocol, the group becomes a classic group."""
+        if self._downgrade_allowed(group, member.member_id):
+            self._downgrade(group, member.member_id, out)
+            return
         self._remove(group, member, out)
         self._refresh_subscriptions(group, out)
         self._bump(group, out)
@@ -475,14 +527,26 @@ class ConsumerGroupCoordinator:
 
     def _remove(self, group: ConsumerGroup, member: ConsumerGroupMember, out: list[Record]) -> None:
         group.remove_member(member.member_id)
-        self.timer.cancel(_session_key(group.group_id, member.member_id))
-        self.timer.cancel(_rebalance_key(group.group_id, member.member_id))
+        self._cancel_timers(group.group_id, member.member_id)
         out.extend(records.member_tombstones(group.group_id, member.member_id))
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        for key in (_session_key, _rebalance_key, _join_key, _sync_key):
+            self.timer.cancel(key(group_id, member_id))
+
+    def _schedule_session(
+        self, group_id: str, member_id: str, classic: ClassicMemberMetadata | None = None
+    ) -> None:
+        """A member's session starts over: the group's session timeout, or the one a
+        classic member joined with."""
+        timeout = (
+            classic.session_timeout_ms
+            if classic is not None
+            else self.config["group.consumer.session.timeout.ms"]
+        )
         self.timer.schedule(
             _session_key(group_id, member_id),
-            self.config["group.consumer.session.timeout.ms"],
+            timeout,
             lambda: self._session_expired(group_id, member_id),
         )
 
@@ -512,8 +576,8 @@ class ConsumerGroupCoordinator:
     def member_loaded(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """A member read back from ``__consumer_offsets``: its session starts now, and
         its time to revoke if it was revoking."""
-        self._schedule_session(group.group_id, member.member_id)
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
+        self._schedule_session(group.group_id, member.member_id, member.classic)
+        if member.state is MemberState.UNREVOKED_PARTITIONS and member.classic is None:
             epoch = member.member_epoch
             self.timer.schedule(
                 _rebalance_key(group.group_id, member.member_id),
@@ -523,26 +587,280 @@ class ConsumerGroupCoordinator:
 
     def group_unloaded(self, group: ConsumerGroup) -> None:
         for member_id in group.members:
-            self.timer.cancel(_session_key(group.group_id, member_id))
-            self.timer.cancel(_rebalance_key(group.group_id, member_id))
+            self._cancel_timers(group.group_id, member_id)
+
+    # -- classic members in a consumer group (KIP-848's online migration) -------------------
+
+    def classic_join(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult | asyncio.Future[JoinResult]:
+        """Kafka's ``classicGroupJoinToConsumerGroup``: a classic member joins (or
+        rejoins) a consumer group. Its subscription and owned partitions come from its
+        consumer protocol metadata; it gets its assignment in SyncGroup, as a follower (no
+        member leads: the coordinator assigns)."""
+        group_id = group.group_id
+        unknown = not member_id
+        new_id = member_id or _new_member_id()
+        try:
+            if (
+                new_id not in group.members
+                and len(group.members) >= self.config["group.consumer.max.size"]
+            ):
+                raise _Refused(ErrorCode.GROUP_MAX_SIZE_REACHED, "")
+            if not group.supports_classic_protocols(protocol_type, protocols):
+                raise _Refused(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
+            if unknown and instance_id is None and require_known_member_id:
+                return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+            try:
+                subscription = decode_subscription(protocols[0][1])
+            except ConsumerProtocolError:
+                raise _Refused(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "") from None
+            out: list[Record] = []
+            if instance_id is None:
+                member = group.members.get(new_id) or ConsumerGroupMember(new_id)
+            else:
+                request = HeartbeatRequest(group_id, new_id, -1, instance_id)
+                member = self._static_member(group, new_id, request, unknown, out, classic=True)
+        except _Refused as refused:
+            return JoinResult(refused.error, member_id)
+        topics = self.metadata.topics
+        owned = [
+            (topics[name].topic_id, ps)
+            for name, ps in subscription.owned_partitions.items()
+            if name in topics
+        ]
+        updated = replace(
+            member,
+            instance_id=instance_id if instance_id is not None else member.instance_id,
+            rack_id=subscription.rack_id or member.rack_id,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            subscribed_topic_names=tuple(subscription.topics),
+            client_id=client_id,
+            client_host=client_host,
+            classic=ClassicMemberMetadata(session_timeout_ms, tuple(protocols)),
+        )
+        updated = self._update_member(group, member, updated, owned, out)
+        assert updated.classic is not None
+        self.timer.cancel(_join_key(group_id, new_id))
+        self._schedule_session(group_id, new_id, updated.classic)
+        self.timer.schedule(
+            _sync_key(group_id, new_id),
+            rebalance_timeout_ms,
+            lambda: self._fence_by_timer(group_id, new_id, "it did not sync in time"),
+        )
+        result = JoinResult(
+            ErrorCode.NONE,
+            new_id,
+            updated.member_epoch,
+            group.protocol_type,
+            protocols[0][0],
+            "",
+            [],
+        )
+        return self._stored(group_id, out, result, lambda code: JoinResult(code, new_id))
+
+    def classic_sync(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncResult:
+        """Kafka's ``classicGroupSyncToConsumerGroup``: the member's assignment, as the
+        consumer protocol writes one."""
+        member, error = self._classic_member(group, member_id, instance_id, generation_id)
+        if member is None or member.classic is None:
+            return SyncResult(error)
+        name = member.classic.protocols[0][0]
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != name
+        ):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if (
+            group.group_epoch > member.member_epoch
+            and member.state is not MemberState.UNREVOKED_PARTITIONS
+        ):
+            self._schedule_join_timeout(group, member)
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        self.timer.cancel(_sync_key(group.group_id, member.member_id))
+        self._schedule_session(group.group_id, member.member_id, member.classic)
+        names = self.metadata.topic_names
+        partitions = {names[t]: sorted(ps) for t, ps in member.assigned.items() if t in names}
+        assignment = encode_assignment(ConsumerAssignment(partitions))
+        return SyncResult(ErrorCode.NONE, assignment, group.protocol_type, name)
+
+    def classic_heartbeat(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int:
+        """Kafka's ``classicGroupHeartbeatToConsumerGroup``: REBALANCE_IN_PROGRESS when the
+        member must rejoin (a newer group epoch, partitions to revoke, or partitions it
+        waited for that are free now)."""
+        member, error = self._classic_member(group, member_id, instance_id, generation_id)
+        if member is None or member.classic is None:
+            return error
+        self._schedule_session(group.group_id, member.member_id, member.classic)
+        if (
+            member.member_epoch < group.group_epoch
+            or member.state is MemberState.UNREVOKED_PARTITIONS
+            or (
+                member.state is MemberState.UNRELEASED_PARTITIONS
+                and not group.waiting_on_unreleased_partition(member)
+            )
+        ):
+            self._schedule_join_timeout(group, member)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def classic_leave(
+        self, group: ConsumerGroup, members: list[tuple[str, str | None]]
+    ) -> list[int]:
+        """Kafka's ``classicGroupLeaveToConsumerGroup``: one error per leaving member,
+        answered at once (the records follow; a member whose leave is lost with its
+        coordinator is fenced by its session instead)."""
+        out: list[Record] = []
+        errors: list[int] = []
+        for member_id, instance in members:
+            if instance is None:
+                member = group.members.get(member_id)
+            else:
+                member = group.static_member(instance)
+                if member is not None and member_id and member.member_id != member_id:
+                    errors.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+            if member is None or member.classic is None:
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            self.log.info("consumer_group_member_left", group=group.group_id, member=member_id)
+            if self._downgrade_allowed(group, member.member_id):
+                self._downgrade(group, member.member_id, out)
+                errors.append(ErrorCode.NONE)
+                continue
+            self._remove(group, member, out)
+            errors.append(ErrorCode.NONE)
+        if out and isinstance(self.manager.groups.get(group.group_id), ConsumerGroup):
+            self._refresh_subscriptions(group, out)
+            self._bump(group, out)
+            group.update_state(self._now())
+        if out:
+            stored = self.manager.append(group.group_id, out)
+            stored.add_done_callback(functools.partial(_log_failure, self.log, group.group_id))
+        return errors
+
+    def _classic_member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int
+    ) -> tuple[ConsumerGroupMember | None, int]:
+        """Kafka's ``validateConsumerGroupMember`` for a classic request: the member, or
+        None with why (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION)."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+        else:
+            member = group.static_member(instance_id)
+            if member is not None and member.member_id != member_id:
+                return None, ErrorCode.FENCED_INSTANCE_ID
+        if member is None or member.classic is None:
+            return None, ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != member.member_epoch:
+            return None, ErrorCode.ILLEGAL_GENERATION
+        return member, ErrorCode.NONE
+
+    def _schedule_join_timeout(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """A classic member told to rejoin must do so within its rebalance timeout."""
+        key = _join_key(group.group_id, member.member_id)
+        if not self.timer.is_scheduled(key):
+            group_id, member_id = group.group_id, member.member_id
+            self.timer.schedule(
+                key,
+                member.rebalance_timeout_ms,
+                lambda: self._fence_by_timer(group_id, member_id, "it did not rejoin in time"),
+            )
+
+    def _upgrade_allowed(self, classic: GroupMetadata) -> bool:
+        """Kafka's ``validateOnlineUpgrade``."""
+        if self.config["group.consumer.migration.policy"] not in ("upgrade", "bidirectional"):
+            why = "the online upgrade is disabled"
+        elif classic.protocol_type != ConsumerGroup.protocol_type:
+            why = "the group does not use the consumer embedded protocol"
+        elif len(classic.members) > self.config["group.consumer.max.size"]:
+            why = "the group size exceeds the consumer group maximum size"
+        else:
+            return True
+        self.log.info("classic_group_not_upgraded", group=classic.group_id, why=why)
+        return False
+
+    def _upgrade(self, classic: GroupMetadata, out: list[Record]) -> ConsumerGroup:
+        """Kafka's ``convertToConsumerGroup``: the classic group with members becomes a
+        consumer group; its members rejoin the ongoing rebalance, if any, and go on with
+        the classic protocol."""
+        try:
+            group = consumer_group_from_classic(classic, self.metadata.topics, self._now())
+        except MigrationRefused as exc:
+            raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, str(exc)) from None
+        self.retire_classic(classic)
+        self._refresh_subscriptions(group, [])
+        out.append(records.classic_group_tombstone(classic.group_id))
+        out.extend(records.all_records(group))
+        self.manager.groups[group.group_id] = group
+        for member in group.members.values():
+            self._schedule_session(group.group_id, member.member_id, member.classic)
+        group.update_state(self._now())
+        self.log.info("classic_group_upgraded", group=group.group_id, members=len(group.members))
+        return group
+
+    def _downgrade_allowed(self, group: ConsumerGroup, leaving_member_id: str) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithFencedMember``."""
+        return (
+            group.all_classic_except(leaving_member_id)
+            and len(group.members) > 1
+            and self.config["group.consumer.migration.policy"] in ("downgrade", "bidirectional")
+            and len(group.members) - 1 <= self.config["group.max.size"]
+        )
+
+    def _downgrade(self, group: ConsumerGroup, leaving_member_id: str, out: list[Record]) -> None:
+        """Kafka's ``convertToClassicGroup``: the leaving member goes, the others, all
+        classic, form a classic group that rebalances."""
+        classic = classic_group_from_consumer(
+            group, leaving_member_id, self.metadata.topic_names, self._now()
+        )
+        out.extend(records.group_tombstones(group))
+        group.state = ConsumerGroupState.DEAD
+        self.group_unloaded(group)
+        self.manager.groups[group.group_id] = classic
+        self.log.info("consumer_group_downgraded", group=group.group_id)
+        self.adopt_classic(classic, f"Downgrade group {group.group_id} from consumer to classic.")
 
     # -- storing --------------------------------------------------------------------------
 
     def _stored(
-        self, group_id: str, out: list[Record], result: HeartbeatResult
-    ) -> HeartbeatResult | asyncio.Future[HeartbeatResult]:
+        self,
+        group_id: str,
+        out: list[Record],
+        result: T,
+        failed: Callable[[int], T] = HeartbeatResult,  # type: ignore[assignment]
+    ) -> T | asyncio.Future[T]:
         """``result`` once ``out`` is in the group's partition (the state changed at
-        once, as Kafka's uncommitted timeline state does); the append's error if not."""
+        once, as Kafka's uncommitted timeline state does); ``failed(error)`` if not."""
         if not out:
             return result
         stored = self.manager.append(group_id, out)
-        answer: asyncio.Future[HeartbeatResult] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
         def done(f: asyncio.Future[int]) -> None:
             if answer.done():
                 return
             code = f.result()
-            answer.set_result(result if code == ErrorCode.NONE else HeartbeatResult(code))
+            answer.set_result(result if code == ErrorCode.NONE else failed(code))
 
         stored.add_done_callback(done)
         return answer
@@ -578,6 +896,14 @@ def _session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
 
 def _rebalance_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("rebalance", group_id, member_id)
+
+
+def _join_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("join", group_id, member_id)
+
+
+def _sync_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("sync", group_id, member_id)
 
 
 def _new_member_id() -> str:

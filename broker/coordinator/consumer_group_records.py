@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from purgatory.broker.coordinator.consumer_group import (
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
@@ -72,6 +73,8 @@ def member_metadata(group_id: str, member: ConsumerGroupMember) -> Record:
             member.subscribed_topic_regex,
             member.rebalance_timeout_ms,
             member.server_assignor,
+            member.classic.session_timeout_ms if member.classic else -1,
+            list(member.classic.protocols) if member.classic else None,
         ),
     )
 
@@ -113,6 +116,21 @@ def group_tombstones(group: ConsumerGroup) -> list[Record]:
         out.extend(member_tombstones(group.group_id, member_id))
     out.append(_record(ConsumerGroupTargetAssignmentMetadataKey(group.group_id), None))
     out.append(_record(ConsumerGroupMetadataKey(group.group_id), None))
+    return out
+
+
+def all_records(group: ConsumerGroup) -> list[Record]:
+    """Every record of the group as it stands (Kafka's ``createConsumerGroupRecords``: a
+    group made from a classic one is written whole)."""
+    gid = group.group_id
+    out = [member_metadata(gid, m) for m in group.members.values()]
+    out.append(group_metadata(group))
+    out.extend(
+        target_member(gid, member_id, target)
+        for member_id, target in group.target_assignment.items()
+    )
+    out.append(target_metadata(group))
+    out.extend(current_assignment(gid, m) for m in group.members.values())
     return out
 
 
@@ -183,6 +201,12 @@ class ConsumerGroupReplay:
                 tuple(meta.subscribed_topic_names),
                 meta.subscribed_topic_regex,
                 meta.server_assignor,
+                None
+                if meta.classic_protocols is None
+                else ClassicMemberMetadata(
+                    meta.classic_session_timeout_ms,
+                    tuple((name, data) for name, data in meta.classic_protocols),
+                ),
             )
             if current is not None:
                 member = replace(

@@ -78,7 +78,13 @@ class GroupCoordinator:
             self.sessions.heard_from,
         )
         self.consumer_groups = ConsumerGroupCoordinator(
-            config, metadata, scheduler, self.manager, self._coordinator_error
+            config,
+            metadata,
+            scheduler,
+            self.manager,
+            self._coordinator_error,
+            self._retire,
+            self._adopt,
         )
         metrics.register(group_families(self))
         self.log = structlog.get_logger("group_coordinator").bind(broker_id=config.broker_id)
@@ -161,6 +167,28 @@ class GroupCoordinator:
             self.sessions.check(group, member_id)
         self.rebalancer.check(group)
 
+    def _retire(self, group: GroupMetadata) -> None:
+        """The classic group became a consumer group (KIP-848's upgrade): whoever waits
+        in a join or sync rejoins, and its sessions and rebalance end here."""
+        group.state = GroupState.DEAD
+        for member in group.members.values():
+            group.complete_join(
+                member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id)
+            )
+            group.complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            self.sessions.check(group, member.member_id)
+        for member_id in group.pending_members:
+            self.sessions.check(group, member_id)
+        self.rebalancer.check(group)
+
+    def _adopt(self, group: GroupMetadata, reason: str) -> None:
+        """A consumer group became this classic group (KIP-848's downgrade): its members'
+        sessions start, it is stored, and it rebalances."""
+        for member in group.members.values():
+            self.sessions.heard_from(group, member)
+        self.manager.store_group(group, {m.member_id: m.assignment for m in group.members.values()})
+        self.rebalancer.maybe_prepare(group, reason)
+
     def _classic_from_empty(self, consumer: ConsumerGroup) -> GroupMetadata:
         """An empty consumer group becomes a classic group when a classic member joins
         (Kafka's ``maybeDeleteEmptyConsumerGroup``): its records go, its offsets stay."""
@@ -204,9 +232,19 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
             if not group.is_empty():
-                # A classic member joining a consumer group that has members (Kafka 4's
-                # mixed groups) is not served.
-                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+                # A classic member in a consumer group (KIP-848's mixed groups).
+                return self.consumer_groups.classic_join(
+                    group,
+                    member_id,
+                    group_instance_id,
+                    require_known_member_id,
+                    client_id,
+                    client_host,
+                    rebalance_timeout_ms,
+                    session_timeout_ms,
+                    protocol_type,
+                    protocols,
+                )
             group = self._classic_from_empty(group)
         elif isinstance(group, ConsumerGroup):
             group = None
@@ -381,6 +419,10 @@ class GroupCoordinator:
         if error:
             return SyncResult(error)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            return self.consumer_groups.classic_sync(
+                group, member_id, group_instance_id, generation_id, protocol_type, protocol_name
+            )
         if group is None or isinstance(group, ConsumerGroup):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state is GroupState.DEAD:
@@ -423,6 +465,10 @@ class GroupCoordinator:
         if error:
             return error
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            return self.consumer_groups.classic_heartbeat(
+                group, member_id, group_instance_id, generation_id
+            )
         if group is None or isinstance(group, ConsumerGroup):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is GroupState.DEAD:
@@ -479,6 +525,8 @@ class GroupCoordinator:
         if error:
             return error, [error] * len(members)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            return ErrorCode.NONE, self.consumer_groups.classic_leave(group, members)
         if group is None or isinstance(group, ConsumerGroup):
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.state is GroupState.DEAD:

@@ -110,6 +110,10 @@ class ConsumerGroupMemberMetadataValue(msgspec.Struct, array_like=True, frozen=T
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # A member using the classic protocol: its session timeout and protocols (-1, None:
+    # a KIP-848 member).
+    classic_session_timeout_ms: int = -1
+    classic_protocols: list[tuple[str, bytes]] | None = None
 
 
 class ConsumerGroupTargetAssignmentMetadataValue(msgspec.Struct, array_like=True, frozen=True):

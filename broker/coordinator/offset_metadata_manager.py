@@ -290,6 +290,9 @@ def _consumer_group_commit_error(group: ConsumerGroup, member_epoch: int, member
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if member_epoch != member.member_epoch:
+        # A classic member's generation is its epoch: it is told as classic groups tell.
+        if member.classic is not None:
+            return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
 

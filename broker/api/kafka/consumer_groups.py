@@ -10,7 +10,7 @@ from purgatory.broker.api.coordinator_acls import denied_groups, group_error
 from purgatory.broker.api.groups import client_host
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result, answer
-from purgatory.broker.coordinator.consumer_group import ConsumerGroup
+from purgatory.broker.coordinator.consumer_group import Assignment, ConsumerGroup
 from purgatory.broker.coordinator.consumer_group_coordinator import (
     HeartbeatRequest,
     HeartbeatResult,
@@ -23,7 +23,9 @@ from purgatory.protocol.kafka_schemas import build, millis, response_module
 if TYPE_CHECKING:
     from purgatory.broker.server import Broker
 
-CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1's member type of a KIP-848 member
+# ConsumerGroupDescribe v1's member types: a classic-protocol member, a KIP-848 one.
+CLASSIC_MEMBER_TYPE = 0
+CONSUMER_MEMBER_TYPE = 1
 
 CONSUMER_GROUP_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 
@@ -121,11 +123,19 @@ def _member(schema: Any, group: ConsumerGroup, member_id: str, names: Mapping[st
         client_id=m.client_id,
         client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names),
-        subscribed_topic_regex=m.subscribed_topic_regex,
-        assignment=_assignment(schema, m.assigned, names),
+        subscribed_topic_regex=m.subscribed_topic_regex or "",  # Kafka: "" for none
+        # What it owns (Kafka 4.3.1): its assigned partitions and those it is yet to revoke.
+        assignment=_assignment(schema, _owned(m.assigned, m.pending_revocation), names),
         target_assignment=_assignment(schema, group.target_assignment.get(member_id, {}), names),
-        member_type=CONSUMER_MEMBER_TYPE,
+        member_type=CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE,
     )
+
+
+def _owned(assigned: Assignment, revoking: Assignment) -> Assignment:
+    return {
+        t: assigned.get(t, frozenset()) | revoking.get(t, frozenset())
+        for t in {*assigned, *revoking}
+    }
 
 
 def _assignment(
