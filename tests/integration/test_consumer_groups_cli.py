@@ -91,7 +91,7 @@ async def test_consumer_groups_lists_and_describes_a_kip_848_group() -> None:
                 "consumer-groups", "--describe", "--group", "g848", "--bootstrap", boot
             )
             assert code == 0, err
-            assert "g848: consumer, Stable, 1 member(s), group epoch 1, assignor uniform" in err
+            assert "g848: consumer, Stable, 1 member(s), group epoch 2, assignor uniform" in err
 
             code, out, err = await cli(
                 "consumer-groups", "--describe", "--group", "g848", "--members", "--json",
