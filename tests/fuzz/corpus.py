@@ -24,6 +24,30 @@ def kafka_frames() -> list[bytes]:
             for width in (0, 1, 2):
                 body = sample_request(key, version, width)
                 frames.append(request_frame(key, version, 1, body, client_id="fuzz"))
+    return frames + _consumer_group_joins()
+
+
+def _consumer_group_joins() -> list[bytes]:
+    """ConsumerGroupHeartbeats that join (epoch 0, nothing owned, by names and by a
+    regex): the samples above are unknown members' heartbeats, refused before the group's
+    state, its assignors and RE2 see them; mutations of these reach all three."""
+    import dataclasses
+
+    from purgatory.protocol.api import ApiKey
+
+    key = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    frames = []
+    for version in range(VERSIONS[key][0], VERSIONS[key][1] + 1):
+        join = dataclasses.replace(
+            sample_request(key, version, 1),
+            member_epoch=0,
+            instance_id=None,
+            topic_partitions=(),
+            server_assignor=None,
+        )
+        if version >= 1:
+            join = dataclasses.replace(join, subscribed_topic_regex="fuzz.*")
+        frames.append(request_frame(key, version, 1, join, client_id="fuzz"))
     return frames
 
 

@@ -45,6 +45,13 @@ async def failure(broker: Broker, api_key: ApiKey, version: int, width: int) -> 
                 # Not the id InitProducerId's sample made: an id with no transaction open
                 # has a start time of -1 (as in Kafka), which kio's reader refuses.
                 request = dataclasses.replace(request, transactional_ids=("never-initialised",))
+            if api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT and width:
+                # A join (epoch 0, nothing owned, a served assignor), not an unknown
+                # member's heartbeat: ConsumerGroupDescribe (the next key) then describes
+                # a group with a member and its assignment.
+                request = dataclasses.replace(
+                    request, member_epoch=0, topic_partitions=(), server_assignor="uniform"
+                )
             answer = await wire.call(api_key, version, request)
     except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, AssertionError) as exc:
         return f"{api_key.name} v{version} (width {width}): {exc!r}"
