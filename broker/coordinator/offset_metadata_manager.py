@@ -22,6 +22,7 @@ from purgatory.broker.coordinator.group_metadata import (
     TopicPartition,
 )
 from purgatory.broker.coordinator.group_metadata_manager import Group, GroupMetadataManager
+from purgatory.broker.coordinator.share_group import ShareGroup
 from purgatory.broker.purgatory import Periodic, Scheduler
 from purgatory.protocol.errors import ErrorCode
 
@@ -162,6 +163,8 @@ class OffsetMetadataManager:
             )
         if group.is_dead():
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif isinstance(group, ShareGroup):
+            error = ErrorCode.GROUP_ID_NOT_FOUND
         elif isinstance(group, ConsumerGroup):
             error = _consumer_group_txn_error(group, generation_id, member_id)
         elif (
@@ -214,6 +217,8 @@ class OffsetMetadataManager:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if isinstance(group, ConsumerGroup):
             return _consumer_group_commit_error(group, generation_id, member_id)
+        if isinstance(group, ShareGroup):
+            return ErrorCode.GROUP_ID_NOT_FOUND  # a share group commits no offsets
         if instance is not None:
             registered = group.static_members.get(instance)
             if registered is not None and registered != member_id:
@@ -241,6 +246,20 @@ class OffsetMetadataManager:
         if partitions is None:
             return ErrorCode.NONE, dict(committed)
         return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+
+    def member_fetch_error(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9+ by a consumer group's member (Kafka's ``validateOffsetFetch``):
+        it must be one, in its current epoch; without a member id and epoch (-1), anyone
+        may fetch. Other groups do not check."""
+        group = self.manager.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or (member_id is None and member_epoch < 0):
+            return ErrorCode.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
 
     def on_topics_deleted(self, topics: set[str]) -> None:
         """Topics are deleted (Kafka's GroupCoordinator.onPartitionsDeleted): every group

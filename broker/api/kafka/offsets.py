@@ -177,6 +177,10 @@ class OffsetApis:
         else:
             groups = [(request.group_id, request.topics)]
         check_topic_count(len(groups))
+        # v9+: the consumer group member asking (KIP-848), by group
+        members = {}
+        if version >= 9:
+            members = {g.group_id: (g.member_id, g.member_epoch) for g in request.groups}
         for _, topics in groups:
             if topics is not None:
                 check_partition_count(topics, lambda t: t.partition_indexes)
@@ -199,6 +203,10 @@ class OffsetApis:
             partition_code = code if version < 2 else ErrorCode.NONE  # v1: no group error
             if code and asked is not None:
                 offsets = dict.fromkeys(asked)
+            if not code and version >= 9:  # a consumer group's member: its epoch checked
+                member = members[group]
+                code = self.coordinator.offsets.member_fetch_error(group, *member)
+                offsets = {} if code else offsets  # Kafka: no topics
             # KIP-447: a read_committed consumer asks for stable offsets only; one an open
             # transaction is committing is UNSTABLE_OFFSET_COMMIT until it ends.
             unstable = (
