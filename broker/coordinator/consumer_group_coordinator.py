@@ -31,7 +31,6 @@ import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.config.group_configs import _assignor_names
-from purgatory.broker.controller.internal_topics import INTERNAL_TOPICS
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.coordinator import consumer_group_records as records
 from purgatory.broker.coordinator.assignor import assignors as build_assignors
@@ -396,11 +395,12 @@ class ConsumerGroupCoordinator:
 
     def _matches(self, regexes: set[str | None]) -> dict[str, frozenset[str]]:
         """Each regex's matching topics (a full match, as Kafka's RE2J ``matches``),
-        computed once per metadata image."""
+        computed once per metadata image. Internal topics match too, as in Kafka's
+        refreshRegularExpressions: a client that wants none leaves them out of its regex."""
         if self._regex_epoch != self.metadata.epoch:
             self._regex_epoch = self.metadata.epoch
             self._regex_matches = {}
-        names = [n for n in self.metadata.topics if n not in INTERNAL_TOPICS]
+        names = list(self.metadata.topics)
         for regex in regexes:
             if regex is not None and regex not in self._regex_matches:
                 pattern = _compiled(regex)

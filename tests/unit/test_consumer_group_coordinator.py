@@ -479,6 +479,16 @@ async def test_a_regex_subscription_gets_the_topics_it_fully_matches(cg: Consume
     assert other.error == E.NONE and cg.names(other.assignment) == {}
 
 
+async def test_a_regex_subscription_matches_internal_topics_as_kafkas_does(
+    cg: Consumers,
+) -> None:
+    """Kafka's refreshRegularExpressions matches every topic of the image, internal ones
+    too (franz-go's Test848RegexBrokerResolves adopts what the broker assigns so)."""
+    cg.h.create("offsets-archive", 1)
+    joined = await cg.beat("a", 0, regex=".*offsets.*")
+    assert set(cg.names(joined.assignment)) == {OFFSETS_TOPIC, "offsets-archive"}
+
+
 @pytest.mark.parametrize("hostile", ["(a+)+$", "(a|aa)+$", "(a*)*b", "(x+x+)+y"])
 async def test_catastrophic_backtracking_regexes_are_matched_in_linear_time(
     cg: Consumers, hostile: str
