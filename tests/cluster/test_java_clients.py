@@ -1,6 +1,7 @@
 """Apache Kafka's Java client (kafka-clients 4.x and 3.x, unmodified) against a 3-broker
 Purgatory: an idempotent producer, a group consumer on the classic protocol, two members
-splitting a topic and one taking it all when the other leaves, the AdminClient (with
+splitting a topic and one taking it all when the other leaves, on the classic protocol and
+(4.x) on KIP-848's consumer protocol with describeConsumerGroups, the AdminClient (with
 describeLogDirs, describeProducers and describeTopics paged by DescribeTopicPartitions),
 topics made with Kafka Streams' configs and a LogAppendTime lz4 topic, config changes
 (incrementalAlterConfigs of a topic and of the brokers' cluster-wide default), transactions
@@ -193,6 +194,81 @@ def test_two_members_split_the_partitions_and_one_takes_them_all_when_the_other_
     assigned = [e["partitions"] for e in events["first"] if e["event"] == "assigned"]
     assert assigned[0] == everything and first in assigned and assigned[-1] == everything
     assert not [e for e in events["first"] + events["second"] if e["event"] == "lost"]
+
+
+def test_two_members_on_the_consumer_protocol_split_the_partitions_and_one_takes_over(
+    version: str, cluster: Cluster
+) -> None:
+    """KIP-848's consumer group protocol (group.protocol=consumer): the coordinator assigns,
+    each member reconciles by heartbeat, and describeConsumerGroups (ConsumerGroupDescribe)
+    shows a CONSUMER group. kafka-clients 3.9's consumer protocol was a preview (KIP-848 was
+    production-ready from 4.0): only 4.x runs it."""
+    if int(version.split(".")[0]) < 4:
+        pytest.skip(f"kafka-clients {version}: the consumer protocol is a preview before 4.0")
+    topic, partitions, count = f"java-848-{version}", 4, 40
+    cluster.create_topic(topic, partitions=partitions)
+    result = run(
+        version,
+        "group",
+        cluster,
+        topic=topic,
+        group=f"java-848-{version}",
+        partitions=partitions,
+        count=count,
+        group_protocol="consumer",
+    )
+    everything = list(range(partitions))
+    assert result["alone"] == everything
+    first, second = result["split"]["first"], result["split"]["second"]
+    assert first and second and sorted(first + second) == everything
+    per_partition = count // partitions
+    for member, owned in (("first", first), ("second", second)):
+        read = result["split_read"][member]
+        assert sorted((r["partition"], r["offset"]) for r in read) == [
+            (p, i) for p in owned for i in range(per_partition)
+        ], member
+    assert result["second_committed"] == {str(p): per_partition for p in second}
+    # The coordinator's view, once both members have acknowledged what they own.
+    described = result["described_split"]
+    assert (described["type"], described["state"], described["assignor"]) == (
+        "CONSUMER",
+        "STABLE",
+        "uniform",
+    )
+    members = described["members"]
+    assert sorted(members) == ["java-first", "java-second"]
+    assert members["java-first"]["partitions"] == first
+    assert members["java-second"]["partitions"] == second
+    assert all(m["host"] == "/127.0.0.1" and m["consumer_id"] for m in members.values())
+    assert members["java-first"]["consumer_id"] != members["java-second"]["consumer_id"]
+
+    assert result["after_leave"] == everything
+    after = result["after_leave_read"]
+    assert sorted((r["partition"], r["offset"]) for r in after) == [
+        (p, per_partition + i) for p in everything for i in range(per_partition)
+    ]
+    assert all(r["key"].startswith("after-leave-") for r in after)
+    assert result["first_committed"] == {str(p): 2 * per_partition for p in everything}
+    left = result["described_after_leave"]
+    assert (left["type"], left["state"]) == ("CONSUMER", "STABLE")
+    assert list(left["members"]) == ["java-first"]
+    assert left["members"]["java-first"]["partitions"] == everything
+    assert left["members"]["java-first"]["consumer_id"] == members["java-first"]["consumer_id"]
+    # The consumer protocol's callbacks are incremental: each names only what changed, and
+    # every reconciliation ends with onPartitionsAssigned, of nothing new if need be.
+    events = {
+        m: [(e["event"], e["partitions"]) for e in result["events"][m]] for m in result["events"]
+    }
+    assert events == {
+        "first": [
+            ("assigned", everything),
+            ("revoked", second),
+            ("assigned", []),
+            ("assigned", second),
+            ("revoked", everything),  # as it closes
+        ],
+        "second": [("assigned", []), ("assigned", second), ("revoked", second)],
+    }
 
 
 def test_the_admin_client_manages_topics_and_groups_and_names_errors_as_kafka_does(

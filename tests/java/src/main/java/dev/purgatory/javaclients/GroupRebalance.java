@@ -2,15 +2,23 @@ package dev.purgatory.javaclients;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -35,6 +43,12 @@ import org.apache.kafka.common.TopicPartition;
  *   <li>{@code --count} more records; {@code first} reads them, from where {@code second}
  *       committed on its partitions, and commits.
  * </ol>
+ *
+ * <p>{@code --group-protocol consumer} runs the same on KIP-848's consumer group protocol
+ * (ConsumerGroupHeartbeat, the assignment computed by the coordinator) instead of the classic
+ * one; the AdminClient's describeConsumerGroups (ConsumerGroupDescribe) then says what the
+ * coordinator holds once the partitions are split ({@code described_split}) and after the
+ * leave ({@code described_after_leave}).
  */
 final class GroupRebalance {
     private GroupRebalance() {}
@@ -48,7 +62,14 @@ final class GroupRebalance {
 
         Member(String name, JavaClients.Options options, String group) {
             this.name = name;
-            this.consumer = new KafkaConsumer<>(JavaClients.consumerConfig(options, group, "java-" + name));
+            Properties config = JavaClients.consumerConfig(options, group, "java-" + name);
+            if (options.get("group-protocol", "classic").equals("consumer")) {
+                config.put("group.protocol", "consumer");
+                // The coordinator sets these on the consumer protocol; the client refuses them.
+                config.remove(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG);
+                config.remove(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG);
+            }
+            this.consumer = new KafkaConsumer<>(config);
         }
 
         void poll() {
@@ -90,9 +111,13 @@ final class GroupRebalance {
         int partitions = options.integer("partitions");
         int count = options.integer("count");
         Map<String, Object> result = new LinkedHashMap<>();
+        boolean consumerProtocol = options.get("group-protocol", "classic").equals("consumer");
         Member first = new Member("first", options, group);
         Member second = new Member("second", options, group);
-        try (KafkaProducer<String, String> producer =
+        Properties adminConfig = new Properties();
+        adminConfig.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, options.get("bootstrap"));
+        try (Admin admin = Admin.create(adminConfig);
+                KafkaProducer<String, String> producer =
                 new KafkaProducer<>(JavaClients.producerConfig(options, "java-group-producer"))) {
             first.consumer.subscribe(Collections.singletonList(topic), first);
             JavaClients.Deadline deadline = new JavaClients.Deadline(JavaClients.WAIT);
@@ -113,6 +138,9 @@ final class GroupRebalance {
             split.put("first", first.assignment());
             split.put("second", second.assignment());
             result.put("split", split);
+            if (consumerProtocol) {
+                result.put("described_split", describe(admin, group, first.assignment(), second.assignment()));
+            }
 
             produce(producer, topic, partitions, count, "split");
             deadline = new JavaClients.Deadline(JavaClients.WAIT);
@@ -137,6 +165,9 @@ final class GroupRebalance {
                 first.poll();
             }
             result.put("after_leave", first.assignment());
+            if (consumerProtocol) {
+                result.put("described_after_leave", describe(admin, group, first.assignment()));
+            }
 
             produce(producer, topic, partitions, count, "after-leave");
             deadline = new JavaClients.Deadline(JavaClients.WAIT);
@@ -156,6 +187,37 @@ final class GroupRebalance {
             second.consumer.close();
         }
         return result;
+    }
+
+    /**
+     * The group as describeConsumerGroups shows it once its members' assignments, by client
+     * id, are the {@code owned} partitions: a member acknowledges what it was given on its
+     * next heartbeat, so the coordinator's view may lag the clients' by one.
+     */
+    private static Map<String, Object> describe(Admin admin, String group, List<?>... owned) throws Exception {
+        JavaClients.Deadline deadline = new JavaClients.Deadline(JavaClients.WAIT);
+        while (true) {
+            ConsumerGroupDescription description =
+                    admin.describeConsumerGroups(Collections.singletonList(group)).all().get().get(group);
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("type", description.type().name());
+            out.put("state", description.state().name());
+            out.put("assignor", description.partitionAssignor());
+            out.put("coordinator", description.coordinator().id());
+            Map<String, Object> members = new TreeMap<>();
+            for (MemberDescription member : description.members()) {
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("consumer_id", member.consumerId());
+                m.put("host", member.host());
+                m.put("partitions", JavaClients.partitions(member.assignment().topicPartitions()));
+                members.put(member.clientId(), m);
+            }
+            out.put("members", members);
+            List<Object> assignments = new ArrayList<>();
+            for (Object m : members.values()) assignments.add(((Map<?, ?>) m).get("partitions"));
+            if (assignments.equals(Arrays.asList(owned)) || deadline.passed()) return out;
+            Thread.sleep(100);
+        }
     }
 
     /** Both members have partitions, none twice, and all of them between the two. */
