@@ -293,6 +293,127 @@ def test_kafka_consumer_groups_shows_a_live_member_and_will_not_delete_its_group
         consumer.wait(30)
 
 
+def test_kafka_consumer_groups_describes_a_consumer_protocol_group(cluster: Cluster) -> None:
+    """A console consumer on KIP-848's protocol (group.protocol=consumer): --describe,
+    --members and --state, plain and --verbose, read as they read against Kafka 4.3.1, the
+    columns and the member's epochs and assignment; once it leaves, the group is Empty."""
+    cluster.create_topic("tools-848", partitions=2, replication_factor=3)
+    produce(cluster, "tools-848", ["a", "b", "c"])
+    consumer = subprocess.Popen(
+        command(
+            "kafka-console-consumer",
+            "--bootstrap-server",
+            cluster.bootstrap_servers,
+            "--topic",
+            "tools-848",
+            "--group",
+            "tools-848-group",
+            "--from-beginning",
+            "--command-property",
+            "client.id=watcher",
+            "--command-property",
+            "group.protocol=consumer",
+            "--command-property",
+            "auto.commit.interval.ms=200",
+        ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert consumer.stdout is not None
+        assert sorted(consumer.stdout.readline().strip() for _ in range(3)) == ["a", "b", "c"]
+        deadline = time.monotonic() + 30
+        while True:
+            rows = table(groups(cluster, "--describe", "--group", "tools-848-group"))
+            if len(rows) == 2 and all(
+                r.get("CLIENT-ID") == "watcher" and r["LAG"] == "0" for r in rows
+            ):
+                break
+            assert time.monotonic() < deadline, f"the member never showed with no lag: {rows}"
+        # A KIP-848 member id: 22 characters of a base64url UUID, not client.id plus a UUID.
+        [member_id] = {r["CONSUMER-ID"] for r in rows}
+        assert re.fullmatch(r"[A-Za-z0-9_-]{22}", member_id), member_id
+        assert rows[0]["HOST"] == "/127.0.0.1"
+        assert sorted(int(r["CURRENT-OFFSET"]) for r in rows) in ([0, 3], [1, 2])
+
+        [member] = table(groups(cluster, "--describe", "--group", "tools-848-group", "--members"))
+        assert member == {
+            "GROUP": "tools-848-group",
+            "CONSUMER-ID": member_id,
+            "HOST": "/127.0.0.1",
+            "CLIENT-ID": "watcher",
+            "#PARTITIONS": "2",
+        }
+        verbose = groups(
+            cluster, "--describe", "--group", "tools-848-group", "--members", "--verbose"
+        )
+        [member] = table(verbose)
+        assert list(member) == [
+            *("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"),
+            *("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"),
+        ]
+        assert member["CURRENT-ASSIGNMENT"] == member["TARGET-ASSIGNMENT"] == "tools-848:0,1"
+        assert (
+            member["CURRENT-EPOCH"] == member["TARGET-EPOCH"] and int(member["TARGET-EPOCH"]) >= 1
+        )
+
+        [state] = table(groups(cluster, "--describe", "--group", "tools-848-group", "--state"))
+        # COORDINATOR (ID) splits in two on blanks, on both lines: "host:port" "(id)".
+        assert list(state) == [
+            *("GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+        ]
+        assert (state["GROUP"], state["ASSIGNMENT-STRATEGY"], state["STATE"]) == (
+            "tools-848-group",
+            "uniform",
+            "Stable",
+        )
+        assert state["#MEMBERS"] == "1"
+        [state] = table(
+            groups(cluster, "--describe", "--group", "tools-848-group", "--state", "--verbose")
+        )
+        assert list(state) == [
+            *("GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE"),
+            *("GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"),
+        ]
+        assert state["GROUP-EPOCH"] == state["TARGET-ASSIGNMENT-EPOCH"] == member["TARGET-EPOCH"]
+
+        listed = groups(cluster, "--list", "--type").splitlines()
+        assert listed[0].split() == ["GROUP", "TYPE"]
+        assert ["tools-848-group", "Consumer"] in [line.split() for line in listed]
+        refused = groups(cluster, "--delete", "--group", "tools-848-group")
+        assert (
+            "* Group 'tools-848-group' could not be deleted due to: "
+            "org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty."
+        ) in refused
+    finally:
+        consumer.terminate()
+        consumer.wait(30)
+
+    # The console consumer leaves as it closes: the group is Empty, its offsets kept.
+    done = kafka_tool(
+        "kafka-consumer-groups",
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--describe",
+        "--group",
+        "tools-848-group",
+        "--state",
+    )
+    assert done.returncode == 0, done
+    assert "Consumer group 'tools-848-group' has no active members." in done.stderr
+    [state] = table(done.stdout)
+    assert (state["STATE"], state["#MEMBERS"], state["ASSIGNMENT-STRATEGY"]) == (
+        "Empty",
+        "0",
+        "uniform",
+    )
+    rows = table(groups(cluster, "--describe", "--group", "tools-848-group"))
+    assert sorted(r["CURRENT-OFFSET"] for r in rows) == sorted(r["LOG-END-OFFSET"] for r in rows)
+    assert all(r["CONSUMER-ID"] == r["HOST"] == r["CLIENT-ID"] == "-" for r in rows)
+
+
 def test_kafka_configs_describes_a_topic_and_a_broker(cluster: Cluster) -> None:
     cluster.create_topic("tools-configured", partitions=1, config={"retention.ms": "3600000"})
     configs = ("kafka-configs", "--bootstrap-server", cluster.bootstrap_servers, "--describe")
