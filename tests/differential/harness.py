@@ -70,7 +70,11 @@ SYMBOLS = frozenset({"member_id", "leader", "producer_id", "topic_id"})
 # (Their ids must have been seen before, in a list of defined order, for stable symbols.)
 # SaslHandshake's mechanisms: Kafka's SaslServerAuthenticator lists them in a HashSet's order;
 # a user's SCRAM credentials: Kafka's ScramImage keeps them in a HashMap by mechanism.
-UNORDERED = frozenset({"members", "partition_responses", "mechanisms", "credential_infos"})
+# A consumer group member's assignment (ConsumerGroupHeartbeat, ConsumerGroupDescribe): Kafka
+# lists its topics in a HashMap's order by topic id.
+UNORDERED = frozenset(
+    {"members", "partition_responses", "mechanisms", "credential_infos", "topic_partitions"}
+)
 
 Plain = Any
 # What a call records when the broker closes the connection instead of answering.
