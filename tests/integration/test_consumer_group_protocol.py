@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -33,7 +34,11 @@ from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.coordinator.consumer_group import ConsumerGroup
 from purgatory.broker.coordinator.group_records import partition_for
 from purgatory.broker.server import Broker
+from purgatory.protocol.api import ApiKey
+from purgatory.protocol.errors import ErrorCode
 from purgatory.testing.cluster import metric_samples
+from tests.differential.harness import body
+from tests.kafka_wire import KafkaWire
 from tests.support import bootstrap, running_cluster, wait_until
 
 T = TypeVar("T")
@@ -122,7 +127,8 @@ class Member:
         self.records: list[tuple[str, int, int, bytes]] = []  # topic, partition, offset, value
         self.read_at: list[float] = []  # monotonic instant of each record
         self.assigned: set[tuple[str, int]] = set()
-        self.events: list[tuple[str, frozenset[tuple[str, int]]]] = []  # "assign"/"revoke"
+        # ("assign" or "revoke", the partitions, the monotonic instant) of each callback
+        self.events: list[tuple[str, frozenset[tuple[str, int]], float]] = []
         self.errors: list[str] = []
         self.commit_each = False
         self.stop = threading.Event()
@@ -143,7 +149,7 @@ class Member:
 
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         added = frozenset((tp.topic, tp.partition) for tp in partitions)
-        self.events.append(("assign", added))
+        self.events.append(("assign", added, time.monotonic()))
         self.assigned |= added
         if added and not self.ready.is_set():
             self.ready_at = time.monotonic()
@@ -151,7 +157,7 @@ class Member:
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         removed = frozenset((tp.topic, tp.partition) for tp in partitions)
-        self.events.append(("revoke", removed))
+        self.events.append(("revoke", removed, time.monotonic()))
         self.assigned -= removed
 
     def _run(self) -> None:
@@ -179,7 +185,7 @@ class Member:
 
     def revoked(self, since: int = 0) -> set[tuple[str, int]]:
         """What the callbacks heard revoked, from event ``since`` on."""
-        return {tp for kind, tps in self.events[since:] if kind == "revoke" for tp in tps}
+        return {tp for kind, tps, _ in self.events[since:] if kind == "revoke" for tp in tps}
 
     async def close(self) -> None:
         self.stop.set()
@@ -228,6 +234,26 @@ class Feeder:
         self.stop.set()
         await in_thread(self.thread.join, 30)
         return self.sent
+
+
+def never_owned_twice(*ms: Member) -> None:
+    """No partition was held by two members at once: each was revoked from its owner
+    (its callback ran) before the next was assigned it."""
+    held: dict[tuple[str, int], list[tuple[float, float, str]]] = {}
+    for m in ms:
+        since: dict[tuple[str, int], float] = {}
+        for kind, tps, at in m.events:
+            for tp in tps:
+                if kind == "assign":
+                    since[tp] = at
+                else:
+                    held.setdefault(tp, []).append((since.pop(tp), at, m.name))
+        for tp, start in since.items():
+            held.setdefault(tp, []).append((start, float("inf"), m.name))
+    for tp, spans in held.items():
+        spans.sort()
+        for (_, end, owner), (start, _, successor) in itertools.pairwise(spans):
+            assert end <= start, f"{tp} held by {owner} and {successor} at once"
 
 
 def read_values(*ms: Member) -> Counter[bytes]:
@@ -328,6 +354,7 @@ async def test_three_members_split_six_partitions_and_read_each_record_once() ->
                 for d in described.members
             }
             assert by_member == {frozenset(m.assigned) for m in ms}
+            never_owned_twice(*ms)
             # librdkafka 2.16 asked the coordinator by KIP-848's APIs only: no JoinGroup,
             # and ConsumerGroupDescribe (not DescribeGroups) for a consumer group.
             served = served_names(brokers)
@@ -388,6 +415,7 @@ async def test_a_joining_member_takes_partitions_without_stopping_the_others_and
             await wait_until(lambda: stable_with(brokers, group, 3), message="3 members again")
             returned = set().union(*(m.assigned for m in old)) & moved
             assert returned == moved
+            never_owned_twice(*old, newcomer)
             sent = await feeder.close()
             await all_read(sent, *old, newcomer)
             read = read_values(*old, newcomer)
@@ -528,7 +556,9 @@ async def all_committed(servers: str, group: str, offset: int) -> bool:
 
 
 async def test_the_group_carries_on_when_its_coordinators_broker_stops() -> None:
-    async with cluster(3) as brokers:
+    # The controller fences the stopped broker soon: its partitions get new leaders.
+    fencing = {"broker.heartbeat.interval.ms": 100, "broker.session.timeout.ms": 1500}
+    async with cluster(3, **fencing) as brokers:
         servers = bootstrap(brokers)
         group = "failover"
         ms = [
@@ -566,12 +596,15 @@ async def test_the_group_carries_on_when_its_coordinators_broker_stops() -> None
                 timeout=20,
                 message="a new coordinator with the group loaded",
             )
+            # The new coordinator answers the offsets committed through the old one.
+            assert await all_committed(bootstrap(survivors), group, 10)
             after = batch("after", 60)
             await in_thread(produce, bootstrap(survivors), TOPIC, after)
             await all_read(after, *ms, timeout=30)
 
             # The group came back from its records as it was: the same members in the
-            # same epoch with the same partitions, none fenced, none revoked.
+            # same epoch with the same partitions, none revoked. None was fenced or
+            # rejoined either: either would have bumped the group epoch.
             reloaded = coordinator_group(survivors, group)
             assert reloaded is not None
             assert reloaded.group_epoch == epoch
@@ -627,6 +660,7 @@ async def test_a_static_member_back_within_its_session_gets_its_partitions_back(
             back.start()
             await in_thread(back.ready.wait, 20)
             await wait_until(lambda: back.assigned == held, message="b's partitions back")
+            never_owned_twice(*stay, leaving, back)
             await wait_until(lambda: stable_with(brokers, group, 3), message="3 stable members")
             # No rebalance: the others kept everything, the group epoch did not move.
             assert all(not m.revoked(since) for m, since in zip(stay, heard, strict=True))
@@ -708,9 +742,77 @@ async def test_offsets_commit_by_member_epoch_and_carry_over_from_a_classic_grou
         # then joins it (the coordinator converts it) and resumes after them.
         read, back = await in_thread(commit_and_read_back, "converted", "classic", 60)
         assert sorted(read) == sorted(first) and back == {p: 10 for p in range(PARTITIONS)}
+        described = await in_thread(describe, servers, "converted")
+        assert (described.type, described.state) == (
+            ConsumerGroupType.CLASSIC,
+            ConsumerGroupState.EMPTY,
+        )
         second = batch("second", 30)
         await in_thread(produce, servers, TOPIC, second)
         read, back = await in_thread(commit_and_read_back, "converted", "consumer", 30)
         assert sorted(read) == sorted(second)
         assert back == {p: 15 for p in range(PARTITIONS)}
         assert isinstance(coordinator_group(brokers, "converted"), ConsumerGroup)
+        described = await in_thread(describe, servers, "converted")
+        assert (described.type, described.state) == (
+            ConsumerGroupType.CONSUMER,
+            ConsumerGroupState.EMPTY,
+        )
+
+
+def describe(servers: str, group: str) -> Any:
+    admin = AdminClient({"bootstrap.servers": servers})
+    (future,) = admin.describe_consumer_groups([group]).values()
+    return future.result(30)
+
+
+async def offset_commit(
+    wire: KafkaWire, version: int, group: str, member_id: str, epoch: int
+) -> int:
+    """The error of an OffsetCommit of offset 0 of the topic's partition 0."""
+    partitions = [{"partition_index": 0, "committed_offset": 0, "committed_metadata": None}]
+    request = body(
+        ApiKey.OFFSET_COMMIT,
+        version,
+        group_id=group,
+        generation_id_or_member_epoch=epoch,
+        member_id=member_id,
+        group_instance_id=None,
+        topics=[{"name": TOPIC, "partitions": partitions}],
+    )
+    answer = await wire.call(ApiKey.OFFSET_COMMIT, version, request)
+    (topic,) = answer.topics
+    (partition,) = topic.partitions
+    return int(partition.error_code)
+
+
+async def test_an_offset_commit_is_refused_unless_it_carries_the_members_epoch() -> None:
+    async with cluster(1) as brokers:
+        servers = bootstrap(brokers)
+        group = "epochs"
+        m = Member(servers, group, [TOPIC], name="m", **{"enable.auto.commit": False}).start()
+        async with members(m):
+            await wait_until(lambda: stable_with(brokers, group, 1), message="a stable member")
+            g = coordinator_group(brokers, group)
+            assert g is not None
+            (member,) = g.members.values()
+            member_id, epoch = member.member_id, member.member_epoch
+            wire = await KafkaWire.open(brokers[0].port)
+            try:
+                # Kafka's ConsumerGroup.validateOffsetCommit: the member's epoch and no
+                # other.
+                assert await offset_commit(wire, 9, group, member_id, epoch) == ErrorCode.NONE
+                for stale in (epoch - 1, epoch + 1):
+                    assert (
+                        await offset_commit(wire, 9, group, member_id, stale)
+                        == ErrorCode.STALE_MEMBER_EPOCH
+                    )
+                assert (
+                    await offset_commit(wire, 9, group, "someone-else", epoch)
+                    == ErrorCode.UNKNOWN_MEMBER_ID
+                )
+                # An admin's commit (epoch -1) only to an empty group.
+                assert await offset_commit(wire, 9, group, "", -1) == ErrorCode.UNKNOWN_MEMBER_ID
+            finally:
+                await wire.close()
+            assert g.group_epoch == epoch  # none of it disturbed the group
