@@ -3,7 +3,7 @@ GroupCoordinatorConfig)."""
 
 from __future__ import annotations
 
-from purgatory.broker.config.config_def import ConfigDef, at_least, parses
+from purgatory.broker.config.config_def import ConfigDef, at_least, between, parses
 
 GROUP_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef(
@@ -165,6 +165,49 @@ GROUP_CONFIGS: tuple[ConfigDef, ...] = (
         "Kafka's class name; the first is the default, a member may ask for another "
         "(`group.remote.assignor`).",
         parses(lambda v: _assignor_names(v)),
+    ),
+    ConfigDef(
+        "group.share.record.lock.duration.ms",
+        int,
+        30000,
+        "The record acquisition lock duration in milliseconds for share groups: a record a "
+        "share consumer acquired and has not acknowledged by then is available again (or "
+        "archived at `group.share.delivery.count.limit`). A group's "
+        "`share.record.lock.duration.ms` overrides it.",
+        between(1000, 3600000),
+    ),
+    ConfigDef(
+        "group.share.min.record.lock.duration.ms",
+        int,
+        15000,
+        "The record acquisition lock minimum duration in milliseconds for share groups (the "
+        "least a group's `share.record.lock.duration.ms` may be).",
+        between(1000, 30000),
+    ),
+    ConfigDef(
+        "group.share.max.record.lock.duration.ms",
+        int,
+        60000,
+        "The record acquisition lock maximum duration in milliseconds for share groups (the "
+        "most a group's `share.record.lock.duration.ms` may be).",
+        between(30000, 3600000),
+    ),
+    ConfigDef(
+        "group.share.delivery.count.limit",
+        int,
+        5,
+        "The maximum number of delivery attempts for a record delivered to a share group: "
+        "released or timed out that often, it is archived, never delivered again.",
+        between(2, 10),
+    ),
+    ConfigDef(
+        "group.share.partition.max.record.locks",
+        int,
+        2000,
+        "Share-group record lock limit per share-partition: the most records in flight "
+        "(from the share-partition start offset to the last acquired) in one partition of "
+        "one share group; no new records are acquired beyond it.",
+        between(100, 10000),
     ),
 )
 
