@@ -1,5 +1,6 @@
 """Arguments of the testing package's commands: `purgatory certs` and the benchmarks
-(`purgatory perf cluster-start`, `scale`, `soak`, `compare`, `transactions`, `tls`)."""
+(`purgatory perf cluster-start`, `scale`, `soak`, `compare`, `transactions`,
+`rebalance-join`, `tls`)."""
 
 from __future__ import annotations
 
@@ -182,6 +183,50 @@ def add_perf_commands(sub: Any) -> None:
         "--markdown", action="store_true", help="the medians as a Markdown table, not JSON"
     )
     txn.set_defaults(func=lazy("purgatory.testing.transaction_bench", "main"))
+
+    join = sub.add_parser(
+        "rebalance-join",
+        help="what a member joining a consumer group costs the others: classic eager range, "
+        "classic cooperative-sticky and KIP-848's consumer protocol side by side (rebalance "
+        "round, the new member's first record, gaps on partitions that stayed)",
+        description="Starts Purgatory (and with --kafka Apache Kafka) with --brokers each; "
+        "per run and protocol, the protocols' order rotating, a fresh topic with a steady "
+        "producer and --members confluent-kafka consumers, then one more member joins; "
+        "prints the medians and every sample as JSON, and fails unless every acknowledged "
+        "record was consumed.",
+    )
+    join.add_argument(
+        "--protocols",
+        default="classic-range,classic-cooperative-sticky,consumer",
+        help="any of classic-range, classic-cooperative-sticky, consumer (default all three)",
+    )
+    join.add_argument("--kafka", action="store_true", help="also measure Apache Kafka")
+    join.add_argument("--brokers", type=int, default=3, help="brokers per system (3)")
+    join.add_argument("--runs", type=int, default=3, help="rounds of every protocol (3)")
+    join.add_argument("--partitions", type=int, default=12, help="partitions of the topic (12)")
+    join.add_argument("--rate", type=int, default=2000, help="records/s produced (2000)")
+    join.add_argument("--members", type=int, default=3, help="members before the join (3)")
+    join.add_argument(
+        "--steady",
+        type=float,
+        default=3.0,
+        help="seconds of steady reading before the join, the gaps' baseline (3)",
+    )
+    join.add_argument(
+        "--settle",
+        type=float,
+        default=3.0,
+        help="seconds without an assignment change that end a round (3)",
+    )
+    join.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds any step may take (120)"
+    )
+    join_output = join.add_mutually_exclusive_group()
+    join_output.add_argument("--json", action="store_true", help="one line of JSON")
+    join_output.add_argument(
+        "--markdown", action="store_true", help="the medians as a Markdown table, not JSON"
+    )
+    join.set_defaults(func=lazy("purgatory.testing.rebalance_bench", "main"))
 
     tls = sub.add_parser(
         "tls",
