@@ -179,7 +179,9 @@ class Broker:
                 "with SASL on their listeners (sasl.mechanism.inter.broker.protocol)"
             )
         self.ports: dict[str, int] = {}  # each listener's bound port, by name
-        self.metadata = MetadataCache(self.members, self.listeners.broker_facing.name)
+        self.metadata = MetadataCache(
+            self.members, self.listeners.broker_facing.name, self.config.values
+        )
         self.scheduler = scheduler or LoopScheduler()
         self._leader_transport = leader_transport or self._leader_connection
         self.port = 0

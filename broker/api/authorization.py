@@ -28,6 +28,7 @@ NONE_REFUSED: frozenset[str] = frozenset()
 # Kafka's ApiError messages for a refusal (its Errors' default messages).
 TOPIC_REFUSED = "Topic authorization failed."
 CLUSTER_REFUSED = "Cluster authorization failed."
+GROUP_REFUSED = "Group authorization failed."
 
 _BROKER_LOGGER = 8  # ConfigResource.Type.BROKER_LOGGER, a broker's as BROKER
 
@@ -230,7 +231,7 @@ def config_refusal(
     """Why the principal may not ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) the
     configs of a resource, if it may not: a topic's need it on the TOPIC
     (TOPIC_AUTHORIZATION_FAILED), a broker's on the CLUSTER (CLUSTER_AUTHORIZATION_FAILED),
-    as Kafka's ConfigHelper and ControllerApis.authorizeAlterResource. Other types are
+    a group's on the GROUP (GROUP_AUTHORIZATION_FAILED), as Kafka's ConfigHelper and ControllerApis.authorizeAlterResource. Other types are
     left to the handler's own error."""
     if not auth.enabled:
         return None
@@ -240,6 +241,9 @@ def config_refusal(
     if resource_type in (m.BROKER_RESOURCE, _BROKER_LOGGER):
         allowed = auth.authorize_cluster(operation)
         return None if allowed else (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_REFUSED)
+    if resource_type == m.GROUP_RESOURCE:
+        allowed = auth.authorize(operation, ResourceType.GROUP, name)
+        return None if allowed else (ErrorCode.GROUP_AUTHORIZATION_FAILED, GROUP_REFUSED)
     return None
 
 

@@ -12,6 +12,9 @@ resource succeeds or fails whole, as in Kafka:
 - a broker resource is one broker (its id) or the cluster-wide default (""); only the
   configs Kafka changes dynamically are taken (INVALID_REQUEST, "Cannot update these
   configs dynamically: Set(...)", as Kafka's DynamicBrokerConfig answers);
+- a group resource is one group (its id; "" is refused): its configs after the change are
+  checked as Kafka's GroupConfig.validate checks them, against the broker's bounds
+  (INVALID_CONFIG);
 - APPEND and SUBTRACT work on LIST configs only, on the current value (else the default);
 - AlterConfigs (``incremental`` False) replaces the resource's whole set: every config not
   named goes back to its default.
@@ -32,6 +35,7 @@ from purgatory.broker.config.broker_config import (
 )
 from purgatory.broker.config.config_def import ConfigError
 from purgatory.broker.config.definitions import BY_NAME
+from purgatory.broker.config.group_config import validate_group_configs
 from purgatory.broker.config.topic_configs import (
     ALIASES,
     LIST,
@@ -40,7 +44,12 @@ from purgatory.broker.config.topic_configs import (
     parse_value,
 )
 from purgatory.broker.metadata.metadata_image import MetadataImage
-from purgatory.broker.metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigRecord
+from purgatory.broker.metadata.records import (
+    BROKER_RESOURCE,
+    GROUP_RESOURCE,
+    TOPIC_RESOURCE,
+    ConfigRecord,
+)
 from purgatory.protocol import messages as m
 from purgatory.protocol.errors import ErrorCode
 
@@ -129,11 +138,19 @@ class ConfigurationControlManager:
                 )
             current = dict(image.broker_configs.get(name, {}))
             after = self._broker_configs(current, resource.configs, incremental)
+        elif resource.resource_type == GROUP_RESOURCE:
+            if not resource.resource_name:
+                raise ConfigRefused(
+                    ErrorCode.INVALID_REQUEST, "Default group resources are not allowed."
+                )
+            current = dict(image.group_configs.get(resource.resource_name, {}))
+            after = self._group_configs(current, resource.configs, incremental)
         else:
             raise ConfigRefused(
                 ErrorCode.INVALID_REQUEST,
                 f"Unsupported resource type {resource.resource_type}: topics "
-                f"({TOPIC_RESOURCE}) and brokers ({BROKER_RESOURCE}) take config changes",
+                f"({TOPIC_RESOURCE}), brokers ({BROKER_RESOURCE}) and groups "
+                f"({GROUP_RESOURCE}) take config changes",
             )
         changes: dict[str, str | None] = {k: None for k in current if k not in after}
         changes.update({k: v for k, v in after.items() if current.get(k) != v})
@@ -236,6 +253,42 @@ class ConfigurationControlManager:
             parsed[name] = value
         try:  # against the controller's own static configs (Kafka's broker checks its own)
             check_consistency({**self.config.values, **parsed})
+        except ConfigError as exc:
+            raise ConfigRefused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return after
+
+    # -- groups ------------------------------------------------------------------------------
+
+    def _group_configs(
+        self, current: dict[str, str], alterations: list[m.AlterableConfig], incremental: bool
+    ) -> dict[str, str]:
+        """A group's configs after ``alterations``, checked as Kafka's GroupConfig.validate
+        checks them (none of them is a LIST: APPEND and SUBTRACT are refused)."""
+        nulls = [a.name for a in alterations if a.value is None and _sets(a, incremental)]
+        if nulls:  # (the broker's ConfigAdminManager.preprocess, before forwarding)
+            raise ConfigRefused(
+                ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}"
+            )
+        after: dict[str, str] = dict(current) if incremental else {}
+        for alteration in alterations:
+            operation = alteration.config_operation if incremental else m.CONFIG_SET
+            if operation == m.CONFIG_DELETE:
+                after.pop(alteration.name, None)
+            elif operation == m.CONFIG_SET and alteration.value is not None:
+                after[alteration.name] = alteration.value
+            elif operation in (m.CONFIG_APPEND, m.CONFIG_SUBTRACT):
+                raise ConfigRefused(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Can't {_OPERATIONS[operation]} to key {alteration.name} because its "
+                    "type is not LIST.",
+                )
+            else:
+                raise ConfigRefused(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Unknown config operation {operation} for {alteration.name}",
+                )
+        try:
+            validate_group_configs(after, self.config.values)
         except ConfigError as exc:
             raise ConfigRefused(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return after

@@ -4,10 +4,11 @@ partitions it holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from purgatory.broker.config.group_config import group_config_values
 from purgatory.broker.metadata.metadata_image import MetadataImage
 from purgatory.broker.security.scram_credential import ScramCredential
 from purgatory.protocol.errors import ErrorCode, KafkaError
@@ -45,11 +46,18 @@ class MetadataCache:
     order); ``controller_id`` is the quorum leader as this broker last heard (-1: none).
     ``partition_changes`` says what a new image means for this broker's replicas."""
 
-    def __init__(self, members: dict[int, tuple[str, int]], members_listener: str) -> None:
+    def __init__(
+        self,
+        members: dict[int, tuple[str, int]],
+        members_listener: str,
+        broker_values: Mapping[str, Any] | None = None,
+    ) -> None:
         self.members = members  # every node's address (cluster.members)
         self.members_listener = members_listener  # the listener those addresses are of
         self.image = MetadataImage()
         self.controller_id = -1
+        # The broker's configs (BrokerConfig.values, kept current): groups' defaults.
+        self.broker_values: Mapping[str, Any] = broker_values if broker_values is not None else {}
         self._endpoints: dict[str, dict[int, tuple[str, int]]] = {}
         self._endpoints_of: MetadataImage | None = None
 
@@ -104,6 +112,12 @@ class MetadataCache:
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         return self.image.partition(topic, partition)
+
+    def group_config(self, group_id: str) -> Mapping[str, str]:
+        """Every group config's value for ``group_id`` (Kafka's GroupConfigManager): its
+        own, set through IncrementalAlterConfigs, over the broker's group.consumer.* and
+        group.share.* defaults; as of the last image published."""
+        return group_config_values(self.image.group_configs.get(group_id, {}), self.broker_values)
 
     def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """``user``'s credential for ``mechanism`` (SCRAM-SHA-256, SCRAM-SHA-512) as the

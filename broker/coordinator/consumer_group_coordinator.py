@@ -246,7 +246,8 @@ class ConsumerGroupCoordinator:
             None,
             member_id,
             updated.member_epoch,
-            self.config["group.consumer.heartbeat.interval.ms"],
+            # the group's consumer.heartbeat.interval.ms (GroupConfig), else the broker's
+            int(self.metadata.group_config(group_id)["consumer.heartbeat.interval.ms"]),
             updated.assigned if full or updated.assigned != member.assigned else None,
         )
         return self._stored(group_id, out, result)
@@ -537,12 +538,13 @@ class ConsumerGroupCoordinator:
     def _schedule_session(
         self, group_id: str, member_id: str, classic: ClassicMemberMetadata | None = None
     ) -> None:
-        """A member's session starts over: the group's session timeout, or the one a
-        classic member joined with."""
+        """A member's session starts over: the group's session timeout (its
+        consumer.session.timeout.ms, else the broker's), or the one a classic member joined
+        with."""
         timeout = (
             classic.session_timeout_ms
             if classic is not None
-            else self.config["group.consumer.session.timeout.ms"]
+            else int(self.metadata.group_config(group_id)["consumer.session.timeout.ms"])
         )
         self.timer.schedule(
             _session_key(group_id, member_id),

@@ -18,6 +18,7 @@ from purgatory.broker.metadata.acl_image import AclsDelta, AclsImage
 from purgatory.broker.metadata.client_quota_image import ClientQuotasDelta, ClientQuotasImage
 from purgatory.broker.metadata.records import (
     BROKER_RESOURCE,
+    GROUP_RESOURCE,
     TOPIC_RESOURCE,
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
@@ -70,7 +71,8 @@ class MetadataImage:
     """Invariants: ``topic_names`` maps the id of every topic in ``topics`` to its name;
     a topic's partitions are numbered 0..n-1 in order. ``broker_configs``: the dynamic
     broker configs by resource name (a broker id, or "" for the cluster-wide default),
-    each a non-empty dict of name -> value as set (Kafka's ConfigurationsImage).
+    each a non-empty dict of name -> value as set (Kafka's ConfigurationsImage);
+    ``group_configs``: the same of groups' configs, by group id (GroupConfig's).
     ``scram``: every SCRAM user's credentials (Kafka's ScramImage); ``acls``: every ACL
     (Kafka's AclsImage); ``client_quotas``: every client quota (Kafka's ClientQuotasImage)."""
 
@@ -79,6 +81,7 @@ class MetadataImage:
         "broker_configs",
         "brokers",
         "client_quotas",
+        "group_configs",
         "offset",
         "scram",
         "topic_names",
@@ -95,6 +98,7 @@ class MetadataImage:
         scram: ScramImage | None = None,
         acls: AclsImage | None = None,
         client_quotas: ClientQuotasImage | None = None,
+        group_configs: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.offset = offset  # the last record replayed into it; -1: none
         self.brokers = brokers if brokers is not None else {}
@@ -104,6 +108,7 @@ class MetadataImage:
         self.scram = scram if scram is not None else ScramImage()
         self.acls = acls if acls is not None else AclsImage()
         self.client_quotas = client_quotas if client_quotas is not None else ClientQuotasImage()
+        self.group_configs = group_configs if group_configs is not None else {}
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         state = self.topics.get(topic)
@@ -125,6 +130,7 @@ class MetadataImage:
             self.brokers
             or self.topics
             or self.broker_configs
+            or self.group_configs
             or self.scram.mechanisms
             or self.acls.acls
             or self.client_quotas.entities
@@ -137,6 +143,11 @@ class MetadataImage:
             for resource, configs in self.broker_configs.items()
             for k, v in configs.items()
         ]
+        out.extend(
+            ConfigRecord(GROUP_RESOURCE, group, k, v)
+            for group, configs in self.group_configs.items()
+            for k, v in configs.items()
+        )
         for broker in self.brokers.values():
             out.append(
                 RegisterBrokerRecord(
@@ -182,7 +193,8 @@ class MetadataDelta:
     """Records replayed on top of ``image``; ``apply`` makes the image they lead to.
     ``changed_topics`` names every topic created, changed or removed (a name that is
     removed and made again is in it once); ``broker_configs_changed``: a dynamic broker
-    config was set or removed; ``scram``, ``acls``, ``client_quotas``: the SCRAM
+    config was set or removed; ``group_configs``: every group's configs when one changed;
+    ``scram``, ``acls``, ``client_quotas``: the SCRAM
     credentials', the ACLs' and the client quotas' changes, if any."""
 
     def __init__(self, image: MetadataImage) -> None:
@@ -193,6 +205,7 @@ class MetadataDelta:
         self.topic_names: dict[str, str] | None = None
         self.broker_configs: dict[str, dict[str, str]] | None = None
         self.broker_configs_changed = False
+        self.group_configs: dict[str, dict[str, str]] | None = None  # copied on first change
         self.scram: ScramDelta | None = None
         self.acls: AclsDelta | None = None
         self.client_quotas: ClientQuotasDelta | None = None
@@ -235,6 +248,8 @@ class MetadataDelta:
             self._config(record)
         elif isinstance(record, ConfigRecord) and record.resource_type == BROKER_RESOURCE:
             self._broker_config(record)
+        elif isinstance(record, ConfigRecord) and record.resource_type == GROUP_RESOURCE:
+            self._group_config(record)
         elif isinstance(record, UserScramCredentialRecord | RemoveUserScramCredentialRecord):
             if self.scram is None:
                 self.scram = ScramDelta(self.image.scram)
@@ -324,6 +339,19 @@ class MetadataDelta:
             self.broker_configs.pop(record.resource_name, None)
         self.broker_configs_changed = True
 
+    def _group_config(self, record: ConfigRecord) -> None:
+        if self.group_configs is None:
+            self.group_configs = dict(self.image.group_configs)
+        configs = dict(self.group_configs.get(record.resource_name, {}))
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+        if configs:
+            self.group_configs[record.resource_name] = configs
+        else:
+            self.group_configs.pop(record.resource_name, None)
+
     # -- copy on write ----------------------------------------------------------------------
 
     def _brokers(self) -> dict[int, BrokerRegistration]:
@@ -379,4 +407,5 @@ class MetadataDelta:
             self.scram.apply() if self.scram is not None else image.scram,
             self.acls.apply() if self.acls is not None else image.acls,
             self.client_quotas.apply() if self.client_quotas is not None else image.client_quotas,
+            self.group_configs if self.group_configs is not None else image.group_configs,
         )

@@ -79,7 +79,8 @@ class RemoveTopicRecord(Record, tag="RemoveTopic"):
 class ConfigRecord(Record, tag="Config"):
     """A config of a resource set (``value``) or removed (None): a topic's
     (``resource_type`` 2, Kafka's TOPIC) or a broker's dynamic one (4, BROKER; the resource
-    name is the broker id, or "" for the cluster-wide default)."""
+    name is the broker id, or "" for the cluster-wide default) or a group's (32, GROUP; the
+    resource name is the group id)."""
 
     resource_type: int
     resource_name: str
@@ -140,6 +141,7 @@ class ClientQuotaRecord(Record, tag="ClientQuota"):
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # a group's configs (KIP-848, KIP-932: GroupConfig)
 
 MetadataRecord = (
     RegisterBrokerRecord

@@ -12,6 +12,9 @@ cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG, the resource named "") over
 ones. With
 ``include_synonyms`` each entry lists that chain, most specific first, as Kafka does.
 Broker configs are described by the broker itself; another broker's id is refused.
+A group's configs (GROUP, KIP-848 and KIP-932's GroupConfig) are every group config, its own
+value a GROUP_CONFIG over the broker config it defaults from (``consumer.session.timeout.ms``
+over ``group.consumer.session.timeout.ms``), as Kafka's ConfigHelper describes them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from purgatory.broker.api.results import Result
 from purgatory.broker.config.broker_config import is_dynamic, validate_topic_configs
 from purgatory.broker.config.config_def import ConfigDef
 from purgatory.broker.config.definitions import BY_NAME, DEFINITIONS
+from purgatory.broker.config.group_config import GROUP_CONFIGS, default_value
 from purgatory.broker.config.topic_configs import (
     BOOLEAN,
     CONFIG_TYPE_IDS,
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
 # ConfigResource types.
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 
 # Kafka's ConfigSource numbers.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -55,6 +60,7 @@ DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
 
 
 class ConfigEntry:
@@ -194,10 +200,14 @@ class ConfigApis:
                     f"broker {own} describes its own configs; ask broker {name} for its own",
                 )
             return self.broker_configs()
+        if resource_type == GROUP:
+            if not name:
+                return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+            return self.group_configs(name)
         return (
             ErrorCode.INVALID_REQUEST,
-            f"resource type {resource_type} is not served; ask for topics ({TOPIC}) "
-            f"or brokers ({BROKER})",
+            f"resource type {resource_type} is not served; ask for topics ({TOPIC}), "
+            f"brokers ({BROKER}) or groups ({GROUP})",
         )
 
     def _broker_synonyms(self, *names: str) -> list[tuple[str, str | None, int]]:
@@ -285,6 +295,45 @@ class ConfigApis:
                     type_id=_broker_type_id(d),
                     doc=d.doc,
                     sensitive=d.sensitive,
+                )
+            )
+        return entries
+
+    def group_configs(self, group_id: str) -> list[ConfigEntry]:
+        """Every group config of ``group_id`` as Kafka's ConfigHelper describes it: the
+        group's own value (GROUP_CONFIG) first, then the broker config it defaults from
+        (its synonyms), or, for one no broker config stands behind
+        (``share.auto.offset.reset``), its default under its own name."""
+        own = self.broker.metadata.image.group_configs.get(group_id, {})
+        values = self.broker.config.values
+        entries = []
+        for name, definition in sorted(GROUP_CONFIGS.items()):
+            value = own.get(name, default_value(definition, values))
+            if definition.type == "INT":
+                value = str(int(value))
+            synonyms: list[tuple[str, str | None, int]] = []
+            if name in own:
+                synonyms.append((name, value, GROUP_CONFIG))
+            if definition.broker in BY_NAME:
+                synonyms.extend(self._broker_synonyms(definition.broker))
+            elif definition.broker is not None:  # (a broker config not defined here yet)
+                synonyms.append(
+                    (
+                        definition.broker,
+                        value if name not in own else default_value(definition, values),
+                        DEFAULT_CONFIG,
+                    )
+                )
+            else:
+                synonyms.append((name, default_value(definition, values), DEFAULT_CONFIG))
+            entries.append(
+                ConfigEntry(
+                    name,
+                    value,
+                    synonyms,
+                    read_only=False,
+                    type_id=CONFIG_TYPE_IDS[INT if definition.type == "INT" else STRING],
+                    doc=definition.doc,
                 )
             )
         return entries
