@@ -424,11 +424,13 @@ def add_commands(sub: Any) -> None:
     configs.add_argument(
         "--entity-type",
         required=True,
-        metavar="topics|brokers|users|clients",
+        metavar="topics|brokers|groups|users|clients",
         help="what to describe or change",
     )
     configs.add_argument(
-        "--entity-name", metavar="NAME", help="the topic, the broker id, the user or the client id"
+        "--entity-name",
+        metavar="NAME",
+        help="the topic, the broker id, the group, the user or the client id",
     )
     configs.add_argument(
         "--entity-default",

@@ -1,4 +1,5 @@
-"""``purgatory configs``: describe and change topic and broker configs, SCRAM users'
+"""``purgatory configs``: describe and change topic and broker configs, change group configs
+(``--entity-type groups``: KIP-848 and KIP-932's consumer.* and share.*), SCRAM users'
 credentials and client quotas (``client_quotas.py``), with kafka-configs' options and
 output (and ``--json`` for scripts). Config changes are IncrementalAlterConfigs,
 credentials AlterUserScramCredentials (the password salted here, as Kafka's admin client
@@ -33,7 +34,11 @@ from purgatory.protocol.scram import (
     MIN_ITERATIONS,
 )
 
-ENTITY_TYPES = {"topics": m.TOPIC_RESOURCE, "brokers": m.BROKER_RESOURCE}
+ENTITY_TYPES = {
+    "topics": m.TOPIC_RESOURCE,
+    "brokers": m.BROKER_RESOURCE,
+    "groups": m.GROUP_RESOURCE,
+}
 USERS = "users"
 CLIENTS = "clients"
 # kafka-configs' credential value: [iterations=N,]password=P
@@ -81,7 +86,7 @@ def parse_add_config(text: str) -> dict[str, str]:
 def _resource(args: argparse.Namespace) -> tuple[int, str, str]:
     """(resource type, name, what the output calls it); raises ConfigOptionError."""
     if args.entity_type not in ENTITY_TYPES:
-        raise ConfigOptionError("--entity-type must be topics, brokers or users")
+        raise ConfigOptionError("--entity-type must be topics, brokers, groups, users or clients")
     kind = ENTITY_TYPES[args.entity_type]
     if args.entity_default:
         if args.entity_name is not None:
@@ -93,7 +98,7 @@ def _resource(args: argparse.Namespace) -> tuple[int, str, str]:
         raise ConfigOptionError("give --entity-name (or, for brokers, --entity-default)")
     if kind == m.BROKER_RESOURCE and not args.entity_name.isdigit():
         raise ConfigOptionError(f"--entity-name of a broker is its id, got {args.entity_name!r}")
-    noun = "topic" if kind == m.TOPIC_RESOURCE else "broker"
+    noun = {m.TOPIC_RESOURCE: "topic", m.GROUP_RESOURCE: "group"}.get(kind, "broker")
     return kind, args.entity_name, f"config for {noun} {args.entity_name}"
 
 
@@ -114,6 +119,11 @@ def configs_command(args: argparse.Namespace) -> int:
             ops = [m.AlterableConfig(k, m.CONFIG_SET, v) for k, v in added.items()]
             ops += [m.AlterableConfig(k, m.CONFIG_DELETE, None) for k in deleted]
             return _run(_alter(args, m.AlterConfigsResource(kind, name, ops), what), "configs")
+        if kind == m.GROUP_RESOURCE:
+            raise ConfigOptionError(
+                "--describe of groups is not served here yet: use kafka-configs "
+                "--entity-type groups --describe (Kafka's DescribeConfigs)"
+            )
         if kind != m.TOPIC_RESOURCE:
             raise ConfigOptionError(
                 "--describe of brokers is not served here yet: use kafka-configs, or "

@@ -214,3 +214,23 @@ async def test_a_consumer_group_runs_with_its_session_timeout_and_heartbeat_inte
             assert member_ids(brokers[0], "default") == {"m-default"}
         finally:
             await wire.close()
+
+
+async def test_purgatory_configs_alters_a_groups_configs_as_kafka_configs_does() -> None:
+    from tests.integration.test_admin_http import purgatory_cli
+
+    async with running_cluster(1) as brokers:
+        server = ("--bootstrap-server", bootstrap(brokers))
+        code, out = await purgatory_cli(
+            "configs", "--entity-type", "groups", "--entity-name", "G", "--alter",
+            "--add-config", "share.auto.offset.reset=earliest", *server,
+        )  # fmt: skip
+        assert code == 0, out
+        assert "Completed updating config for group G." in out
+        await on_every_broker(brokers, "G", "share.auto.offset.reset", "earliest")
+        code, out = await purgatory_cli(
+            "configs", "--entity-type", "groups", "--entity-name", "G", "--alter",
+            "--add-config", "share.isolation.level=nope", *server,
+        )  # fmt: skip
+        assert code == 1
+        assert "INVALID_CONFIG" in out and "String must be one of" in out
