@@ -79,6 +79,13 @@ from purgatory.broker.security.listener_security import (
     listener_security,
     unknown_listener_overrides,
 )
+from purgatory.broker.share.share_partition import SharePartition
+from purgatory.broker.share.share_partition_manager import SharePartitionManager
+from purgatory.broker.share.share_session_cache import (
+    SHARE_SESSION_EVICTION_MS,
+    ShareSessionCache,
+    max_share_sessions,
+)
 from purgatory.clients.security import ClientSecurity
 from purgatory.common import gc_policy
 from purgatory.common.broker_state import BrokerState, ReplicaInfo
@@ -275,6 +282,15 @@ class Broker:
             self.scheduler,
             self.metrics,
             self.forwarding.create_offsets_topic,
+        )
+        # KIP-932's share groups on the partition leaders: the SharePartitions this broker
+        # leads, and its share consumers' sessions (ShareFetch, ShareAcknowledge).
+        self.share_partitions = SharePartitionManager(
+            config, self.replica_manager, self.scheduler, self.metadata.group_config
+        )
+        self.share_partitions.on_acquirable = self._share_records_available
+        self.share_sessions = ShareSessionCache(
+            max_share_sessions(config), SHARE_SESSION_EVICTION_MS
         )
         # Transaction markers go to partition leaders over the inter-broker listener.
         self.marker_channels = NodeChannels(
@@ -502,6 +518,7 @@ class Broker:
         await self._bounded("node channels", self.node_channels.close())
         await self._bounded("network", self.socket_server.stop())
         self.group_coordinator.shutdown()
+        self.share_partitions.shutdown()
         self.transaction_coordinator.shutdown()
         await self._bounded("marker channels", self.marker_channels.close())
         await self._bounded("replica manager", self.replica_manager.shutdown())
@@ -514,6 +531,12 @@ class Broker:
                 await awaitable
         except TimeoutError:
             self.log.warning("stop_step_overran", step=step, timeout_s=timeout_s)
+
+    def _share_records_available(self, share_partition: SharePartition) -> None:
+        """A share group's records became available again (released, a lock expired):
+        its ShareFetches waiting on that partition try again."""
+        key = (share_partition.group_id, share_partition.topic, share_partition.partition)
+        self.replica_manager.share_fetch_purgatory.check_and_complete(key)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -613,6 +636,7 @@ class Broker:
             self.replica_manager.apply(changes)
         if deleted:
             self.group_coordinator.on_topics_deleted(deleted)
+            self.share_partitions.on_topics_deleted(deleted)
         if registered and own is not None and not own.fenced:
             self.has_metadata.set()
         self.forwarding.metadata_changed()

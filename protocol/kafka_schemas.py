@@ -65,6 +65,9 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    # KIP-932's share consumers' record APIs (Kafka 4.1's v1, 4.2's v2; v0 was the early access).
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
     # Transactions (version 1 of them: no KIP-890 part 2, whose EndTxn v5 bumps epochs).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),

@@ -110,6 +110,12 @@ class ReplicaManager:
         self.delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
             self._purgatory("DeleteRecords", "delete.records.purgatory.purge.interval.requests")
         )
+        # KIP-932's share consumers' fetches waiting for records to acquire (Kafka's
+        # delayedShareFetchPurgatory): woken with the Fetch purgatory, and by their groups'
+        # records becoming available again (broker/share).
+        self.share_fetch_purgatory: DelayedOperationPurgatory[Any] = self._purgatory(
+            "ShareFetch", "fetch.purgatory.purge.interval.requests"
+        )
         # The operations parked in those four, by the answer a connection awaits: one
         # whose connection closes completes at once (``abandon``). A dict entry, not a
         # callback on the future: no object more per operation for the cycle collector.
@@ -138,6 +144,7 @@ class ReplicaManager:
             self.produce_purgatory,
             self.remote_fetch_purgatory,
             self.delete_records_purgatory,
+            self.share_fetch_purgatory,
         )
         for source in (
             self.replication_metrics.collect,
@@ -205,6 +212,7 @@ class ReplicaManager:
         self.produce_purgatory.cancel_all()
         self.remote_fetch_purgatory.cancel_all()
         self.delete_records_purgatory.cancel_all()
+        self.share_fetch_purgatory.cancel_all()
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -296,6 +304,7 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(key)
         self.remote_fetch_purgatory.check_and_complete(key)
         self.delete_records_purgatory.check_and_complete(key)
+        self.share_fetch_purgatory.check_and_complete(key)
 
     def leader_partition(
         self, topic: str, index: int, current_leader_epoch: int = -1
@@ -414,6 +423,7 @@ class ReplicaManager:
             # The log end moved: parked follower (and, if the HW moved, consumer) fetches
             # wake.
             self.fetch_purgatory.check_and_complete(key)
+            self.share_fetch_purgatory.check_and_complete(key)
         if acks == -1 and partition.high_watermark < appended.required_offset:
             waiting[key] = ProducePartitionStatus(appended.required_offset, response)
         return response
@@ -491,6 +501,7 @@ class ReplicaManager:
         # Followers' fetches wake for the marker; read_committed ones once the last stable
         # offset moves (here, with the high watermark, or when it passes the marker).
         self.fetch_purgatory.check_and_complete(key)
+        self.share_fetch_purgatory.check_and_complete(key)
         return PartitionResponse(
             ErrorCode.NONE, appended.base_offset, -1, partition.log.log_start_offset
         )

@@ -20,9 +20,12 @@ Kafka's. Time is given to every call (``now_ms``); nothing here reads a clock.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from purgatory.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from purgatory.broker.config.broker_config import BrokerConfig
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -30,6 +33,17 @@ _MAX_EPOCH = 2**31 - 1
 
 # A partition as share requests name it: (topic id, as hex, partition index).
 TopicIdPartition = tuple[str, int]
+
+
+# Kafka's: a session unused this long may be evicted for a new one when the cache is full
+# (MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS); the cache holds as many sessions as share
+# groups may have members (group.share.max.groups, 10 in Kafka, times group.share.max.size).
+SHARE_SESSION_EVICTION_MS = 120_000
+_MAX_SHARE_GROUPS = 10
+
+
+def max_share_sessions(config: BrokerConfig) -> int:
+    return _MAX_SHARE_GROUPS * int(config["group.share.max.size"])
 
 
 def next_epoch(epoch: int) -> int:

@@ -42,6 +42,8 @@ from purgatory.broker.api.kafka.sasl import error_response as sasl_error_respons
 from purgatory.broker.api.kafka.sasl import handlers as sasl_handlers
 from purgatory.broker.api.kafka.scram_credentials import SCRAM_APIS, ScramCredentialApis
 from purgatory.broker.api.kafka.scram_credentials import error_response as scram_error_response
+from purgatory.broker.api.kafka.share_fetch import SHARE_APIS, ShareFetchApis
+from purgatory.broker.api.kafka.share_fetch import error_response as share_fetch_error_response
 from purgatory.broker.api.kafka.transactions import TRANSACTION_APIS, TransactionApis
 from purgatory.broker.api.kafka.transactions import error_response as transaction_error_response
 from purgatory.broker.api.results import Result
@@ -75,6 +77,7 @@ class KafkaListenerApis:
             **OffsetApis(broker).handlers(),
             **GroupApis(broker).handlers(),
             **ConsumerGroupApis(broker).handlers(),
+            **ShareFetchApis(broker).handlers(),
             **ConfigApis(broker).handlers(),
             **QuorumApis(broker).handlers(),
             **LogInfoApis(broker).handlers(),
@@ -90,6 +93,8 @@ class KafkaListenerApis:
         # Kafka advertises KIP-848's APIs only where its group coordinator serves them.
         protocols = broker.config["group.coordinator.rebalance.protocols"].lower()
         self.hidden = frozenset() if "consumer" in protocols else CONSUMER_GROUP_APIS
+        if "share" not in protocols:  # KIP-932's record APIs go with its group APIs
+            self.hidden |= SHARE_APIS
         for key in self.hidden:
             self.handlers[key] = _unsupported(key)
 
@@ -116,6 +121,8 @@ class KafkaListenerApis:
             return group_error_response(key, version, body, code)
         if key in CONSUMER_GROUP_APIS:
             return consumer_group_error_response(key, version, body, code, message)
+        if key in SHARE_APIS:
+            return share_fetch_error_response(key, version, code, message)
         if key in LOG_INFO_APIS:
             return log_info_error_response(key, version, body, code)
         if key == ApiKey.PRODUCE:
