@@ -83,6 +83,8 @@ class ApiKey(enum.IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
@@ -147,6 +149,8 @@ _NAMES = {
     ApiKey.SHARE_ACKNOWLEDGE: "ShareAcknowledge",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+    ApiKey.SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat",
+    ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
     ApiKey.DESCRIBE_ACLS: "DescribeAcls",
     ApiKey.CREATE_ACLS: "CreateAcls",
     ApiKey.DELETE_ACLS: "DeleteAcls",

@@ -44,6 +44,9 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KIP-848's consumer group protocol (v1: client-generated member ids, regexes).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # KIP-932's share groups (Kafka 4.1's v1; v0 was the early access).
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.API_VERSIONS: (0, 4),
     # SASL (served on SASL listeners; elsewhere answered ILLEGAL_SASL_STATE, as Kafka).

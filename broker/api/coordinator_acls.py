@@ -41,9 +41,10 @@ from purgatory.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from purgatory.broker.coordinator.consumer_group import ConsumerGroup
     from purgatory.broker.coordinator.offset_metadata_manager import OffsetMetadataManager
+    from purgatory.broker.coordinator.share_group import ShareGroup
 
 V = TypeVar("V")
-G = TypeVar("G", bound="GroupMetadata | ConsumerGroup")
+G = TypeVar("G", bound="GroupMetadata | ConsumerGroup | ShareGroup")
 
 GROUP_KEY = 0  # FindCoordinator key types: 0 group, 1 transaction (share groups: 2)
 TRANSACTION_KEY = 1

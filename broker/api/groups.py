@@ -19,12 +19,14 @@ from purgatory.broker.api.request_limits import check_partition_count, check_top
 from purgatory.broker.api.results import Result, answer
 from purgatory.broker.coordinator.consumer_group import ConsumerGroup
 from purgatory.broker.coordinator.group_metadata import (
-    GroupMetadata,
     GroupState,
     JoinResult,
     SyncResult,
 )
 from purgatory.broker.coordinator.group_metadata import TopicPartition as GroupTopicPartition
+from purgatory.broker.coordinator.group_metadata_manager import Group, group_type
+from purgatory.broker.coordinator.share_group import ShareGroup
+from purgatory.broker.coordinator.share_group_coordinator import SIMPLE_ASSIGNOR
 from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol import group_messages as g
 from purgatory.protocol import messages as m
@@ -294,21 +296,18 @@ def _sync_response(r: SyncResult) -> g.SyncGroupResponse:
     return g.SyncGroupResponse(r.error, r.assignment, r.protocol_type, r.protocol_name)
 
 
-def group_type(group: GroupMetadata | ConsumerGroup) -> str:
-    """Kafka's GroupType name: ``classic``, or ``consumer`` (KIP-848)."""
-    return "consumer" if isinstance(group, ConsumerGroup) else "classic"
-
-
 def _described(
     group_id: str,
     code: int,
-    group: GroupMetadata | ConsumerGroup | None,
+    group: Group | None,
     default_assignor: str = "",
 ) -> g.DescribedGroup:
     if group is None or code:
         return g.DescribedGroup(code, group_id, GroupState.DEAD.value, "", "", [])
     if isinstance(group, ConsumerGroup):
-        return _described_consumer_group(group, group.preferred_assignor(default_assignor))
+        return _described_modern_group(group, group.preferred_assignor(default_assignor))
+    if isinstance(group, ShareGroup):
+        return _described_modern_group(group, SIMPLE_ASSIGNOR)
     protocol_type, protocol, summary = group.summary()
     return g.DescribedGroup(
         code,
@@ -326,9 +325,10 @@ def _described(
     )
 
 
-def _described_consumer_group(group: ConsumerGroup, assignor: str) -> g.DescribedGroup:
-    """A KIP-848 group in the classic shape: each member's assignment (by topic name) as
-    the consumer protocol writes one, so the same tools read both kinds."""
+def _described_modern_group(group: ConsumerGroup | ShareGroup, assignor: str) -> g.DescribedGroup:
+    """A KIP-848 consumer group or a KIP-932 share group in the classic shape: each
+    member's assignment (by topic name) as the consumer protocol writes one, so the same
+    tools read every kind."""
     from purgatory.protocol.consumer_protocol import Assignment, encode_assignment
 
     names = {topic_id: name for name, (topic_id, _) in group.subscription_metadata.items()}
@@ -338,7 +338,7 @@ def _described_consumer_group(group: ConsumerGroup, assignor: str) -> g.Describe
         members.append(
             g.DescribedGroupMember(
                 member.member_id,
-                member.instance_id,
+                getattr(member, "instance_id", None),
                 member.client_id,
                 member.client_host,
                 b"",
@@ -353,5 +353,5 @@ def _described_consumer_group(group: ConsumerGroup, assignor: str) -> g.Describe
         assignor,
         members,
         group.group_epoch,
-        "consumer",
+        group_type(group),
     )

@@ -90,10 +90,10 @@ GROUP_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef(
         "group.coordinator.rebalance.protocols",
         str,
-        "classic,consumer",
-        "The group protocols the coordinator serves: `classic` (JoinGroup and SyncGroup) and "
-        "`consumer` (KIP-848's ConsumerGroupHeartbeat). Without `consumer`, "
-        "ConsumerGroupHeartbeat and ConsumerGroupDescribe are not advertised.",
+        "classic,consumer,share",
+        "The group protocols the coordinator serves: `classic` (JoinGroup and SyncGroup), "
+        "`consumer` (KIP-848's ConsumerGroupHeartbeat) and `share` (KIP-932's share groups). "
+        "An API of a protocol not listed is not advertised.",
         parses(lambda v: _protocols(v)),
     ),
     ConfigDef(
@@ -145,6 +145,56 @@ GROUP_CONFIGS: tuple[ConfigDef, ...] = (
         2147483647,
         "Most members one consumer group may have (GROUP_MAX_SIZE_REACHED beyond).",
         at_least(1),
+    ),
+    ConfigDef(
+        "group.share.session.timeout.ms",
+        int,
+        45000,
+        "A share group member (KIP-932) that sends no ShareGroupHeartbeat for this long is "
+        "removed from its group.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.share.min.session.timeout.ms",
+        int,
+        45000,
+        "Smallest `share.session.timeout.ms` a share group may be given.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.share.max.session.timeout.ms",
+        int,
+        60000,
+        "Largest `share.session.timeout.ms` a share group may be given.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.share.heartbeat.interval.ms",
+        int,
+        5000,
+        "How often a share group member is told to heartbeat.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.share.min.heartbeat.interval.ms",
+        int,
+        5000,
+        "Smallest `share.heartbeat.interval.ms` a share group may be given.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.share.max.heartbeat.interval.ms",
+        int,
+        15000,
+        "Largest `share.heartbeat.interval.ms` a share group may be given.",
+        at_least(1),
+    ),
+    ConfigDef(
+        "group.share.max.size",
+        int,
+        200,
+        "Most members one share group may have (GROUP_MAX_SIZE_REACHED beyond).",
+        between(1, 1000),
     ),
     ConfigDef(
         "group.consumer.migration.policy",
@@ -214,9 +264,9 @@ GROUP_CONFIGS: tuple[ConfigDef, ...] = (
 
 def _protocols(value: str) -> list[str]:
     names = [n.strip().lower() for n in value.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ("classic", "consumer")]
+    unknown = [n for n in names if n not in ("classic", "consumer", "share")]
     if unknown or "classic" not in names:
-        raise ValueError("must list classic, and may list consumer")
+        raise ValueError("must list classic, and may list consumer and share")
     return names
 
 

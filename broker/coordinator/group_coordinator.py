@@ -38,6 +38,8 @@ from purgatory.broker.coordinator.group_metrics import group_families
 from purgatory.broker.coordinator.member_sessions import MemberSessions
 from purgatory.broker.coordinator.offset_metadata_manager import OffsetMetadataManager
 from purgatory.broker.coordinator.rebalancer import Rebalancer
+from purgatory.broker.coordinator.share_group import ShareGroup, ShareGroupState
+from purgatory.broker.coordinator.share_group_coordinator import ShareGroupCoordinator
 from purgatory.broker.ops.metrics import BrokerMetrics
 from purgatory.broker.purgatory import Scheduler
 from purgatory.broker.replication.replica_manager import ReplicaManager
@@ -86,6 +88,9 @@ class GroupCoordinator:
             self._retire,
             self._adopt,
         )
+        self.share_groups = ShareGroupCoordinator(
+            config, metadata, scheduler, self.manager, self._coordinator_error
+        )
         metrics.register(group_families(self))
         self.log = structlog.get_logger("group_coordinator").bind(broker_id=config.broker_id)
 
@@ -99,6 +104,7 @@ class GroupCoordinator:
         self.rebalancer.cancel_all()
         self.sessions.cancel_all()
         self.consumer_groups.shutdown()
+        self.share_groups.shutdown()
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -146,6 +152,10 @@ class GroupCoordinator:
             for consumer in group.members.values():
                 self.consumer_groups.member_loaded(group, consumer)
             return
+        if isinstance(group, ShareGroup):
+            for member_id in group.members:
+                self.share_groups.member_loaded(group, member_id)
+            return
         for member in group.members.values():
             self.sessions.heard_from(group, member)
 
@@ -155,6 +165,10 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             group.state = ConsumerGroupState.DEAD
             self.consumer_groups.group_unloaded(group)
+            return
+        if isinstance(group, ShareGroup):
+            group.state = ShareGroupState.DEAD
+            self.share_groups.group_unloaded(group)
             return
         state = group.state
         group.state = GroupState.DEAD
@@ -246,7 +260,9 @@ class GroupCoordinator:
                     protocols,
                 )
             group = self._classic_from_empty(group)
-        elif isinstance(group, ConsumerGroup):
+        elif isinstance(group, ShareGroup) and not group.is_dead():
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        elif not isinstance(group, GroupMetadata):
             group = None
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
@@ -423,7 +439,7 @@ class GroupCoordinator:
             return self.consumer_groups.classic_sync(
                 group, member_id, group_instance_id, generation_id, protocol_type, protocol_name
             )
-        if group is None or isinstance(group, ConsumerGroup):
+        if not isinstance(group, GroupMetadata):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state is GroupState.DEAD:
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -469,7 +485,7 @@ class GroupCoordinator:
             return self.consumer_groups.classic_heartbeat(
                 group, member_id, group_instance_id, generation_id
             )
-        if group is None or isinstance(group, ConsumerGroup):
+        if not isinstance(group, GroupMetadata):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -527,7 +543,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
             return ErrorCode.NONE, self.consumer_groups.classic_leave(group, members)
-        if group is None or isinstance(group, ConsumerGroup):
+        if not isinstance(group, GroupMetadata):
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(

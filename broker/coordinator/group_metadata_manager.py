@@ -46,6 +46,14 @@ from purgatory.broker.coordinator.group_records import (
     encode,
     partition_for,
 )
+from purgatory.broker.coordinator.share_group import ShareGroup, ShareGroupState
+from purgatory.broker.coordinator.share_group_records import (
+    SHARE_GROUP_KEYS,
+    ShareGroupReplay,
+)
+from purgatory.broker.coordinator.share_group_records import (
+    group_tombstones as share_group_tombstones,
+)
 from purgatory.broker.purgatory import Scheduler
 from purgatory.broker.replication.replica_manager import ReplicaManager
 from purgatory.protocol.errors import ErrorCode
@@ -74,7 +82,17 @@ _APPEND_ERRORS: dict[int, int] = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
 
-Group = GroupMetadata | ConsumerGroup  # a classic group, or a KIP-848 consumer group
+# a classic group, a KIP-848 consumer group, or a KIP-932 share group
+Group = GroupMetadata | ConsumerGroup | ShareGroup
+
+
+def group_type(group: Group) -> str:
+    """Kafka's GroupType name: ``classic``, ``consumer`` (KIP-848) or ``share`` (KIP-932)."""
+    if isinstance(group, ConsumerGroup):
+        return "consumer"
+    if isinstance(group, ShareGroup):
+        return "share"
+    return "classic"
 
 
 class GroupMetadataManager:
@@ -171,6 +189,7 @@ class GroupMetadataManager:
             if value is not None:
                 loaded[group_id] = _group_from(group_id, value)
         loaded.update(replay.consumer.groups_built(now))
+        loaded.update(replay.share.groups_built(now))
         topics = self.metadata.topics
         stale: dict[str, list[TopicPartition]] = {}
         for (group_id, tp), commit in offsets.items():
@@ -318,6 +337,8 @@ class GroupMetadataManager:
         deleted (tombstones) once stored."""
         if isinstance(group, ConsumerGroup):
             group.state = ConsumerGroupState.DEAD
+        elif isinstance(group, ShareGroup):
+            group.state = ShareGroupState.DEAD
         else:
             group.transition_to(GroupState.DEAD, now_ms)
         self.groups.pop(group.group_id, None)
@@ -338,6 +359,8 @@ class GroupMetadataManager:
         ]
         if delete_group and isinstance(group, ConsumerGroup):
             records.extend(group_tombstones(group))
+        elif delete_group and isinstance(group, ShareGroup):
+            records.extend(share_group_tombstones(group))
         elif delete_group:
             records.append((_key(GroupMetadataKey(group.group_id)), None))
         future = self.append(group.group_id, records)
@@ -424,10 +447,11 @@ class _Replay:
     per group and per committed offset, and the offsets of transactions not yet ended
     (a commit marker makes them committed offsets, an abort marker drops them)."""
 
-    __slots__ = ("consumer", "groups", "offsets", "pending")
+    __slots__ = ("consumer", "groups", "offsets", "pending", "share")
 
     def __init__(self) -> None:
         self.consumer = ConsumerGroupReplay()
+        self.share = ShareGroupReplay()
         self.groups: dict[str, GroupMetadataValue | None] = {}
         self.offsets: dict[tuple[str, TopicPartition], OffsetCommitValue | None] = {}
         self.pending: dict[tuple[str, int], dict[TopicPartition, OffsetCommitValue]] = {}
@@ -461,6 +485,8 @@ class _Replay:
                 pending[(parsed.topic, parsed.partition)] = decode_offset(value)
         elif isinstance(parsed, GroupMetadataKey):
             self.groups[parsed.group] = None if value is None else decode_group(value)
+        elif isinstance(parsed, SHARE_GROUP_KEYS):
+            self.share.record(parsed, value)
         else:
             self.consumer.record(parsed, value)
 

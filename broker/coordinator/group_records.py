@@ -3,7 +3,8 @@
 Each record's key says what it is about (Kafka's key versions: 1 an offset commit, 2 a
 classic group; 5 to 8 a consumer group's member, target assignment and members'
 assignments, as Kafka's KIP-848 records; 4 the consumer group's epoch and subscription
-metadata, which Kafka writes as key 3), its value the latest state; a null value (a
+metadata, which Kafka writes as key 3; 10 to 14 a share group's, as Kafka's KIP-932
+records), its value the latest state; a null value (a
 tombstone) deletes it. Replaying a
 partition from its start therefore rebuilds every group it holds: the last record per key
 wins. Keys and values are MessagePack, like our record batches (Kafka writes its own
@@ -92,6 +93,29 @@ class ConsumerGroupCurrentMemberAssignmentKey(msgspec.Struct, array_like=True, f
     member_id: str
 
 
+class ShareGroupMemberMetadataKey(msgspec.Struct, array_like=True, frozen=True, tag=10):
+    group: str
+    member_id: str
+
+
+class ShareGroupMetadataKey(msgspec.Struct, array_like=True, frozen=True, tag=11):
+    group: str
+
+
+class ShareGroupTargetAssignmentMetadataKey(msgspec.Struct, array_like=True, frozen=True, tag=12):
+    group: str
+
+
+class ShareGroupTargetAssignmentMemberKey(msgspec.Struct, array_like=True, frozen=True, tag=13):
+    group: str
+    member_id: str
+
+
+class ShareGroupCurrentMemberAssignmentKey(msgspec.Struct, array_like=True, frozen=True, tag=14):
+    group: str
+    member_id: str
+
+
 TopicPartitions = list[tuple[str, list[int]]]  # (topic id, partitions)
 
 
@@ -140,7 +164,31 @@ ConsumerGroupKey = (
     | ConsumerGroupCurrentMemberAssignmentKey
 )
 Record = tuple[bytes, bytes | None]  # key, value (None: a tombstone)
-RecordKey = OffsetCommitKey | GroupMetadataKey | TxnOffsetCommitKey | ConsumerGroupKey
+
+
+class ShareGroupMemberMetadataValue(msgspec.Struct, array_like=True, frozen=True):
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+
+
+class ShareGroupCurrentMemberAssignmentValue(msgspec.Struct, array_like=True, frozen=True):
+    member_epoch: int
+    previous_member_epoch: int
+    assigned_partitions: TopicPartitions
+
+
+ShareGroupKey = (
+    ShareGroupMemberMetadataKey
+    | ShareGroupMetadataKey
+    | ShareGroupTargetAssignmentMetadataKey
+    | ShareGroupTargetAssignmentMemberKey
+    | ShareGroupCurrentMemberAssignmentKey
+)
+RecordKey = (
+    OffsetCommitKey | GroupMetadataKey | TxnOffsetCommitKey | ConsumerGroupKey | ShareGroupKey
+)
 
 _encoder = msgspec.msgpack.Encoder()
 _key_decoder = msgspec.msgpack.Decoder(RecordKey)
@@ -149,6 +197,18 @@ _group_decoder = msgspec.msgpack.Decoder(GroupMetadataValue)
 
 
 _consumer_decoders: dict[type, msgspec.msgpack.Decoder[Any]] = {
+    # A share group's epoch and target records have a consumer group's shapes.
+    ShareGroupMetadataKey: msgspec.msgpack.Decoder(ConsumerGroupMetadataValue),
+    ShareGroupMemberMetadataKey: msgspec.msgpack.Decoder(ShareGroupMemberMetadataValue),
+    ShareGroupTargetAssignmentMetadataKey: msgspec.msgpack.Decoder(
+        ConsumerGroupTargetAssignmentMetadataValue
+    ),
+    ShareGroupTargetAssignmentMemberKey: msgspec.msgpack.Decoder(
+        ConsumerGroupTargetAssignmentMemberValue
+    ),
+    ShareGroupCurrentMemberAssignmentKey: msgspec.msgpack.Decoder(
+        ShareGroupCurrentMemberAssignmentValue
+    ),
     ConsumerGroupMetadataKey: msgspec.msgpack.Decoder(ConsumerGroupMetadataValue),
     ConsumerGroupMemberMetadataKey: msgspec.msgpack.Decoder(ConsumerGroupMemberMetadataValue),
     ConsumerGroupTargetAssignmentMetadataKey: msgspec.msgpack.Decoder(
@@ -180,8 +240,8 @@ def decode_group(data: bytes) -> GroupMetadataValue:
     return _group_decoder.decode(data)
 
 
-def decode_consumer_group_value(key: ConsumerGroupKey, data: bytes) -> Any:
-    """The value of a consumer group record of ``key``'s kind."""
+def decode_consumer_group_value(key: ConsumerGroupKey | ShareGroupKey, data: bytes) -> Any:
+    """The value of a consumer or share group record of ``key``'s kind."""
     return _consumer_decoders[type(key)].decode(data)
 
 

@@ -22,6 +22,7 @@ from purgatory.broker.coordinator.group_metadata import (
     TopicPartition,
 )
 from purgatory.broker.coordinator.group_metadata_manager import Group, GroupMetadataManager
+from purgatory.broker.coordinator.share_group import ShareGroup
 from purgatory.broker.purgatory import Periodic, Scheduler
 from purgatory.protocol.errors import ErrorCode
 
@@ -162,6 +163,8 @@ class OffsetMetadataManager:
             )
         if group.is_dead():
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif isinstance(group, ShareGroup):
+            error = ErrorCode.GROUP_ID_NOT_FOUND
         elif isinstance(group, ConsumerGroup):
             error = _consumer_group_txn_error(group, generation_id, member_id)
         elif (
@@ -214,6 +217,8 @@ class OffsetMetadataManager:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if isinstance(group, ConsumerGroup):
             return _consumer_group_commit_error(group, generation_id, member_id)
+        if isinstance(group, ShareGroup):
+            return ErrorCode.GROUP_ID_NOT_FOUND  # a share group commits no offsets
         if instance is not None:
             registered = group.static_members.get(instance)
             if registered is not None and registered != member_id:

@@ -44,6 +44,10 @@ from purgatory.broker.api.kafka.scram_credentials import SCRAM_APIS, ScramCreden
 from purgatory.broker.api.kafka.scram_credentials import error_response as scram_error_response
 from purgatory.broker.api.kafka.share_fetch import SHARE_APIS, ShareFetchApis
 from purgatory.broker.api.kafka.share_fetch import error_response as share_fetch_error_response
+from purgatory.broker.api.kafka.share_groups import SHARE_GROUP_APIS, ShareGroupApis
+from purgatory.broker.api.kafka.share_groups import (
+    error_response as share_group_error_response,
+)
 from purgatory.broker.api.kafka.transactions import TRANSACTION_APIS, TransactionApis
 from purgatory.broker.api.kafka.transactions import error_response as transaction_error_response
 from purgatory.broker.api.results import Result
@@ -77,6 +81,7 @@ class KafkaListenerApis:
             **OffsetApis(broker).handlers(),
             **GroupApis(broker).handlers(),
             **ConsumerGroupApis(broker).handlers(),
+            **ShareGroupApis(broker).handlers(),
             **ShareFetchApis(broker).handlers(),
             **ConfigApis(broker).handlers(),
             **QuorumApis(broker).handlers(),
@@ -92,7 +97,10 @@ class KafkaListenerApis:
         assert not missing, f"advertised without a handler: {missing}"
         # Kafka advertises KIP-848's APIs only where its group coordinator serves them.
         protocols = broker.config["group.coordinator.rebalance.protocols"].lower()
-        self.hidden = frozenset() if "consumer" in protocols else CONSUMER_GROUP_APIS
+        self.hidden = frozenset(
+            (CONSUMER_GROUP_APIS if "consumer" not in protocols else frozenset())
+            | (SHARE_GROUP_APIS if "share" not in protocols else frozenset())
+        )
         if "share" not in protocols:  # KIP-932's record APIs go with its group APIs
             self.hidden |= SHARE_APIS
         for key in self.hidden:
@@ -121,6 +129,8 @@ class KafkaListenerApis:
             return group_error_response(key, version, body, code)
         if key in CONSUMER_GROUP_APIS:
             return consumer_group_error_response(key, version, body, code, message)
+        if key in SHARE_GROUP_APIS:
+            return share_group_error_response(key, version, body, code, message)
         if key in SHARE_APIS:
             return share_fetch_error_response(key, version, code, message)
         if key in LOG_INFO_APIS:

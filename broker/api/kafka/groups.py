@@ -13,13 +13,13 @@ from purgatory.broker.api.coordinator_acls import denied_groups, group_error, li
 from purgatory.broker.api.groups import client_host
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result, answer
-from purgatory.broker.coordinator.consumer_group import ConsumerGroup
 from purgatory.broker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
     JoinResult,
     SyncResult,
 )
+from purgatory.broker.coordinator.group_metadata_manager import group_type
 from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol.api import ApiKey, RequestError
 from purgatory.protocol.errors import ErrorCode
@@ -152,11 +152,11 @@ class GroupApis:
                 group_id=g.group_id,
                 protocol_type=g.protocol_type or "",
                 group_state=g.state.value,
-                group_type=_group_type(g),
+                group_type=group_type(g),
             )
             for g in groups
             if (not states or g.state.value.lower() in states)
-            and (not types or _group_type(g) in types)
+            and (not types or group_type(g) in types)
         ]
         return build(schema.ListGroupsResponse, throttle_time=0, error_code=code, groups=listed)
 
@@ -175,11 +175,6 @@ class GroupApis:
 
 
 # -- responses (also the error responses of these APIs) -------------------------------------
-
-
-def _group_type(group: GroupMetadata | ConsumerGroup) -> str:
-    """Kafka's GroupType name: ``classic`` or ``consumer`` (KIP-848)."""
-    return CONSUMER if isinstance(group, ConsumerGroup) else CLASSIC
 
 
 def join_response(version: int, result: JoinResult) -> Any:
