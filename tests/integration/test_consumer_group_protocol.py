@@ -27,13 +27,14 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient
 from prometheus_client import generate_latest
 
 from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC
 from purgatory.broker.coordinator.consumer_group import ConsumerGroup
 from purgatory.broker.coordinator.group_records import partition_for
 from purgatory.broker.server import Broker
+from purgatory.clients.admin import AdminClient as OurAdminClient
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.testing.cluster import metric_samples
@@ -78,9 +79,11 @@ async def cluster(n: int, **overrides: Any) -> AsyncIterator[list[Broker]]:
 
 
 async def create_topic(brokers: list[Broker], topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
-    (future,) = admin.create_topics([NewTopic(topic, partitions, len(brokers))]).values()
-    await in_thread(future.result, 30)
+    admin = OurAdminClient(bootstrap(brokers))  # it waits out a controller election
+    try:
+        await admin.create_topic(topic, partitions, len(brokers))
+    finally:
+        await admin.close()
     await wait_until(
         lambda: all(
             all((topic, p) in b.replica_manager.partitions for p in range(partitions))
@@ -131,6 +134,8 @@ class Member:
         self.events: list[tuple[str, frozenset[tuple[str, int]], float]] = []
         self.errors: list[str] = []
         self.commit_each = False
+        self.revoke_gate: threading.Event | None = None  # a revocation waits until it is set
+        self.revoking = threading.Event()  # a revocation waits at the gate
         self.stop = threading.Event()
         self.ready = threading.Event()  # first partitions assigned
         self.ready_at = 0.0
@@ -157,6 +162,9 @@ class Member:
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         removed = frozenset((tp.topic, tp.partition) for tp in partitions)
+        if self.revoke_gate is not None and removed:
+            self.revoking.set()
+            self.revoke_gate.wait(30)
         self.events.append(("revoke", removed, time.monotonic()))
         self.assigned -= removed
 
@@ -618,6 +626,85 @@ async def test_the_group_carries_on_when_its_coordinators_broker_stops() -> None
             assert set(read) == set(before) | set(after)
             # At least once: only a record whose commit the stop cut off is read twice.
             assert sum(read.values()) - len(read) <= len(ms)
+
+
+def reconciliation(group: ConsumerGroup) -> Any:
+    """What the coordinator knows of where the group's rebalance stands."""
+    return (
+        group.group_epoch,
+        group.assignment_epoch,
+        dict(group.target_assignment),
+        {
+            m.member_id: (m.member_epoch, m.state, m.assigned, m.pending_revocation)
+            for m in group.members.values()
+        },
+    )
+
+
+async def test_a_rebalance_half_done_when_the_coordinators_broker_stops_completes_on_the_next() -> (
+    None
+):
+    fencing = {"broker.heartbeat.interval.ms": 100, "broker.session.timeout.ms": 1500}
+    async with cluster(3, **fencing) as brokers:
+        servers = bootstrap(brokers)
+        group = "midway"
+        gate = threading.Event()
+        gate.set()
+        old = [Member(servers, group, [TOPIC], name=str(i)) for i in range(3)]
+        newcomer = Member(servers, group, [TOPIC], name="new")
+        for m in old:
+            m.revoke_gate = gate
+            m.start()
+        async with members(*old, newcomer), contextlib.AsyncExitStack() as opened:
+            opened.callback(gate.set)  # before the members close
+            await assigned_as_target(old, 3)
+            await wait_until(lambda: stable_with(brokers, group, 3), message="3 members")
+            # The newcomer joins; the old members' revocations wait: the group stays with
+            # partitions promised to the newcomer and not yet released.
+            gate.clear()
+            newcomer.start()
+            coordinator = offsets_leader(brokers, group)
+            assert coordinator is not None
+            g = coordinator_group([coordinator], group)
+            assert g is not None
+            log = coordinator.replica_manager.partitions[
+                (OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS))
+            ]
+
+            def halted() -> bool:
+                """Members revoke at the gate, the others are in the new epoch, and the
+                group's records are all committed: nothing moves until the gate opens."""
+                states = [m.state.value for m in g.members.values()]
+                return (
+                    len(states) == 4
+                    and "unrevoked_partitions" in states
+                    and all(
+                        m.member_epoch == g.group_epoch or m.state.value == "unrevoked_partitions"
+                        for m in g.members.values()
+                    )
+                    and log.high_watermark == log.log.log_end_offset
+                )
+
+            await wait_until(halted, timeout=20, message="the rebalance halted at revocation")
+            halfway = reconciliation(g)
+
+            await coordinator.stop()
+            survivors = [b for b in brokers if b is not coordinator]
+
+            def reloaded() -> bool:
+                leader = offsets_leader(survivors, group)
+                return leader is not None and coordinator_group([leader], group) is not None
+
+            await wait_until(reloaded, timeout=20, message="the group on a new coordinator")
+            moved = coordinator_group(survivors, group)
+            assert moved is not None
+            assert reconciliation(moved) == halfway  # replayed from its records as it was
+
+            gate.set()
+            await assigned_as_target([*old, newcomer], 4)
+            await wait_until(lambda: stable_with(survivors, group, 4), message="4 members")
+            assert moved.group_epoch == halfway[0]  # nobody fenced, nobody rejoined
+            never_owned_twice(*old, newcomer)
 
 
 # -- 5. static membership ---------------------------------------------------------------
