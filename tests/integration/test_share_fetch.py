@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from purgatory.broker.security.authorizer.acl import AclOperation, ResourceType
 from purgatory.broker.server import Broker
 from purgatory.clients.admin import AdminClient as OurAdminClient
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_records import decode
 from purgatory.protocol.records import iter_batches
+from tests.integration.test_acl_group_checks import secured_broker
 from tests.kafka_wire import KafkaWire, request, schema
 from tests.support import bootstrap, running_cluster, wait_until
 
@@ -359,3 +361,56 @@ async def test_members_assigned_by_share_group_heartbeat_fetch_from_the_leader()
         second = await m2.fetch(max_records=6)
         assert acquired(first) == dict.fromkeys(range(6), 1)
         assert acquired(second) == dict.fromkeys(range(6, 10), 1)
+
+
+async def test_a_follower_answers_not_leader_with_the_leader_and_an_unknown_id_is_refused() -> None:
+    async with running_cluster(2) as brokers:
+        admin = OurAdminClient(bootstrap(brokers))
+        try:
+            await admin.create_topic(TOPIC, 1, 1)
+        finally:
+            await admin.close()
+        await wait_until(
+            lambda: all(b.metadata.partition(TOPIC, 0) is not None for b in brokers),
+            message="the topic in every broker's metadata",
+        )
+        state = brokers[0].metadata.partition(TOPIC, 0)
+        assert state is not None
+        leader = next(b for b in brokers if b.broker_id == state.leader_id)
+        other = next(b for b in brokers if b is not leader)
+        async with members(other, 1) as (m,):
+            answer = await m.fetch()
+            p = partition_of(answer)
+            assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (
+                leader.broker_id,
+                state.leader_epoch,
+            )
+            assert [(e.node_id, e.port) for e in answer.node_endpoints] == [
+                (leader.broker_id, leader.port)
+            ]
+            # A topic no broker has: added to the session, answered UNKNOWN_TOPIC_ID (and
+            # the session's partition still NOT_LEADER_OR_FOLLOWER).
+            known, m.topic_id = m.topic_id, uuid.uuid4()
+            answer = await m.fetch()
+            errors = {t.topic_id: [p.error_code for p in t.partitions] for t in answer.responses}
+            assert errors == {
+                known: [ErrorCode.NOT_LEADER_OR_FOLLOWER],
+                m.topic_id: [ErrorCode.UNKNOWN_TOPIC_ID],
+            }
+
+
+async def test_share_fetch_needs_read_on_the_group_and_the_topic() -> None:
+    async with secured_broker(TOPIC) as secured, members(secured.broker, 1) as (m,):
+        refused = await m.fetch()
+        assert refused.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert not refused.responses
+        refused = await m.acknowledge([], epoch=1)
+        assert refused.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        await secured.allow(ResourceType.GROUP, GROUP, AclOperation.READ)
+        answer = await m.fetch()
+        assert partition_of(answer).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        await secured.allow(ResourceType.TOPIC, TOPIC, AclOperation.READ)
+        m.epoch = 0  # a new session: its answer lists every partition
+        answer = await m.fetch()
+        assert partition_of(answer).error_code == ErrorCode.NONE
