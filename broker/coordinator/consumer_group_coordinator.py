@@ -57,12 +57,6 @@ from purgatory.broker.coordinator.group_metadata import GroupMetadata, JoinResul
 from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
 from purgatory.broker.coordinator.group_records import Record
 from purgatory.broker.purgatory import Scheduler
-from purgatory.protocol.consumer_protocol import Assignment as ConsumerAssignment
-from purgatory.protocol.consumer_protocol import (
-    ConsumerProtocolError,
-    decode_subscription,
-    encode_assignment,
-)
 from purgatory.protocol.errors import ErrorCode
 
 MAX_REGEX_LENGTH = 1000
@@ -623,6 +617,12 @@ class ConsumerGroupCoordinator:
                 raise _Refused(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
             if unknown and instance_id is None and require_known_member_id:
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+            # Imported when first needed: kio's schemas take a broker's start ~0.15 s.
+            from purgatory.protocol.consumer_protocol import (
+                ConsumerProtocolError,
+                decode_subscription,
+            )
+
             try:
                 subscription = decode_subscription(protocols[0][1])
             except ConsumerProtocolError:
@@ -698,9 +698,11 @@ class ConsumerGroupCoordinator:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         self.timer.cancel(_sync_key(group.group_id, member.member_id))
         self._schedule_session(group.group_id, member.member_id, member.classic)
+        from purgatory.protocol.consumer_protocol import Assignment, encode_assignment
+
         names = self.metadata.topic_names
         partitions = {names[t]: sorted(ps) for t, ps in member.assigned.items() if t in names}
-        assignment = encode_assignment(ConsumerAssignment(partitions))
+        assignment = encode_assignment(Assignment(partitions))
         return SyncResult(ErrorCode.NONE, assignment, group.protocol_type, name)
 
     def classic_heartbeat(

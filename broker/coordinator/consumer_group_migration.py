@@ -16,13 +16,6 @@ from purgatory.broker.coordinator.consumer_group import (
     MemberState,
 )
 from purgatory.broker.coordinator.group_metadata import GroupMetadata, GroupState, MemberMetadata
-from purgatory.protocol.consumer_protocol import (
-    Assignment,
-    ConsumerProtocolError,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-)
 from purgatory.protocol.inter_broker_messages import TopicState
 
 
@@ -36,6 +29,13 @@ def consumer_group_from_classic(
     """The classic group as a consumer group: its generation is the group and target
     epoch, each member keeps its assignment as its current and target one, in state
     stable, and keeps speaking the classic protocol."""
+    # Imported when first needed: kio's schemas take a broker's start ~0.15 s.
+    from purgatory.protocol.consumer_protocol import (
+        ConsumerProtocolError,
+        decode_assignment,
+        decode_subscription,
+    )
+
     group = ConsumerGroup(classic.group_id, now_ms)
     group.group_epoch = group.assignment_epoch = classic.generation_id
     group.offsets = classic.offsets
@@ -80,6 +80,8 @@ def classic_group_from_consumer(
     """The consumer group, all of whose members but the leaving one speak the classic
     protocol, as a classic group in the group epoch's generation, Stable, each member with
     its assignment (the caller then starts a rebalance, as Kafka does)."""
+    from purgatory.protocol.consumer_protocol import Assignment, encode_assignment
+
     members = [m for m in group.members.values() if m.member_id != leaving_member_id]
     classic = GroupMetadata(group.group_id, GroupState.STABLE, now_ms)
     classic.generation_id = group.group_epoch

@@ -117,9 +117,12 @@ class OffsetMetadataManager:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[TopicPartition, OffsetToCommit],
+        kafka_version: int | None = None,
     ) -> dict[TopicPartition, int] | asyncio.Future[dict[TopicPartition, int]]:
         """OffsetCommit: one error per partition. A commit with generation -1 (and no
-        member) is a group that only stores offsets here; it needs an Empty group."""
+        member) is a group that only stores offsets here; it needs an Empty group.
+        ``kafka_version``: the Kafka listener's OffsetCommit version (a KIP-848 member
+        must commit with v9+, which carries its member epoch)."""
         error = self.coordinator_error(group_id)
         if error:
             return dict.fromkeys(offsets, error)
@@ -131,6 +134,15 @@ class OffsetMetadataManager:
                 group_id, GroupState.EMPTY, self.scheduler.wall_ms()
             )
         error = self._commit_error(group, generation_id, member_id, group_instance_id)
+        if (
+            not error
+            and isinstance(group, ConsumerGroup)
+            and kafka_version is not None
+            and kafka_version < 9
+            and (member := group.members.get(member_id)) is not None
+            and member.classic is None
+        ):
+            error = ErrorCode.UNSUPPORTED_VERSION  # Kafka's validateOffsetCommit
         if error:
             return dict.fromkeys(offsets, error)
         if isinstance(group, GroupMetadata) and member_id in group.members:

@@ -900,6 +900,11 @@ async def test_an_offset_commit_is_refused_unless_it_carries_the_members_epoch()
                 )
                 # An admin's commit (epoch -1) only to an empty group.
                 assert await offset_commit(wire, 9, group, "", -1) == ErrorCode.UNKNOWN_MEMBER_ID
+                # A KIP-848 member commits with v9+ (it carries the member epoch).
+                assert (
+                    await offset_commit(wire, 8, group, member_id, epoch)
+                    == ErrorCode.UNSUPPORTED_VERSION
+                )
             finally:
                 await wire.close()
             assert g.group_epoch == epoch  # none of it disturbed the group

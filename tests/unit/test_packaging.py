@@ -148,7 +148,9 @@ def test_a_broker_process_loads_kafkas_schemas_without_hypothesis_and_they_still
         block=False,  # the code under test blocks it itself
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "Subscription(topics=['a', 'b'], user_data=b'x') []"
+    assert run.stdout.strip() == (
+        "Subscription(topics=['a', 'b'], user_data=b'x', owned_partitions={}, rack_id=None) []"
+    )
 
 
 def test_a_broker_process_keeps_rich_out_and_still_logs_exceptions() -> None:

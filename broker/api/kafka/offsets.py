@@ -114,6 +114,7 @@ class OffsetApis:
                 request.member_id,
                 getattr(request, "group_instance_id", None),
                 allowed,
+                version,
             )
         schema = response_module(ApiKey.OFFSET_COMMIT, version)
 
