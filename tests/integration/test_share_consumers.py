@@ -1,0 +1,293 @@
+"""KIP-932's share groups with a real client: confluent-kafka's ShareConsumer (librdkafka's
+share consumer, ShareGroupHeartbeat, ShareFetch and ShareAcknowledge) against one and three
+in-process brokers. Two members of one group split a partition's records, none given to
+both while one holds it; a member killed (SIGKILL, a child process) holding records it never
+acknowledged loses them to the other once their lock expires, delivered again with a higher
+delivery count, none lost; explicit ACCEPT, RELEASE and REJECT; and a record released, or
+never acknowledged, as often as group.share.delivery.count.limit allows is archived.
+
+The brokers lock a record for 2 s (group.share.record.lock.duration.ms) and deliver it at
+most twice (group.share.delivery.count.limit); the group starts from the earliest record
+(share.auto.offset.reset, a group config set with confluent-kafka's AdminClient)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from purgatory.broker.server import Broker
+from purgatory.broker.share.share_partition import SharePartition
+from tests.support import bootstrap, running_cluster, wait_until
+
+GROUP = "sg"
+TOPIC = "queue"
+LOCK_MS = 2000
+DELIVERY_LIMIT = 2
+BROKER_CONFIGS = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.delivery.count.limit": str(DELIVERY_LIMIT),
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.session.timeout.ms": "3000",
+    "group.share.min.session.timeout.ms": "3000",
+}
+WAIT_S = 30.0
+
+# A member in its own process: it polls until it is given records, prints them (partition,
+# offset, delivery count) as one JSON line, and holds them unacknowledged until killed.
+HOLDER = """
+import json, sys, time
+from confluent_kafka import ShareConsumer
+consumer = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                          "share.acknowledgement.mode": "explicit"})
+consumer.subscribe([sys.argv[3]])
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    held = [(m.partition(), m.offset(), m.delivery_count()) for m in consumer.poll(0.5)
+            if m.error() is None]
+    if held:
+        print(json.dumps(held), flush=True)
+        time.sleep(3600)
+"""
+
+Delivery = tuple[int, int, int]  # partition, offset, delivery count
+
+
+def _prepare(servers: str, replicas: int, records: int) -> None:
+    """The topic (one partition, every broker a replica), the group reading it from the
+    earliest record, and ``records`` records in it."""
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(TOPIC, 1, replicas)])[TOPIC].result(WAIT_S)
+    earliest = ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+    )
+    group = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[earliest])
+    for done in admin.incremental_alter_configs([group]).values():
+        done.result(WAIT_S)
+    _produce(servers, 0, records)
+
+
+def _produce(servers: str, first: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+    for i in range(first, first + count):
+        producer.produce(TOPIC, value=f"r{i}".encode(), partition=0)
+    assert producer.flush(WAIT_S) == 0
+
+
+@contextmanager
+def _member(servers: str) -> Iterator[ShareConsumer]:
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": GROUP,
+            "share.acknowledgement.mode": "explicit",
+        }
+    )
+    consumer.subscribe([TOPIC])
+    try:
+        yield consumer
+    finally:
+        consumer.close()
+
+
+def _poll(consumer: ShareConsumer, timeout: float = 0.5) -> list[Any]:
+    messages = list(consumer.poll(timeout))
+    assert all(m.error() is None for m in messages), [m.error() for m in messages]
+    return messages
+
+
+def _poll_until_given(consumer: ShareConsumer) -> list[Any]:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if messages := _poll(consumer):
+            return messages
+    raise AssertionError("the member was given no records")
+
+
+def _delivery(message: Any) -> Delivery:
+    return message.partition(), message.offset(), message.delivery_count()
+
+
+def _commit(consumer: ShareConsumer) -> None:
+    results = consumer.commit_sync(WAIT_S)
+    assert all(error is None for error in results.values()), results
+
+
+def _accept(consumer: ShareConsumer, messages: list[Any], accepted: list[int]) -> None:
+    for message in messages:
+        consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        accepted.append(message.offset())
+    _commit(consumer)
+
+
+def _share_partition(brokers: list[Broker]) -> SharePartition:
+    """The group's SharePartition of the topic's partition, on its leader."""
+    for broker in brokers:
+        if (found := broker.share_partitions.get(GROUP, TOPIC, 0)) is not None:
+            return found
+    raise AssertionError("no broker holds the share partition")
+
+
+def _done_with(brokers: list[Broker], records: int) -> bool:
+    """Every record acknowledged or archived: nothing in flight below ``records``."""
+    share_partition = _share_partition(brokers)
+    return share_partition.start_offset == share_partition.end_offset == records
+
+
+@contextmanager
+def _holder(servers: str) -> Iterator[tuple[subprocess.Popen[str], list[Delivery]]]:
+    """A member in a child process holding the records it was given (yielded with them)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, servers, GROUP, TOPIC],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert child.stdout is not None
+        ready, _, _ = select.select([child.stdout], [], [], WAIT_S)
+        line = child.stdout.readline() if ready else ""
+        assert line, f"the holding member printed nothing (exit {child.poll()})"
+        yield child, [tuple(d) for d in json.loads(line)]
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(WAIT_S)
+
+
+def _kill(child: subprocess.Popen[str]) -> None:
+    os.kill(child.pid, signal.SIGKILL)
+    assert child.wait(WAIT_S) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("size", [1, 3])
+async def test_two_members_split_records_none_to_both_while_locked(size: int) -> None:
+    async with running_cluster(size, **BROKER_CONFIGS) as brokers:
+        await asyncio.to_thread(_split, bootstrap(brokers), size)
+
+
+def _split(servers: str, size: int) -> None:
+    _prepare(servers, size, 10)
+    deliveries: list[Delivery] = []
+    accepted: list[int] = []
+    with _member(servers) as first, _member(servers) as second:
+        held = _poll_until_given(first)  # held, not acknowledged
+        _produce(servers, 10, 10)
+        given = _poll_until_given(second)
+        assert {m.offset() for m in held}.isdisjoint(m.offset() for m in given)
+        deliveries += map(_delivery, held + given)
+        _accept(second, given, accepted)
+        _accept(first, held, accepted)
+        deadline = time.monotonic() + WAIT_S
+        while len(accepted) < 20 and time.monotonic() < deadline:
+            for member in (first, second):
+                messages = _poll(member, 0.2)
+                deliveries += map(_delivery, messages)
+                _accept(member, messages, accepted)
+    assert sorted(accepted) == list(range(20))  # each acknowledged once, none lost
+    assert {count for _, _, count in deliveries} == {1}  # never delivered twice
+
+
+@pytest.mark.parametrize("size", [1, 3])
+async def test_records_of_a_killed_member_go_to_another_after_their_lock(size: int) -> None:
+    async with running_cluster(size, **BROKER_CONFIGS) as brokers:
+        await asyncio.to_thread(_killed_member, bootstrap(brokers), size)
+        await wait_until(lambda: _done_with(brokers, 30), message="every record acknowledged")
+
+
+def _killed_member(servers: str, size: int) -> None:
+    _prepare(servers, size, 30)
+    with _holder(servers) as (child, held):
+        assert {count for _, _, count in held} == {1}
+        _kill(child)
+    deliveries: list[Delivery] = []
+    accepted: list[int] = []
+    with _member(servers) as survivor:
+        deadline = time.monotonic() + WAIT_S
+        while len(accepted) < 30 and time.monotonic() < deadline:
+            messages = _poll(survivor)
+            deliveries += map(_delivery, messages)
+            _accept(survivor, messages, accepted)
+    assert sorted(accepted) == list(range(30))
+    held_offsets = {offset for _, offset, _ in held}
+    assert {(o, c) for _, o, c in deliveries if o in held_offsets} == {(o, 2) for o in held_offsets}
+    assert {c for _, o, c in deliveries if o not in held_offsets} <= {1}
+
+
+async def test_accept_release_reject_and_a_record_released_at_the_limit_is_archived() -> None:
+    async with running_cluster(1, **BROKER_CONFIGS) as brokers:
+        servers = bootstrap(brokers)
+        deliveries = await asyncio.to_thread(_acknowledge_each_way, servers)
+        await wait_until(lambda: _done_with(brokers, 6), message="every record done with")
+        # Offset 0 rejected at once, offset 1 released at each of its two deliveries:
+        # both archived, never delivered again.
+        assert await asyncio.to_thread(_poll_once_more, servers) == []
+    assert sorted(deliveries) == sorted(
+        [(0, 0, 1), (0, 1, 1), (0, 1, 2), (0, 2, 1), (0, 3, 1), (0, 4, 1), (0, 5, 1)]
+    )
+
+
+def _acknowledge_each_way(servers: str) -> list[Delivery]:
+    _prepare(servers, 1, 6)
+    deliveries: list[Delivery] = []
+    with _member(servers) as consumer:
+        deadline = time.monotonic() + WAIT_S
+        while len(deliveries) < 7 and time.monotonic() < deadline:
+            for message in _poll(consumer):
+                deliveries.append(_delivery(message))
+                if message.offset() == 0:
+                    consumer.acknowledge(message, AcknowledgeType.REJECT)
+                elif message.offset() == 1:
+                    consumer.acknowledge(message, AcknowledgeType.RELEASE)
+                else:
+                    consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            _commit(consumer)
+    return deliveries
+
+
+def _poll_once_more(servers: str) -> list[Delivery]:
+    with _member(servers) as consumer:
+        return [_delivery(m) for m in _poll(consumer, 2.0)]
+
+
+async def test_a_record_never_acknowledged_is_archived_at_the_limit() -> None:
+    async with running_cluster(1, **BROKER_CONFIGS) as brokers:
+        servers = bootstrap(brokers)
+        counts = await asyncio.to_thread(_held_until_archived, servers)
+        assert counts == [{1}, {2}]
+        await wait_until(lambda: _done_with(brokers, 5), message="the records archived")
+        assert await asyncio.to_thread(_poll_once_more, servers) == []
+
+
+def _held_until_archived(servers: str) -> list[set[int]]:
+    """Two members in turn, each given every record, each killed holding them: the delivery
+    counts each saw."""
+    _prepare(servers, 1, 5)
+    counts = []
+    for _ in range(DELIVERY_LIMIT):
+        with _holder(servers) as (child, held):
+            assert sorted(o for _, o, _ in held) == list(range(5))
+            counts.append({c for _, _, c in held})
+            _kill(child)
+    return counts
