@@ -29,7 +29,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * </pre>
  *
  * Scenarios: {@code produce} ({@link Produce}), {@code consume} ({@link Consume}), {@code
- * group} ({@link GroupRebalance}), {@code admin} ({@link AdminScenario}), {@code log-info}
+ * group} ({@link GroupRebalance}), {@code share-consume} ({@link ShareConsume}), {@code admin} ({@link AdminScenario}), {@code log-info}
  * ({@link LogInfoScenario}), {@code topic-configs} ({@link TopicConfigsScenario}), {@code
  * alter-configs} ({@link AlterConfigsScenario}), {@code streams-word-count} ({@link
  * StreamsWordCount}, a Kafka Streams application), {@code txn-commit-abort}, {@code
@@ -52,6 +52,7 @@ public final class JavaClients {
         Map<String, Scenario> scenarios = new HashMap<>();
         scenarios.put("produce", Produce::run);
         scenarios.put("consume", Consume::run);
+        scenarios.put("share-consume", ShareConsume::run);
         scenarios.put("group", GroupRebalance::run);
         scenarios.put("admin", AdminScenario::run);
         scenarios.put("log-info", LogInfoScenario::run);
