@@ -79,6 +79,7 @@ from purgatory.broker.security.listener_security import (
     listener_security,
     unknown_listener_overrides,
 )
+from purgatory.broker.share.share_metrics import share_partition_families
 from purgatory.broker.share.share_partition import SharePartition
 from purgatory.broker.share.share_partition_manager import SharePartitionManager
 from purgatory.broker.share.share_session_cache import (
@@ -289,6 +290,7 @@ class Broker:
             config, self.replica_manager, self.scheduler, self.metadata.group_config
         )
         self.share_partitions.on_acquirable = self._share_records_available
+        self.metrics.register(share_partition_families(self.share_partitions))
         self.share_sessions = ShareSessionCache(
             max_share_sessions(config), SHARE_SESSION_EVICTION_MS
         )

@@ -10,6 +10,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from purgatory.broker.coordinator.consumer_group import ConsumerGroupState
 from purgatory.broker.coordinator.group_metadata import GroupState
+from purgatory.broker.coordinator.share_group import ShareGroupState
 from purgatory.broker.ops.metrics import counter, gauge, purgatory_families
 
 if TYPE_CHECKING:
@@ -43,6 +44,21 @@ def group_families(coordinator: GroupCoordinator) -> Callable[[], Iterator[Metri
             "Group epoch bumps of KIP-848 consumer groups (Kafka's "
             "consumer-group-rebalance-count).",
             coordinator.consumer_groups.rebalances,
+        )
+        share_groups = GaugeMetricFamily(
+            "purgatory_share_groups",
+            "KIP-932 share groups this broker coordinates, by state (Kafka's share-group-count).",
+            labels=["state"],
+        )
+        for share_state in ShareGroupState:
+            share_groups.add_metric(
+                [share_state.value], sum(g.state is share_state for g in groups)
+            )
+        yield share_groups
+        yield counter(
+            "purgatory_share_group_rebalances",
+            "Group epoch bumps of KIP-932 share groups (Kafka's share-group-rebalance-count).",
+            coordinator.share_groups.rebalances,
         )
         yield gauge(
             "purgatory_consumer_group_timeouts",

@@ -72,6 +72,22 @@ class AcquiredRecords(NamedTuple):
     delivery_count: int
 
 
+class SharePartitionStats:
+    """What share partitions did to records, counted as it happens (plain integers, read
+    when metrics are scraped): one per SharePartitionManager, shared by its partitions, so
+    the counts outlive a partition dropped with its leadership."""
+
+    __slots__ = ("accepted", "acquired", "archived", "lock_timeouts", "rejected", "released")
+
+    def __init__(self) -> None:
+        self.acquired = 0  # records acquired (each delivery counts: a redelivery again)
+        self.accepted = 0  # ACCEPT acknowledgements
+        self.released = 0  # RELEASE acknowledgements and records a closed session held
+        self.rejected = 0  # REJECT acknowledgements
+        self.archived = 0  # records ARCHIVED: rejected, gaps, or at the delivery count limit
+        self.lock_timeouts = 0  # records whose acquisition lock expired (redelivered)
+
+
 class InFlightState:
     """One in-flight offset. Invariant: ``lock`` is not None exactly when ``state`` is
     ACQUIRED, and ``member_id`` is empty unless it is."""
@@ -125,6 +141,7 @@ class SharePartition:
         lock_duration_ms: int,
         delivery_count_limit: int,
         max_record_locks: int,
+        stats: SharePartitionStats | None = None,
     ) -> None:
         self.group_id = group_id
         self.topic = topic
@@ -139,6 +156,7 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         self._in_flight: OrderedDict[int, InFlightState] = OrderedDict()
         self._find_next = False
+        self.stats = stats if stats is not None else SharePartitionStats()
         # Told when records may be acquirable again without a new append (a lock expired,
         # records released, the start offset moved): a waiting ShareFetch may complete.
         self.on_acquirable: Callable[[SharePartition], object] | None = None
@@ -238,6 +256,7 @@ class SharePartition:
                 result.append(AcquiredRecords(offset, offset, count))
         if lock is not None:
             self.timer.add(lock)
+        self.stats.acquired += acquired
         return result
 
     # -- acknowledge -----------------------------------------------------------------------
@@ -274,9 +293,16 @@ class SharePartition:
             if not found:
                 return ErrorCode.INVALID_RECORD_STATE
         available = False
+        stats = self.stats
         for state, ack_type in changes:
             new_state = _ACKNOWLEDGED_STATE[AcknowledgeType(ack_type)]
             available |= self._finish(state, new_state)
+            if ack_type == AcknowledgeType.ACCEPT:
+                stats.accepted += 1
+            elif ack_type == AcknowledgeType.RELEASE:
+                stats.released += 1
+            elif ack_type == AcknowledgeType.REJECT:
+                stats.rejected += 1
         if self._maybe_move_start() or available:
             self._notify()
         return ErrorCode.NONE
@@ -288,6 +314,7 @@ class SharePartition:
         for state in self._in_flight.values():
             if state.state is RecordState.ACQUIRED and state.member_id == member_id:
                 available |= self._finish(state, RecordState.AVAILABLE)
+                self.stats.released += 1
         if self._maybe_move_start() or available:
             self._notify()
 
@@ -341,6 +368,8 @@ class SharePartition:
             new_state = RecordState.ARCHIVED
         state.state = new_state
         state.member_id = EMPTY_MEMBER_ID
+        if new_state is RecordState.ARCHIVED:
+            self.stats.archived += 1
         if new_state is RecordState.AVAILABLE:
             self._find_next = True
             return True
@@ -382,6 +411,7 @@ class SharePartition:
             state = in_flight.get(offset)
             if state is not None and state.lock is lock:
                 available |= self._finish(state, RecordState.AVAILABLE)
+                self.stats.lock_timeouts += 1
         if self._maybe_move_start() or available:
             self._notify()
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from purgatory.broker.purgatory import Scheduler, SystemTimer
-from purgatory.broker.share.share_partition import SharePartition
+from purgatory.broker.share.share_partition import SharePartition, SharePartitionStats
 from purgatory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ class SharePartitionManager:
         self.scheduler = scheduler
         self.group_config = group_config  # a group's dynamic configs (GroupConfig), by group id
         self.timer = SystemTimer(scheduler)
+        self.stats = SharePartitionStats()  # every SharePartition's counts (metrics)
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self._topic_ids: dict[SharePartitionKey, object] = {}
         self._by_partition: dict[TopicPartition, set[SharePartitionKey]] = {}
@@ -152,6 +153,7 @@ class SharePartitionManager:
             self.record_lock_duration_ms(group_id, configs),
             self.config["group.share.delivery.count.limit"],
             self.config["group.share.partition.max.record.locks"],
+            self.stats,
         )
         share_partition.on_acquirable = self._acquirable
         self.partitions[key] = share_partition
