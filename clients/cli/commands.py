@@ -1,4 +1,4 @@
-"""`purgatory topics|produce|consume|consumer-groups|delete-records|leader-election|configs` and `purgatory perf
+"""`purgatory topics|produce|consume|consumer-groups|share-groups|delete-records|leader-election|configs` and `purgatory perf
 produce|consume|echo` (declarations)."""
 
 from __future__ import annotations
@@ -333,6 +333,40 @@ def add_commands(sub: Any) -> None:
     groups.set_defaults(
         func=lazy("purgatory.clients.cli.consumer_groups", "consumer_groups_command")
     )
+
+    shares = sub.add_parser(
+        "share-groups",
+        help="list, describe or delete share groups (kafka-share-groups.sh)",
+        description="--list: every share group (--state: with its state; --state "
+        "stable,empty: only those). --describe --group G: per member, its consumer id, "
+        "host, client id and assigned partitions (--members: the rows alone; --state: the "
+        "group's coordinator, state and member count). --delete --group G: an empty share "
+        "group.",
+    )
+    share_action = shares.add_mutually_exclusive_group()
+    share_action.add_argument("--list", action="store_true", help="every share group")
+    share_action.add_argument(
+        "--describe", action="store_true", help="a share group's members and assignments"
+    )
+    share_action.add_argument("--delete", action="store_true", help="delete an empty share group")
+    shares.add_argument("--group", help="the share group (all but --list)")
+    shares.add_argument("--members", action="store_true", help="with --describe: per member")
+    shares.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        action="append",
+        metavar="STATES",
+        help="with --describe: the group's state; with --list: each group's state, or "
+        "only groups in these states (Empty, Stable, Dead; comma-separated)",
+    )
+    shares.add_argument(
+        "--verbose", action="store_true", help="with --describe --state: the group epoch too"
+    )
+    _json(shares, "the rows")
+    _bootstrap(shares)
+    _command_config(shares)
+    shares.set_defaults(func=lazy("purgatory.clients.cli.share_groups", "share_groups_command"))
 
     records = sub.add_parser(
         "delete-records",

@@ -38,7 +38,11 @@ def consumer_groups_command(args: argparse.Namespace) -> int:
     return _run(work(args), "consumer-groups", args.bootstrap)
 
 
-def _print(args: argparse.Namespace, rows: list[dict[str, Any]], title: str, empty: str) -> None:
+def print_rows(
+    args: argparse.Namespace, rows: list[dict[str, Any]], title: str, empty: str
+) -> None:
+    """``rows`` as a table (its columns the keys, as Kafka's tools head them: CONSUMER-ID),
+    ``empty`` on stderr if there are none, or as JSON with ``--json``."""
     if args.json:
         print_json(rows)
         return
@@ -56,16 +60,16 @@ REBALANCING_STATES = frozenset(
 )
 
 
-def report_state(group_id: str, state: str) -> bool:
-    """Say on stderr what kafka-consumer-groups.sh says of a group in this state; False if
-    the group does not exist (Dead)."""
+def report_state(group_id: str, state: str, kind: str = "Consumer") -> bool:
+    """Say on stderr what kafka-consumer-groups.sh (``kind`` "Share": kafka-share-groups.sh)
+    says of a group in this state; False if the group does not exist (Dead)."""
     if state == "Dead":
-        err.print(f"[red]Error: Consumer group '{group_id}' does not exist.[/red]")
+        err.print(f"[red]Error: {kind} group '{group_id}' does not exist.[/red]")
         return False
     if state == "Empty":
-        err.print(f"Consumer group '{group_id}' has no active members.")
+        err.print(f"{kind} group '{group_id}' has no active members.")
     elif state in REBALANCING_STATES:
-        err.print(f"[yellow]Warning: Consumer group '{group_id}' is rebalancing.[/yellow]")
+        err.print(f"[yellow]Warning: {kind} group '{group_id}' is rebalancing.[/yellow]")
     return True
 
 
@@ -80,23 +84,31 @@ async def _list(args: argparse.Namespace) -> int:
             "protocol_type": x.protocol_type,
         }
         for x in groups
-        if not args.type or x.group_type in args.type
+        # Share groups are kafka-share-groups.sh's (purgatory share-groups): Kafka 4.3.1's
+        # kafka-consumer-groups.sh lists consumer groups only and refuses --type share.
+        if x.group_type != "share" and (not args.type or x.group_type in args.type)
     ]
     if args.json or rows:
-        _print(args, rows, "consumer groups", "")
+        print_rows(args, rows, "consumer groups", "")
     else:
         err.print("no consumer groups")
     return 0
+
+
+def member_partitions(member: g.DescribedGroupMember) -> dict[str, list[int]]:
+    """The partitions a described member holds, by topic (none if its assignment is not
+    the consumer protocol's: another protocol type's, or not given yet)."""
+    try:
+        return decode_assignment(member.assignment).partitions
+    except ConsumerProtocolError:
+        return {}
 
 
 def _assigned(group: g.DescribedGroup) -> dict[TopicPartition, g.DescribedGroupMember]:
     """Which member holds each partition (known while the group is Stable)."""
     out: dict[TopicPartition, g.DescribedGroupMember] = {}
     for member in group.members:
-        try:
-            parts = decode_assignment(member.assignment).partitions
-        except ConsumerProtocolError:
-            continue
+        parts = member_partitions(member)
         for topic, indexes in parts.items():
             for index in indexes:
                 out[(topic, index)] = member
@@ -108,7 +120,9 @@ async def _describe(args: argparse.Namespace) -> int:
         (group,) = await admin.describe_groups([args.group])
         if group.error_code:
             raise KafkaError(group.error_code, f"group {args.group!r}")
-        if not report_state(args.group, group.state):
+        # A share group is no consumer group to kafka-consumer-groups.sh: it does not exist.
+        state = "Dead" if group.group_type == "share" else group.state
+        if not report_state(args.group, state):
             if args.json:
                 print_json([])
             return 1
@@ -155,7 +169,7 @@ async def _describe(args: argparse.Namespace) -> int:
             f"{len(group.members)} member(s), {epoch} {group.generation_id}"
             + (f", assignor {group.protocol}" if group.protocol else "")
         )
-    _print(
+    print_rows(
         args,
         rows,
         f"consumer group {args.group}",
@@ -167,10 +181,7 @@ async def _describe(args: argparse.Namespace) -> int:
 def _describe_members(args: argparse.Namespace, group: g.DescribedGroup) -> int:
     rows = []
     for member in group.members:
-        try:
-            parts = decode_assignment(member.assignment).partitions
-        except ConsumerProtocolError:
-            parts = {}
+        parts = member_partitions(member)
         rows.append(
             {
                 "group": args.group,
@@ -184,7 +195,7 @@ def _describe_members(args: argparse.Namespace, group: g.DescribedGroup) -> int:
                 ),
             }
         )
-    _print(
+    print_rows(
         args,
         rows,
         f"members of {args.group} ({group.state})",
@@ -238,7 +249,7 @@ async def _reset_offsets(args: argparse.Namespace) -> int:
         }
         for t, p in partitions
     ]
-    _print(args, rows, f"offsets of {args.group}", "no partitions")
+    print_rows(args, rows, f"offsets of {args.group}", "no partitions")
     if not args.execute and not args.json:
         err.print("dry run: nothing changed (add --execute to commit these offsets)")
     return 1 if failed else 0
