@@ -247,7 +247,7 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup) and not group.is_dead():
             if not group.is_empty():
                 # A classic member in a consumer group (KIP-848's mixed groups).
-                return self.consumer_groups.classic_join(
+                return self.consumer_groups.classic_members.join(
                     group,
                     member_id,
                     group_instance_id,
@@ -436,7 +436,7 @@ class GroupCoordinator:
             return SyncResult(error)
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
-            return self.consumer_groups.classic_sync(
+            return self.consumer_groups.classic_members.sync(
                 group, member_id, group_instance_id, generation_id, protocol_type, protocol_name
             )
         if not isinstance(group, GroupMetadata):
@@ -482,7 +482,7 @@ class GroupCoordinator:
             return error
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
-            return self.consumer_groups.classic_heartbeat(
+            return self.consumer_groups.classic_members.heartbeat(
                 group, member_id, group_instance_id, generation_id
             )
         if not isinstance(group, GroupMetadata):
@@ -542,7 +542,7 @@ class GroupCoordinator:
             return error, [error] * len(members)
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
-            return ErrorCode.NONE, self.consumer_groups.classic_leave(group, members)
+            return ErrorCode.NONE, self.consumer_groups.classic_members.leave(group, members)
         if not isinstance(group, GroupMetadata):
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.state is GroupState.DEAD:
