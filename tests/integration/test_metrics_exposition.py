@@ -168,7 +168,7 @@ def test_each_family_is_exposed_once_with_samples(scrapes: list[str]) -> None:
             if name == "purgatory_size" and len(labels) == 1
         } == {
             *("Fetch", "Produce", "RemoteFetch", "DeleteRecords", "Rebalance", "Heartbeat"),
-            "TransactionTimeout",
+            *("TransactionTimeout", "ShareFetch"),
         }
 
 
