@@ -3,8 +3,10 @@ share consumer, ShareGroupHeartbeat, ShareFetch and ShareAcknowledge) against on
 in-process brokers. Two members of one group split a partition's records, none given to
 both while one holds it; a member killed (SIGKILL, a child process) holding records it never
 acknowledged loses them to the other once their lock expires, delivered again with a higher
-delivery count, none lost; explicit ACCEPT, RELEASE and REJECT; and a record released, or
-never acknowledged, as often as group.share.delivery.count.limit allows is archived.
+delivery count, none lost; a member closing without acknowledging releases its records at
+once; explicit ACCEPT, RELEASE and REJECT, and implicit acknowledgement; and a record
+released, or never acknowledged, as often as group.share.delivery.count.limit allows is
+archived.
 
 The brokers lock a record for 2 s (group.share.record.lock.duration.ms) and deliver it at
 most twice (group.share.delivery.count.limit); the group starts from the earliest record
@@ -74,35 +76,36 @@ while time.monotonic() < deadline:
 Delivery = tuple[int, int, int]  # partition, offset, delivery count
 
 
-def _prepare(servers: str, replicas: int, records: int) -> None:
-    """The topic (one partition, every broker a replica), the group reading it from the
-    earliest record, and ``records`` records in it."""
+def _prepare(
+    servers: str, replicas: int, records: int, partitions: int = 1, **group_configs: str
+) -> None:
+    """The topic (every broker a replica), the group reading it from the earliest record
+    (and ``group_configs``, dots as underscores), and ``records`` records in it, spread
+    round-robin over its partitions."""
     admin = AdminClient({"bootstrap.servers": servers})
-    admin.create_topics([NewTopic(TOPIC, 1, replicas)])[TOPIC].result(WAIT_S)
-    earliest = ConfigEntry(
-        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
-    )
-    group = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[earliest])
+    admin.create_topics([NewTopic(TOPIC, partitions, replicas)])[TOPIC].result(WAIT_S)
+    configs = {"share.auto.offset.reset": "earliest"}
+    configs.update({k.replace("_", "."): v for k, v in group_configs.items()})
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+    ]
+    group = ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=entries)
     for done in admin.incremental_alter_configs([group]).values():
         done.result(WAIT_S)
-    _produce(servers, 0, records)
+    _produce(servers, 0, records, partitions)
 
 
-def _produce(servers: str, first: int, count: int) -> None:
+def _produce(servers: str, first: int, count: int, partitions: int = 1) -> None:
     producer = Producer({"bootstrap.servers": servers, "acks": "all"})
     for i in range(first, first + count):
-        producer.produce(TOPIC, value=f"r{i}".encode(), partition=0)
+        producer.produce(TOPIC, value=f"r{i}".encode(), partition=i % partitions)
     assert producer.flush(WAIT_S) == 0
 
 
 @contextmanager
-def _member(servers: str) -> Iterator[ShareConsumer]:
+def _member(servers: str, mode: str = "explicit") -> Iterator[ShareConsumer]:
     consumer = ShareConsumer(
-        {
-            "bootstrap.servers": servers,
-            "group.id": GROUP,
-            "share.acknowledgement.mode": "explicit",
-        }
+        {"bootstrap.servers": servers, "group.id": GROUP, "share.acknowledgement.mode": mode}
     )
     consumer.subscribe([TOPIC])
     try:
@@ -141,18 +144,21 @@ def _accept(consumer: ShareConsumer, messages: list[Any], accepted: list[int]) -
     _commit(consumer)
 
 
-def _share_partition(brokers: list[Broker]) -> SharePartition:
-    """The group's SharePartition of the topic's partition, on its leader."""
+def _share_partition(brokers: list[Broker], partition: int = 0) -> SharePartition | None:
+    """The group's SharePartition of one of the topic's partitions, on its leader."""
     for broker in brokers:
-        if (found := broker.share_partitions.get(GROUP, TOPIC, 0)) is not None:
+        if (found := broker.share_partitions.get(GROUP, TOPIC, partition)) is not None:
             return found
-    raise AssertionError("no broker holds the share partition")
+    return None
 
 
 def _done_with(brokers: list[Broker], records: int) -> bool:
-    """Every record acknowledged or archived: nothing in flight below ``records``."""
+    """Every record of partition 0 acknowledged or archived: nothing in flight below
+    ``records``."""
     share_partition = _share_partition(brokers)
-    return share_partition.start_offset == share_partition.end_offset == records
+    return share_partition is not None and (
+        share_partition.start_offset == share_partition.end_offset == records
+    )
 
 
 @contextmanager
@@ -291,3 +297,66 @@ def _held_until_archived(servers: str) -> list[set[int]]:
             counts.append({c for _, _, c in held})
             _kill(child)
     return counts
+
+
+@pytest.mark.parametrize("size", [1, 3])
+async def test_implicit_acknowledgement_accepts_what_was_polled(size: int) -> None:
+    async with running_cluster(size, **BROKER_CONFIGS) as brokers:
+        deliveries = await asyncio.to_thread(_implicit, bootstrap(brokers), size)
+        await wait_until(
+            lambda: all(
+                (found := _share_partition(brokers, partition)) is not None
+                and found.start_offset == found.end_offset == 10
+                for partition in range(3)
+            ),
+            message="every partition's records acknowledged",
+        )
+    assert sorted(deliveries) == [(p, o, 1) for p in range(3) for o in range(10)]
+
+
+def _implicit(servers: str, size: int) -> list[Delivery]:
+    """One member in implicit mode polls all 30 records: the next poll, or a commit after
+    the last, accepts them (a close alone would release the last poll's records, in
+    librdkafka as in Kafka's Java client)."""
+    _prepare(servers, size, 30, partitions=3)
+    deliveries: list[Delivery] = []
+    with _member(servers, "implicit") as consumer:
+        deadline = time.monotonic() + WAIT_S
+        while len(deliveries) < 30 and time.monotonic() < deadline:
+            deliveries += map(_delivery, _poll(consumer))
+        _commit(consumer)
+    return deliveries
+
+
+async def test_a_member_closing_releases_what_it_holds_before_the_lock_expires() -> None:
+    async with running_cluster(1, **BROKER_CONFIGS) as brokers:
+        servers = bootstrap(brokers)
+        held = await asyncio.to_thread(_close_holding, servers)
+        # The group locks records for a minute: only the session's close releases them.
+        share_partition = _share_partition(brokers)
+        assert share_partition is not None and share_partition.lock_duration_ms == 60000
+        await wait_until(lambda: share_partition.acquired_count == 0, timeout=20)
+        again = await asyncio.to_thread(_take_all, servers, 10)
+    assert {o for _, o, _ in held} <= set(range(10)) and held
+    assert sorted(again) == sorted(
+        (0, o, 2 if o in {o for _, o, _ in held} else 1) for o in range(10)
+    )
+
+
+def _close_holding(servers: str) -> list[Delivery]:
+    _prepare(servers, 1, 10, share_record_lock_duration_ms="60000")
+    with _member(servers) as consumer:
+        return [_delivery(m) for m in _poll_until_given(consumer)]  # never acknowledged
+
+
+def _take_all(servers: str, records: int) -> list[Delivery]:
+    deliveries: list[Delivery] = []
+    accepted: list[int] = []
+    with _member(servers) as consumer:
+        deadline = time.monotonic() + WAIT_S
+        while len(accepted) < records and time.monotonic() < deadline:
+            messages = _poll(consumer)
+            deliveries += map(_delivery, messages)
+            _accept(consumer, messages, accepted)
+    assert sorted(accepted) == list(range(records))
+    return deliveries
