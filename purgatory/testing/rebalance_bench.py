@@ -72,10 +72,10 @@ LABELS = {
 MEASURES = (
     ("round_ms", "rebalance round (ms)"),
     ("first_record_ms", "new member's first record (ms)"),
-    ("stayed_gap_ms", "longest gap, partitions that stayed (ms)"),
-    ("steady_gap_ms", "same partitions before the join (ms)"),
+    ("stayed_gap_ms", "longest gap, stayed partitions (ms)"),
+    ("steady_gap_ms", "same, before the join (ms)"),
     ("any_gap_ms", "longest gap, any partition (ms)"),
-    ("revoked", "partitions revoked from existing members"),
+    ("revoked", "partitions revoked"),
 )
 POLL_S = 0.05
 
@@ -399,21 +399,16 @@ def run(args: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """The medians as a Markdown table: a row per measure, a column per system and
-    protocol."""
-    columns = [
-        (system, protocol)
-        for system, by_protocol in result["median"].items()
-        for protocol in by_protocol
+    """The medians as a Markdown table: a row per system and protocol, a column per
+    measure."""
+    lines = [
+        "| system | protocol | " + " | ".join(label for _, label in MEASURES) + " |",
+        "|---|---|" + "---|" * len(MEASURES),
     ]
-    heads = [f"{system}: {LABELS[protocol]}" for system, protocol in columns]
-    lines = ["| | " + " | ".join(heads) + " |", "|---|" + "---|" * len(columns)]
-    for name, label in MEASURES:
-        cells = [
-            f"{result['median'][system][protocol][name]:,.1f}".removesuffix(".0")
-            for system, protocol in columns
-        ]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    for system, by_protocol in result["median"].items():
+        for protocol, figures in by_protocol.items():
+            cells = [f"{figures[name]:,.1f}".removesuffix(".0") for name, _ in MEASURES]
+            lines.append(f"| {system} | {LABELS[protocol]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
