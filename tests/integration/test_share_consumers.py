@@ -21,6 +21,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -360,3 +361,83 @@ def _take_all(servers: str, records: int) -> list[Delivery]:
             _accept(consumer, messages, accepted)
     assert sorted(accepted) == list(range(records))
     return deliveries
+
+
+async def test_three_members_and_a_killed_one_account_for_every_record_once() -> None:
+    """Three members, each in its own thread, on three brokers and three partitions: each
+    releases some records at their first delivery and rejects some, accepts the rest; a
+    fourth, in a child process, is killed holding records. Every record ends accepted or
+    rejected exactly once, none delivered beyond the limit, none left in flight."""
+    async with running_cluster(3, **BROKER_CONFIGS) as brokers:
+        servers = bootstrap(brokers)
+        await asyncio.to_thread(_prepare, servers, 3, 300, 3)
+        held = await asyncio.to_thread(_hold_and_die, servers)
+        outcome = _Outcome()
+        await asyncio.gather(*(asyncio.to_thread(_busy_member, servers, outcome) for _ in range(3)))
+        await wait_until(
+            lambda: all(
+                (found := _share_partition(brokers, partition)) is not None
+                and found.start_offset == found.end_offset == 100
+                for partition in range(3)
+            ),
+            message="every record done with",
+        )
+    everything = {(p, o) for p in range(3) for o in range(100)}
+    done = outcome.accepted + outcome.rejected
+    assert len(done) == len(set(done)) and set(done) == everything
+    assert set(outcome.rejected) == {r for r in everything if _rejects(r)}
+    counts = outcome.deliveries
+    assert max(c for _, _, c in counts) <= DELIVERY_LIMIT
+    for partition, offset, _ in held:
+        assert (partition, offset, 2) in counts  # redelivered after the kill
+    released = {(p, o) for p, o, c in counts if c == 1 and _releases(p, o) and not _rejects((p, o))}
+    assert {(p, o) for p, o, c in counts if c == 2} == released | {(p, o) for p, o, _ in held}
+
+
+class _Outcome:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.accepted: list[tuple[int, int]] = []
+        self.rejected: list[tuple[int, int]] = []
+        self.deliveries: list[Delivery] = []
+
+    def finished(self, records: int) -> bool:
+        with self.lock:
+            return len(self.accepted) + len(self.rejected) >= records
+
+
+def _releases(partition: int, offset: int) -> bool:
+    return (partition * 100 + offset) % 5 == 0
+
+
+def _rejects(record: tuple[int, int]) -> bool:
+    return (record[0] * 100 + record[1]) % 7 == 0
+
+
+def _hold_and_die(servers: str) -> list[Delivery]:
+    with _holder(servers) as (child, held):
+        _kill(child)
+    return held
+
+
+def _busy_member(servers: str, outcome: _Outcome) -> None:
+    with _member(servers) as consumer:
+        deadline = time.monotonic() + WAIT_S
+        while not outcome.finished(300) and time.monotonic() < deadline:
+            messages = _poll(consumer, 0.2)
+            for message in messages:
+                record = (message.partition(), message.offset())
+                count = message.delivery_count()
+                with outcome.lock:
+                    outcome.deliveries.append((*record, count))
+                    if _rejects(record):
+                        outcome.rejected.append(record)
+                        ack = AcknowledgeType.REJECT
+                    elif count == 1 and _releases(*record):
+                        ack = AcknowledgeType.RELEASE
+                    else:
+                        outcome.accepted.append(record)
+                        ack = AcknowledgeType.ACCEPT
+                consumer.acknowledge(message, ack)
+            if messages:
+                _commit(consumer)
