@@ -121,14 +121,18 @@ def simple_assignment(
 ) -> dict[str, dict[str, frozenset[int]]]:
     """The share groups' ``simple`` assignor: every partition of a subscribed topic to at
     least one of its subscribers, spread evenly over them; with more subscribers than
-    partitions, a partition goes to several. Deterministic (members by id)."""
+    partitions, every partition goes to as many as Kafka's SimpleHomogeneousAssignmentBuilder
+    shares it with (its desired sharing, subscribers / partitions rounded up), the first
+    subscribers taking one more. Deterministic (members by id), where Kafka orders members
+    by its hash map and keeps what a member had."""
     out: dict[str, dict[str, set[int]]] = {m: {} for m in member_topics}
     for topic_id in sorted(partitions):
         subscribers = sorted(m for m, topics in member_topics.items() if topic_id in topics)
         if not subscribers:
             continue
         count = partitions[topic_id]
-        slots = max(count, len(subscribers))
+        sharing = -(-len(subscribers) // count)
+        slots = sharing * count  # slot i: subscriber i % n, partition i % count, never twice
         for i in range(slots):
             member = subscribers[i % len(subscribers)]
             out[member].setdefault(topic_id, set()).add(i % count)

@@ -52,7 +52,7 @@ class ShareHeartbeatRequest(NamedTuple):
 
 
 class _Refused(Exception):
-    def __init__(self, error: int, message: str) -> None:
+    def __init__(self, error: int, message: str | None) -> None:
         super().__init__(message)
         self.error = error
         self.message = message
@@ -123,10 +123,7 @@ class ShareGroupCoordinator:
         elif request.member_epoch not in (member.member_epoch, member.previous_member_epoch):
             raise _Refused(
                 ErrorCode.FENCED_MEMBER_EPOCH,
-                f"The share group member has a {'greater' if request.member_epoch > member.member_epoch else 'smaller'} "
-                f"member epoch ({request.member_epoch}) than the one known by the group "
-                f"coordinator ({member.member_epoch}). The member must abandon all its "
-                "partitions and rejoin.",
+                _fenced_message(request.member_epoch, member),
             )
         updated = replace(
             member,
@@ -299,7 +296,7 @@ def _validate(request: ShareHeartbeatRequest) -> None:
         raise _Refused(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
     epoch = request.member_epoch
     if not request.member_id.strip():
-        raise _Refused(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        raise _Refused(ErrorCode.INVALID_REQUEST, None)  # Kafka 4.3.1 answers no message
     if epoch == 0:
         if not request.subscribed_topic_names:
             raise _Refused(
@@ -307,6 +304,23 @@ def _validate(request: ShareHeartbeatRequest) -> None:
             )
     elif epoch < LEAVE_GROUP_MEMBER_EPOCH:
         raise _Refused(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
+
+
+def _fenced_message(epoch: int, member: ShareGroupMember) -> str:
+    """Kafka 4.3.1's FENCED_MEMBER_EPOCH message for a share group member."""
+    known = member.member_epoch
+    if epoch > known:
+        return (
+            f"The share group member has a greater member epoch ({epoch}) than the one known "
+            f"by the group coordinator ({known}). The member must abandon all its partitions "
+            "and rejoin."
+        )
+    return (
+        f"The share group member has a smaller member epoch ({epoch}) than the one known by "
+        f"the group coordinator ({known}), and it does not match the previous member epoch "
+        f"({member.previous_member_epoch}). The member must abandon all its partitions and "
+        "rejoin."
+    )
 
 
 def _session_key(group_id: str, member_id: str) -> tuple[str, str, str]:

@@ -300,15 +300,14 @@ class ShareFetchApis:
         listener: str,
         endpoints: dict[int, Any],
     ) -> Any:
-        """The partition's current leader for an answer that says this broker is not it
-        (with the leader's endpoint added to ``endpoints``), else unknown (-1)."""
-        state = None
-        if topic is not None and code in _LEADER_ERRORS:
-            state = self.broker.metadata.partition(topic, index)
+        """The partition's current leader, as Kafka 4.3.1 answers it for every partition
+        of a known topic (unknown: -1); for an answer that says this broker is not the
+        leader, the leader's endpoint added to ``endpoints``."""
+        state = None if topic is None else self.broker.metadata.partition(topic, index)
         if state is None:
             return build(schema.LeaderIdAndEpoch, leader_id=-1, leader_epoch=-1)
         address = self.broker.metadata.endpoints(listener).get(state.leader_id)
-        if address is not None and state.leader_id not in endpoints:
+        if code in _LEADER_ERRORS and address is not None and state.leader_id not in endpoints:
             endpoints[state.leader_id] = build(
                 schema.NodeEndpoint, node_id=state.leader_id, host=address[0], port=address[1]
             )
