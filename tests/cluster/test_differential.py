@@ -51,8 +51,12 @@ CONFIG = {
 
 # Kafka's settings that Purgatory does not have, set to what Purgatory does: a consumer
 # group's new target assignment is computed at once, in the heartbeat that bumps the group
-# epoch (Kafka 4.3.1 batches them, at most one per group.consumer.assignment.interval.ms).
-KAFKA_ONLY = {"group.consumer.assignment.interval.ms": "0"}
+# epoch (Kafka 4.3.1 batches them, at most one per group.consumer.assignment.interval.ms;
+# a share group's, group.share.assignment.interval.ms).
+KAFKA_ONLY = {
+    "group.consumer.assignment.interval.ms": "0",
+    "group.share.assignment.interval.ms": "0",
+}
 
 SASL = "SASL_PLAINTEXT"
 SECURED = {
@@ -200,6 +204,13 @@ KNOWN = [
         "answer (RE2, in the heartbeat, cached per metadata image): Kafka resolves regexes in "
         "a background task, answers the join with epoch 1 and nothing, and bumps the epoch "
         "when they are resolved",
+    ),
+    Known(
+        "share_fetch_sessions",
+        "*unknown_topic.*",
+        "a ShareFetch naming a topic id the broker does not know answers that partition "
+        "UNKNOWN_TOPIC_ID and serves the others: Kafka 4.3.1 fails the whole request "
+        "UNKNOWN_SERVER_ERROR",
     ),
 ]
 
