@@ -35,6 +35,7 @@ from purgatory.broker.controller.metadata_cache import (
 from purgatory.broker.controller.quorum_controller import QuorumController
 from purgatory.broker.coordinator.group_coordinator import GroupCoordinator
 from purgatory.broker.coordinator.producer_id_manager import ProducerIdManager
+from purgatory.broker.coordinator.share.share_coordinator import ShareCoordinator
 from purgatory.broker.coordinator.transaction.transaction_coordinator import (
     TransactionCoordinator,
 )
@@ -284,6 +285,14 @@ class Broker:
             self.metrics,
             self.forwarding.create_offsets_topic,
         )
+        # KIP-932's share coordinator: share groups' partition state in __share_group_state.
+        self.share_coordinator = ShareCoordinator(
+            config,
+            self.replica_manager,
+            self.metadata,
+            self.scheduler,
+            self.forwarding.create_share_state_topic,
+        )
         # KIP-932's share groups on the partition leaders: the SharePartitions this broker
         # leads, and its share consumers' sessions (ShareFetch, ShareAcknowledge).
         self.share_partitions = SharePartitionManager(
@@ -521,6 +530,7 @@ class Broker:
         await self._bounded("network", self.socket_server.stop())
         self.group_coordinator.shutdown()
         self.share_partitions.shutdown()
+        self.share_coordinator.shutdown()
         self.transaction_coordinator.shutdown()
         await self._bounded("marker channels", self.marker_channels.close())
         await self._bounded("replica manager", self.replica_manager.shutdown())

@@ -88,6 +88,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
 
     @property
     def api_name(self) -> str:
@@ -151,6 +153,8 @@ _NAMES = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     ApiKey.SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat",
     ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
+    ApiKey.READ_SHARE_GROUP_STATE: "ReadShareGroupState",
+    ApiKey.WRITE_SHARE_GROUP_STATE: "WriteShareGroupState",
     ApiKey.DESCRIBE_ACLS: "DescribeAcls",
     ApiKey.CREATE_ACLS: "CreateAcls",
     ApiKey.DELETE_ACLS: "DeleteAcls",
@@ -175,6 +179,8 @@ INTER_BROKER_APIS = frozenset(
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.WRITE_TXN_MARKERS,
+        ApiKey.READ_SHARE_GROUP_STATE,
+        ApiKey.WRITE_SHARE_GROUP_STATE,
     }
 )
 
@@ -209,6 +215,14 @@ SCHEMAS: dict[tuple[ApiKey, int], tuple[type[Struct], type[Struct]]] = {
     (ApiKey.BROKER_HEARTBEAT, 0): (ib.BrokerHeartbeatRequest, ib.BrokerHeartbeatResponse),
     (ApiKey.ENVELOPE, 0): (ib.EnvelopeRequest, ib.EnvelopeResponse),
     (ApiKey.WRITE_TXN_MARKERS, 0): (ib.WriteTxnMarkersRequest, ib.WriteTxnMarkersResponse),
+    (ApiKey.READ_SHARE_GROUP_STATE, 0): (
+        ib.ReadShareGroupStateRequest,
+        ib.ReadShareGroupStateResponse,
+    ),
+    (ApiKey.WRITE_SHARE_GROUP_STATE, 0): (
+        ib.WriteShareGroupStateRequest,
+        ib.WriteShareGroupStateResponse,
+    ),
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0): (
         m.OffsetForLeaderEpochRequest,
         m.OffsetForLeaderEpochResponse,

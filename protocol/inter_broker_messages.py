@@ -185,3 +185,48 @@ class SaslAuthenticateResponse(Message):
     error_code: int
     error_message: str | None = None
     auth_bytes: bytes = b""
+
+
+# -- ReadShareGroupState (84), WriteShareGroupState (85): a share-partition's leader and ----
+# -- its share coordinator (KIP-932; one share-partition per request) ----------------------
+
+
+class ReadShareGroupStateRequest(Message):
+    """The leader of a share group's partition reads its state (when it starts leading)
+    from the share coordinator. ``topic_id`` hex, as our metadata's; ``leader_epoch`` the
+    sender's epoch of the data partition (-1: unfenced)."""
+
+    group_id: str
+    topic_id: str
+    partition: int
+    leader_epoch: int
+
+
+class ReadShareGroupStateResponse(Message):
+    """``start_offset`` -1 (and no batches): nothing was ever written for the
+    share-partition. ``state_batches``: (first_offset, last_offset, delivery_state,
+    delivery_count)."""
+
+    error_code: int
+    state_epoch: int = 0
+    leader_epoch: int = -1
+    start_offset: int = -1
+    state_batches: list[tuple[int, int, int, int]] = []
+
+
+class WriteShareGroupStateRequest(Message):
+    """The leader of a share group's partition stores its whole state (it replaces the
+    one before): the start offset and the batches above it that are not available with
+    delivery count 0."""
+
+    group_id: str
+    topic_id: str
+    partition: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    state_batches: list[tuple[int, int, int, int]]
+
+
+class WriteShareGroupStateResponse(Message):
+    error_code: int

@@ -28,6 +28,10 @@ from purgatory.broker.api.request_limits import (
     check_topic_count,
 )
 from purgatory.broker.api.results import CloseConnection, Deferred, Result, answer
+from purgatory.broker.api.share_state_requests import (
+    read_share_group_state,
+    write_share_group_state,
+)
 from purgatory.broker.controller.topics import topic_name_problem
 from purgatory.broker.replication.delayed_delete_records import DeleteRecordsOutcome
 from purgatory.broker.replication.delayed_produce import PartitionResponse
@@ -73,6 +77,12 @@ class KafkaApis:
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.WRITE_TXN_MARKERS: lambda request, version: broker.txn_marker_writer.write(
                 request
+            ),
+            ApiKey.READ_SHARE_GROUP_STATE: lambda request, version: read_share_group_state(
+                broker.share_coordinator, request
+            ),
+            ApiKey.WRITE_SHARE_GROUP_STATE: lambda request, version: write_share_group_state(
+                broker.share_coordinator, request
             ),
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,

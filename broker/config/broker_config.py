@@ -147,6 +147,12 @@ IntConfig = Literal[
     "transactional.id.expiration.ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "share.coordinator.state.topic.num.partitions",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+    "share.coordinator.state.topic.segment.bytes",
+    "share.coordinator.write.timeout.ms",
+    "share.coordinator.load.buffer.size",
 ]
 FloatConfig = Literal[
     "remote.storage.latency.ms",

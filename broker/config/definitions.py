@@ -10,6 +10,7 @@ from purgatory.broker.config.quorum_configs import QUORUM_CONFIGS
 from purgatory.broker.config.replication_configs import REPLICATION_CONFIGS
 from purgatory.broker.config.security_configs import LISTENER_SASL_CONFIGS, SASL_CONFIGS
 from purgatory.broker.config.server_configs import SERVER_CONFIGS
+from purgatory.broker.config.share_coordinator_configs import SHARE_COORDINATOR_CONFIGS
 from purgatory.broker.config.ssl_configs import SSL_CONFIGS
 from purgatory.broker.config.topic_configs import TOPIC_CONFIGS as TOPIC_CONFIGS
 from purgatory.broker.config.transaction_configs import TRANSACTION_CONFIGS
@@ -37,6 +38,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     *QUORUM_CONFIGS,
     *GROUP_CONFIGS,
     *TRANSACTION_CONFIGS,
+    *SHARE_COORDINATOR_CONFIGS,
     *SASL_CONFIGS,
     *SSL_CONFIGS,
 )

@@ -20,7 +20,11 @@ import structlog
 
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.controller_channel import ControllerChannel
-from purgatory.broker.controller.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from purgatory.broker.controller.internal_topics import (
+    OFFSETS_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.controller.topics import every_topic_fails, topic_name_problem
 from purgatory.protocol import acl_messages as am
@@ -300,6 +304,23 @@ class ForwardingManager:
                     "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
                 },
             )
+        if name == SHARE_GROUP_STATE_TOPIC:
+            factor = self._internal_replication_factor(
+                self.config["share.coordinator.state.topic.replication.factor"]
+            )
+            return self._internal_topic(
+                SHARE_GROUP_STATE_TOPIC,
+                self.config["share.coordinator.state.topic.num.partitions"],
+                factor,
+                {
+                    "min.insync.replicas": str(
+                        min(self.config["share.coordinator.state.topic.min.isr"], factor)
+                    ),
+                    "segment.bytes": str(
+                        self.config["share.coordinator.state.topic.segment.bytes"]
+                    ),
+                },
+            )
         return m.CreatableTopic(name)
 
     def create_offsets_topic(self) -> None:
@@ -311,6 +332,11 @@ class ForwardingManager:
     def create_transaction_state_topic(self) -> None:
         """A transactional id needs its coordinator: create ``__transaction_state``."""
         self._create_internal_topic(TRANSACTION_STATE_TOPIC)
+
+    def create_share_state_topic(self) -> None:
+        """A share-partition's leader needs its state's coordinator: create
+        ``__share_group_state`` (Kafka's share coordinator creates it on first use too)."""
+        self._create_internal_topic(SHARE_GROUP_STATE_TOPIC)
 
     def _internal_replication_factor(self, configured: int) -> int:
         """``configured``, capped at the cluster's size (the brokers registered or in the
