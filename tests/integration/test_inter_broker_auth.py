@@ -63,6 +63,11 @@ def forged(brokers: list[Broker]) -> dict[ApiKey, tuple[Any, int]]:
             ib.WriteTxnMarkersRequest([ib.WritableTxnMarker(1, 0, False, 10**6, [("t", 0)])]),
             0,
         ),
+        ApiKey.READ_SHARE_GROUP_STATE: (ib.ReadShareGroupStateRequest("g", "00" * 16, 0, -1), 0),
+        ApiKey.WRITE_SHARE_GROUP_STATE: (
+            ib.WriteShareGroupStateRequest("g", "00" * 16, 0, 0, 10**6, 0, []),
+            0,
+        ),
         ApiKey.FETCH: (follower_fetch, 2),
     }
 
