@@ -36,7 +36,12 @@ WAIT_S = 60
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     classpath(VERSION)  # skip before anything starts
-    with Cluster(brokers=3) as started:
+    # Members told of a new assignment within half a second (Kafka's default is 5 s).
+    heartbeat = {
+        "group.share.heartbeat.interval.ms": 500,
+        "group.share.min.heartbeat.interval.ms": 500,
+    }
+    with Cluster(brokers=3, config=heartbeat) as started:
         yield started
 
 
@@ -99,7 +104,7 @@ def test_two_java_share_consumers_acknowledge_every_record_exactly_once(cluster:
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
         for i in range(COUNT):
             producer.produce(TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode())
-            if i % 30 == 29:
+            if i % 10 == 9:
                 assert producer.flush(WAIT_S) == 0
                 time.sleep(0.1)  # pacing the producer, not waiting on a condition
         assert producer.flush(WAIT_S) == 0

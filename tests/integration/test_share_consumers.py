@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -441,3 +441,33 @@ def _busy_member(servers: str, outcome: _Outcome) -> None:
                 consumer.acknowledge(message, ack)
             if messages:
                 _commit(consumer)
+
+
+async def test_no_more_records_in_flight_than_the_partition_max_record_locks() -> None:
+    configs = {**BROKER_CONFIGS, "group.share.partition.max.record.locks": "100"}
+    async with running_cluster(1, **configs) as brokers:
+        loop = asyncio.get_running_loop()
+
+        async def acquired() -> int:
+            share_partition = _share_partition(brokers)
+            return -1 if share_partition is None else share_partition.acquired_count
+
+        def acquired_now() -> int:  # read on the brokers' loop, from the test's thread
+            return asyncio.run_coroutine_threadsafe(acquired(), loop).result(WAIT_S)
+
+        await asyncio.to_thread(_window_full, bootstrap(brokers), acquired_now)
+
+
+def _window_full(servers: str, acquired_now: Callable[[], int]) -> None:
+    _prepare(servers, 1, 250, share_record_lock_duration_ms="60000")
+    with _member(servers) as first, _member(servers) as second:
+        held = _poll_until_given(first)
+        assert sorted(m.offset() for m in held) == list(range(100))
+        assert acquired_now() == 100
+        # The window is full until the first member acknowledges: nothing for the second.
+        assert _poll(second, 1.0) == []
+        accepted: list[int] = []
+        _accept(first, held, accepted)
+        given = _poll_until_given(second)
+        assert sorted(m.offset() for m in given) == list(range(100, 200))
+        _accept(second, given, accepted)
