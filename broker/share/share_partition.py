@@ -19,6 +19,11 @@ timing wheel, one per acquire call): when the lock expires before an acknowledge
 record is AVAILABLE again, or ARCHIVED once it was delivered ``delivery_count_limit`` times.
 At most ``max_record_locks`` offsets are in flight (start offset to end offset), so at most
 that many are ACQUIRED at once.
+
+The state outlives the leader through the share coordinator (Kafka's persister): a
+SharePartition made ``initializing`` acquires nothing until ``initialize`` gives it the state
+read back (its start offset and in-flight batches, ``PersistedState``), and
+``persisted_state`` is what a write stores after each change.
 """
 
 from __future__ import annotations
@@ -43,6 +48,13 @@ class RecordState(enum.IntEnum):
     ARCHIVED = 4
 
 
+class SharePartitionState(enum.IntEnum):
+    """Kafka's SharePartitionState, as far as it is kept here."""
+
+    INITIALIZING = 0  # its persisted state not read yet: acquires and acknowledges nothing
+    ACTIVE = 1
+
+
 class AcknowledgeType(enum.IntEnum):
     """Kafka's AcknowledgeType: what a consumer says of a record it acquired."""
 
@@ -61,6 +73,19 @@ _ACKNOWLEDGED_STATE = {
 
 # (first offset, last offset, acknowledge types): one type for the whole range, or one per offset.
 AcknowledgementBatch = tuple[int, int, Sequence[int]]
+
+# The share coordinator's PersisterStateBatch as plain values: (first offset, last offset,
+# delivery state (a RecordState id: AVAILABLE, ACKNOWLEDGED or ARCHIVED), delivery count).
+StateBatch = tuple[int, int, int, int]
+
+
+class PersistedState(NamedTuple):
+    """What the share coordinator holds of a share partition (its ShareGroupOffset, less the
+    leader epoch): the start offset and the in-flight batches from it."""
+
+    state_epoch: int
+    start_offset: int
+    batches: list[StateBatch]
 
 
 class AcquiredRecords(NamedTuple):
@@ -94,9 +119,15 @@ class InFlightState:
 
     __slots__ = ("delivery_count", "lock", "member_id", "state")
 
-    def __init__(self, member_id: str, lock: AcquisitionLockTimerTask) -> None:
-        self.state = RecordState.ACQUIRED
-        self.delivery_count = 1
+    def __init__(
+        self,
+        member_id: str,
+        lock: AcquisitionLockTimerTask | None,
+        state: RecordState = RecordState.ACQUIRED,
+        delivery_count: int = 1,
+    ) -> None:
+        self.state = state
+        self.delivery_count = delivery_count
         self.member_id = member_id
         self.lock: AcquisitionLockTimerTask | None = lock
 
@@ -142,6 +173,7 @@ class SharePartition:
         delivery_count_limit: int,
         max_record_locks: int,
         stats: SharePartitionStats | None = None,
+        initializing: bool = False,
     ) -> None:
         self.group_id = group_id
         self.topic = topic
@@ -157,6 +189,14 @@ class SharePartition:
         self._in_flight: OrderedDict[int, InFlightState] = OrderedDict()
         self._find_next = False
         self.stats = stats if stats is not None else SharePartitionStats()
+        self.state = (
+            SharePartitionState.INITIALIZING if initializing else SharePartitionState.ACTIVE
+        )
+        self.state_epoch = 0  # the share coordinator's, read back at initialization
+        self.leader_epoch = -1  # the data partition's when this broker took it (the persister's)
+        # Told when records are released or a lock expires (not by acknowledge, whose caller
+        # writes the state itself): the state changed and is to be written.
+        self.on_state_changed: Callable[[SharePartition], object] | None = None
         # Told when records may be acquirable again without a new append (a lock expired,
         # records released, the start offset moved): a waiting ShareFetch may complete.
         self.on_acquirable: Callable[[SharePartition], object] | None = None
@@ -196,7 +236,10 @@ class SharePartition:
 
     def can_acquire(self) -> bool:
         """Whether a read could acquire anything: a record is available again, or the
-        in-flight window has room for new ones (Kafka's canAcquireRecords)."""
+        in-flight window has room for new ones (Kafka's canAcquireRecords); never while
+        initializing."""
+        if self.state is SharePartitionState.INITIALIZING:
+            return False
         if self.next_fetch_offset() != self.end_offset:
             return True
         return not self._in_flight or self.end_offset - self.start_offset < self.max_record_locks
@@ -271,6 +314,8 @@ class SharePartition:
         error = _validate_batches(batches)
         if error is not ErrorCode.NONE:
             return error
+        if self.state is SharePartitionState.INITIALIZING:
+            return ErrorCode.INVALID_RECORD_STATE  # nothing was acquired from it yet
         changes: list[tuple[InFlightState, int]] = []
         claimed = -1  # the last offset a batch before acknowledged
         for first, last, types in batches:
@@ -307,16 +352,61 @@ class SharePartition:
             self._notify()
         return ErrorCode.NONE
 
-    def release_acquired(self, member_id: str) -> None:
+    def release_acquired(self, member_id: str) -> bool:
         """The member's share session closed (or it left): every record it holds is
-        AVAILABLE again (ARCHIVED at the delivery count limit)."""
+        AVAILABLE again (ARCHIVED at the delivery count limit). True when it held any (the
+        state changed: the caller writes it)."""
         available = False
+        released = 0
         for state in self._in_flight.values():
             if state.state is RecordState.ACQUIRED and state.member_id == member_id:
                 available |= self._finish(state, RecordState.AVAILABLE)
-                self.stats.released += 1
+                released += 1
+        self.stats.released += released
         if self._maybe_move_start() or available:
             self._notify()
+        return released > 0
+
+    # -- persisted state -------------------------------------------------------------------
+
+    def initialize(self, persisted: PersistedState | None) -> None:
+        """The state read back from the share coordinator (Kafka's initialize): its start
+        offset and batches, ACKNOWLEDGED and ARCHIVED offsets kept as done with and
+        AVAILABLE ones (ACQUIRED when written) with their delivery counts; None when nothing
+        was ever written (the start offset stays where share.auto.offset.reset put it).
+        The SharePartition is ACTIVE then."""
+        if persisted is not None:
+            start = persisted.start_offset
+            self.state_epoch = persisted.state_epoch
+            self.start_offset = self.end_offset = start
+            in_flight = self._in_flight
+            for first, last, delivery_state, count in sorted(persisted.batches):
+                state = RecordState(delivery_state)
+                if state is RecordState.ACQUIRED:
+                    state = RecordState.AVAILABLE
+                for offset in range(max(first, start), last + 1):
+                    in_flight[offset] = InFlightState(EMPTY_MEMBER_ID, None, state, count)
+                    self._find_next |= state is RecordState.AVAILABLE
+                self.end_offset = max(self.end_offset, last + 1)
+            self._maybe_move_start()
+        self.state = SharePartitionState.ACTIVE
+
+    def persisted_state(self) -> tuple[int, list[StateBatch]]:
+        """What to write to the share coordinator now: the start offset and the in-flight
+        offsets as runs of one state and delivery count, an ACQUIRED offset written as
+        AVAILABLE (its lock does not outlive this leader)."""
+        batches: list[StateBatch] = []
+        for offset, entry in self._in_flight.items():
+            state = entry.state
+            if state is RecordState.ACQUIRED:
+                state = RecordState.AVAILABLE
+            if batches:
+                first, last, last_state, count = batches[-1]
+                if last == offset - 1 and last_state == state and count == entry.delivery_count:
+                    batches[-1] = (first, offset, last_state, count)
+                    continue
+            batches.append((offset, offset, int(state), entry.delivery_count))
+        return self.start_offset, batches
 
     # -- the start offset ------------------------------------------------------------------
 
@@ -406,14 +496,18 @@ class SharePartition:
         """The lock expired: its offsets still ACQUIRED under it are AVAILABLE again (ARCHIVED
         at the delivery count limit)."""
         available = False
+        expired = 0
         in_flight = self._in_flight
         for offset in lock.offsets:
             state = in_flight.get(offset)
             if state is not None and state.lock is lock:
                 available |= self._finish(state, RecordState.AVAILABLE)
-                self.stats.lock_timeouts += 1
+                expired += 1
+        self.stats.lock_timeouts += expired
         if self._maybe_move_start() or available:
             self._notify()
+        if expired and self.on_state_changed is not None:
+            self.on_state_changed(self)
 
     def _notify(self) -> None:
         if self.on_acquirable is not None:

@@ -4,22 +4,36 @@ topic, partition) it leads and a share consumer fetched from.
 A SharePartition is made on first use, starting where the group's
 ``share.auto.offset.reset`` says (``latest``, the default: the high watermark;
 ``earliest``: the log start offset), and dropped, its locks cancelled, when this broker
-stops leading the partition or the topic is deleted (or deleted and made again). Its state
-is in memory only: Kafka persists it in ``__share_group_state`` through the share
-coordinator, which is not built here, so a new leader starts the group over at the reset
-offset. All SharePartitions share one timing wheel for their acquisition locks (Kafka's
+stops leading the partition or the topic is deleted (or deleted and made again). All
+SharePartitions share one timing wheel for their acquisition locks (Kafka's
 ``share-group-lock-timeout`` timer).
+
+With a persister (Kafka's DefaultStatePersister, broker/share/persister.py) the state
+outlives the leader: a new SharePartition is INITIALIZING until its state is read back from
+the share coordinator (a ShareFetch meanwhile waits in the ShareFetch purgatory, woken by
+``on_acquirable`` when it ends), and ``write_state`` stores it after each acknowledgement,
+release and lock expiry, one write at a time per partition (a write carries the state as it
+is when it starts, so one write answers every change made before it). A write refused with
+FENCED_LEADER_EPOCH means a newer leader took over: the SharePartition goes. Without one
+(unit tests) the state is in memory only and a new leader starts at the reset offset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from purgatory.broker.purgatory import Scheduler, SystemTimer
-from purgatory.broker.share.share_partition import SharePartition, SharePartitionStats
+from purgatory.broker.share.share_partition import (
+    PersistedState,
+    SharePartition,
+    SharePartitionState,
+    SharePartitionStats,
+    StateBatch,
+)
 from purgatory.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -34,6 +48,50 @@ SharePartitionKey = tuple[str, str, int]
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 
+# A write's errors that say this broker's SharePartition is stale (Kafka's fenceSharePartition).
+_FENCED = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH})
+
+
+class StatePersister(Protocol):
+    """Where share partitions' state is kept (Kafka's Persister): broker/share/persister.py's
+    DefaultStatePersister, the share coordinator's client; a fake in unit tests."""
+
+    def read_now(
+        self, group_id: str, topic_id: str, partition: int, leader_epoch: int
+    ) -> tuple[int, PersistedState | None] | None:
+        """``read``'s answer if it can be had without waiting, else None."""
+        ...
+
+    async def read(
+        self, group_id: str, topic_id: str, partition: int, leader_epoch: int
+    ) -> tuple[int, PersistedState | None]:
+        """(error, the state; None when nothing was ever written)."""
+        ...
+
+    async def write(
+        self,
+        group_id: str,
+        topic_id: str,
+        partition: int,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        batches: list[StateBatch],
+    ) -> int:
+        """The error code once the state is stored (NONE) or could not be."""
+        ...
+
+
+class _Writes:
+    """One SharePartition's writes: at most one running; the futures of changes made since
+    it started wait for the next."""
+
+    __slots__ = ("running", "waiting")
+
+    def __init__(self) -> None:
+        self.running = False
+        self.waiting: list[asyncio.Future[int]] = []
+
 
 class SharePartitionManager:
     """Invariants: every SharePartition in ``partitions`` is of a partition this broker
@@ -46,8 +104,10 @@ class SharePartitionManager:
         replica_manager: ReplicaManager,
         scheduler: Scheduler,
         group_config: Callable[[str], Mapping[str, str]],
+        persister: StatePersister | None = None,
     ) -> None:
         self.config = config
+        self.persister = persister
         self.replica_manager = replica_manager
         self.scheduler = scheduler
         self.group_config = group_config  # a group's dynamic configs (GroupConfig), by group id
@@ -57,6 +117,8 @@ class SharePartitionManager:
         self._topic_ids: dict[SharePartitionKey, object] = {}
         self._by_partition: dict[TopicPartition, set[SharePartitionKey]] = {}
         self._by_group: dict[str, set[SharePartitionKey]] = {}
+        self._writes: dict[SharePartition, _Writes] = {}
+        self._tasks: set[asyncio.Task[None]] = set()  # reads and writes under way
         # Told when a SharePartition may have records to acquire without a new append (a
         # lock expired, records released, its start offset moved): a waiting ShareFetch
         # for it may complete now.
@@ -85,7 +147,7 @@ class SharePartitionManager:
             share_partition = None
         if share_partition is None:
             share_partition = self._create(key, leader, configs)
-        else:
+        elif share_partition.state is SharePartitionState.ACTIVE:
             share_partition.update_log_start_offset(leader.log.log_start_offset)
         share_partition.lock_duration_ms = self.record_lock_duration_ms(group_id, configs)
         return share_partition
@@ -118,11 +180,132 @@ class SharePartitionManager:
 
     # -- releasing ---------------------------------------------------------------------------
 
-    def release_member(self, group_id: str, member_id: str) -> None:
+    def release_member(self, group_id: str, member_id: str) -> list[asyncio.Future[int]]:
         """The member's share session closed (or it left the group): its acquired records
-        in every partition of the group are available again."""
+        in every partition of the group are available again. The writes of the partitions
+        that changed (their error codes once stored)."""
+        writes = []
         for key in list(self._by_group.get(group_id, ())):
-            self.partitions[key].release_acquired(member_id)
+            share_partition = self.partitions[key]
+            if share_partition.release_acquired(member_id):
+                writes.append(self.write_state(share_partition))
+        return writes
+
+    # -- the persisted state -----------------------------------------------------------------
+
+    def write_state(self, share_partition: SharePartition) -> asyncio.Future[int]:
+        """Store the SharePartition's state as it is now: a future of the error code
+        (NONE once stored; at once without a persister)."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self.persister is None:
+            future.set_result(ErrorCode.NONE)
+            return future
+        writes = self._writes.get(share_partition)
+        if writes is None:
+            writes = self._writes[share_partition] = _Writes()
+        writes.waiting.append(future)
+        if not writes.running:
+            writes.running = True
+            self._spawn(self._write(share_partition, writes))
+        return future
+
+    async def _write(self, share_partition: SharePartition, writes: _Writes) -> None:
+        """Write until no change waits, each write answering the changes made before it."""
+        assert self.persister is not None
+        key = (share_partition.group_id, share_partition.topic, share_partition.partition)
+        topic_id = str(self._topic_ids.get(key, ""))
+        try:
+            while writes.waiting:
+                futures, writes.waiting = writes.waiting, []
+                start, batches = share_partition.persisted_state()
+                try:
+                    code = await self.persister.write(
+                        share_partition.group_id,
+                        topic_id,
+                        share_partition.partition,
+                        share_partition.state_epoch,
+                        share_partition.leader_epoch,
+                        start,
+                        batches,
+                    )
+                except asyncio.CancelledError:
+                    writes.waiting[:0] = futures
+                    raise
+                if code != ErrorCode.NONE:
+                    self.log.warning(
+                        "share_state_write_failed",
+                        group_id=key[0],
+                        topic=key[1],
+                        partition=key[2],
+                        error=ErrorCode(code).name,
+                    )
+                    if code in _FENCED and self.partitions.get(key) is share_partition:
+                        self._drop(key)
+                for future in futures:
+                    if not future.done():
+                        future.set_result(code)
+        finally:
+            writes.running = False
+            for future in writes.waiting:  # cancelled (shutdown): nobody will write them
+                if not future.done():
+                    future.set_result(ErrorCode.UNKNOWN_SERVER_ERROR)
+            writes.waiting.clear()
+            self._writes.pop(share_partition, None)
+
+    async def _initialize(self, key: SharePartitionKey, share_partition: SharePartition) -> None:
+        """Read the SharePartition's state back (waiting for the share coordinator)."""
+        assert self.persister is not None
+        group_id, _, index = key
+        code, persisted = await self.persister.read(
+            group_id, str(self._topic_ids[key]), index, share_partition.leader_epoch
+        )
+        if self.partitions.get(key) is share_partition:  # else dropped meanwhile
+            self._initialized(key, share_partition, code, persisted)
+
+    def _initialized(
+        self,
+        key: SharePartitionKey,
+        share_partition: SharePartition,
+        code: int,
+        persisted: PersistedState | None,
+        notify: bool = True,
+    ) -> None:
+        """The state read back: the SharePartition is ACTIVE (Kafka's initialize); nothing
+        ever written, it starts at the reset offset, written at once so a later leader
+        starts there too. A read that failed drops it (the next fetch makes it anew)."""
+        group_id, topic, index = key
+        if code != ErrorCode.NONE:
+            self.log.warning(
+                "share_state_read_failed",
+                group_id=group_id,
+                topic=topic,
+                partition=index,
+                error=ErrorCode(code).name,
+            )
+            self._drop(key)
+        else:
+            share_partition.initialize(persisted)
+            if persisted is None:
+                self.write_state(share_partition)
+            self.log.debug(
+                "share_partition_initialized",
+                group_id=group_id,
+                topic=topic,
+                partition=index,
+                start=share_partition.start_offset,
+                end=share_partition.end_offset,
+            )
+        if notify:
+            self._acquirable(share_partition)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _state_changed(self, share_partition: SharePartition) -> None:
+        """A lock expired: the state is written, awaited by nobody."""
+        self.write_state(share_partition)
 
     def on_topics_deleted(self, topics: set[str]) -> None:
         """The metadata deleted topics: their SharePartitions go (the replica manager also
@@ -133,6 +316,8 @@ class SharePartitionManager:
     def shutdown(self) -> None:
         for key in list(self.partitions):
             self._drop(key)
+        for task in self._tasks:
+            task.cancel()
 
     def __len__(self) -> int:
         return len(self.partitions)
@@ -154,8 +339,11 @@ class SharePartitionManager:
             self.config["group.share.delivery.count.limit"],
             self.config["group.share.partition.max.record.locks"],
             self.stats,
+            initializing=self.persister is not None,
         )
+        share_partition.leader_epoch = leader.leader_epoch
         share_partition.on_acquirable = self._acquirable
+        share_partition.on_state_changed = self._state_changed
         self.partitions[key] = share_partition
         self._topic_ids[key] = leader.topic_id
         self._by_partition.setdefault((topic, index), set()).add(key)
@@ -163,6 +351,14 @@ class SharePartitionManager:
         self.log.debug(
             "share_partition_created", group_id=group_id, topic=topic, partition=index, start=start
         )
+        if self.persister is not None:
+            now = self.persister.read_now(
+                group_id, str(leader.topic_id), index, share_partition.leader_epoch
+            )
+            if now is None or now[0] != ErrorCode.NONE:
+                self._spawn(self._initialize(key, share_partition))
+            else:  # nothing waits on a SharePartition just made: nobody to tell
+                self._initialized(key, share_partition, *now, notify=False)
         return share_partition
 
     def _drop(self, key: SharePartitionKey) -> None:
