@@ -80,6 +80,7 @@ from purgatory.broker.security.listener_security import (
     listener_security,
     unknown_listener_overrides,
 )
+from purgatory.broker.share.persister import DefaultStatePersister
 from purgatory.broker.share.share_metrics import share_partition_families
 from purgatory.broker.share.share_partition import SharePartition
 from purgatory.broker.share.share_partition_manager import SharePartitionManager
@@ -294,9 +295,21 @@ class Broker:
             self.forwarding.create_share_state_topic,
         )
         # KIP-932's share groups on the partition leaders: the SharePartitions this broker
-        # leads, and its share consumers' sessions (ShareFetch, ShareAcknowledge).
+        # leads, their state kept by the share coordinators (the persister), and its share
+        # consumers' sessions (ShareFetch, ShareAcknowledge).
         self.share_partitions = SharePartitionManager(
-            config, self.replica_manager, self.scheduler, self.metadata.group_config
+            config,
+            self.replica_manager,
+            self.scheduler,
+            self.metadata.group_config,
+            DefaultStatePersister(
+                self.broker_id,
+                self.share_coordinator,
+                lambda node, key, request, timeout_ms: self.marker_channels.send(
+                    node, key, request, timeout_ms
+                ),
+                self.scheduler,
+            ),
         )
         self.share_partitions.on_acquirable = self._share_records_available
         self.metrics.register(share_partition_families(self.share_partitions))

@@ -44,7 +44,17 @@ async def broker() -> AsyncIterator[Broker]:
         finally:
             await admin.close()
         await wait_until(lambda: (TOPIC, 0) in brokers[0].replica_manager.partitions)
+        await share_state_loaded(brokers[0])
         yield brokers[0]
+
+
+async def share_state_loaded(b: Broker) -> None:
+    """Make __share_group_state and wait until this broker's share coordinator has loaded it:
+    a new SharePartition is then ACTIVE at once (its state read without waiting), so a
+    ShareFetch that does not wait finds records as soon as the session opens."""
+    b.forwarding.create_share_state_topic()
+    coordinator = b.share_coordinator
+    await wait_until(lambda: len(coordinator.owned) == coordinator.num_partitions)
 
 
 def produce(b: Broker, values: Sequence[bytes]) -> None:

@@ -5,20 +5,24 @@ handleShareAcknowledgeRequest).
 A share consumer's requests go through its share session (ShareSessionCache): epoch 0
 opens it, -1 closes it (its acquired records released once the request's acknowledgements
 are applied), any other epoch continues it. Acknowledgements piggybacked on a ShareFetch
-are applied before it fetches. A ShareFetch with nothing to acquire waits up to
-``max_wait_ms`` in the ShareFetch purgatory (DelayedShareFetch). The group membership is
-the share group coordinator's: a leader does not check it, as Kafka's do not.
+are applied before it fetches, and a request that acknowledged records (or closed a session
+holding some) is answered only once the partitions' state is stored by the share
+coordinator (SharePartitionManager.write_state): a partition whose write failed is answered
+with the write's error. A ShareFetch with nothing to acquire waits up to ``max_wait_ms`` in
+the ShareFetch purgatory (DelayedShareFetch). The group membership is the share group
+coordinator's: a leader does not check it, as Kafka's do not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from purgatory.broker.api import authorization as authz
 from purgatory.broker.api.coordinator_acls import group_error
 from purgatory.broker.api.request_limits import check_partition_count
-from purgatory.broker.api.results import Deferred, Result
+from purgatory.broker.api.results import Result, answer
 from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.broker.share.delayed_share_fetch import (
     NOTHING,
@@ -54,6 +58,11 @@ _LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_L
 
 # (first offset, last offset, acknowledge types)
 Batch = tuple[int, int, Sequence[int]]
+
+# Each partition's acknowledgement result: its error code, and its topic's name when known.
+Acknowledged = dict[TopicIdPartition, tuple[int, str | None]]
+# The writes of the partitions' state after acknowledgements: their error codes once stored.
+Writes = dict[TopicIdPartition, asyncio.Future[int]]
 
 
 class _Asked(NamedTuple):
@@ -130,11 +139,17 @@ class ShareFetchApis:
             return error_response(ApiKey.SHARE_FETCH, version, session, None)
         listener = broker.socket_server.current_listener
         lock_ms = broker.share_partitions.record_lock_duration_ms(group_id)
-        acknowledged = self._acknowledge(group_id, member_id, acknowledgements)
+        acknowledged, writes = self._acknowledge(group_id, member_id, acknowledgements)
         if session is None:  # the final epoch: acknowledge, close, answer
-            self._close(group_id, member_id)
-            return self._fetch_response(
-                version, listener, lock_ms, ShareFetchResult([], 0, False), {}, acknowledged, True
+            released = self._close(group_id, member_id)
+            return self._when_stored(
+                acknowledged,
+                writes,
+                released,
+                ShareFetchResult([], 0, False),
+                lambda r: self._fetch_response(
+                    version, listener, lock_ms, r, {}, acknowledged, True
+                ),
             )
         full = epoch == INITIAL_EPOCH
         asked = self._names(session.partitions)
@@ -150,26 +165,22 @@ class ShareFetchApis:
             partitions,
         )
         manager, replica_manager = broker.share_partitions, broker.replica_manager
+
+        def respond(r: ShareFetchResult) -> Any:
+            return self._fetch_response(
+                version, listener, lock_ms, r, refused, acknowledged, full, asked
+            )
+
         result = share_fetch(params, manager, replica_manager)
         if result.acquired or result.errored or params.max_wait_ms <= 0 or not partitions:
-            return self._fetch_response(
-                version, listener, lock_ms, result, refused, acknowledged, full, asked
-            )
+            return self._when_stored(acknowledged, writes, [], result, respond)
         operation = DelayedShareFetch(params, manager, replica_manager)
         if replica_manager.share_fetch_purgatory.try_complete_else_watch(
             operation, watch_keys(params)
         ):
-            result = operation.response.result()
-            return self._fetch_response(
-                version, listener, lock_ms, result, refused, acknowledged, full, asked
-            )
+            return self._when_stored(acknowledged, writes, [], operation.response.result(), respond)
         replica_manager.parked[operation.response] = operation
-        return Deferred(
-            operation.response,
-            lambda r: self._fetch_response(
-                version, listener, lock_ms, r, refused, acknowledged, full, asked
-            ),
-        )
+        return self._when_stored(acknowledged, writes, [], operation.response, respond)
 
     # -- ShareAcknowledge --------------------------------------------------------------------
 
@@ -200,11 +211,23 @@ class ShareFetchApis:
             for t in request.topics
             for p in t.partitions
         }
-        acknowledged = self._acknowledge(group_id, member_id, acknowledgements)
-        if epoch == FINAL_EPOCH:
-            self._close(group_id, member_id)
-        schema = response_module(key, version)
+        acknowledged, writes = self._acknowledge(group_id, member_id, acknowledgements)
+        released = self._close(group_id, member_id) if epoch == FINAL_EPOCH else []
         listener = broker.socket_server.current_listener
+        lock_ms = broker.share_partitions.record_lock_duration_ms(group_id)
+        return self._when_stored(
+            acknowledged,
+            writes,
+            released,
+            None,
+            lambda _: self._acknowledge_response(version, listener, lock_ms, acknowledged),
+        )
+
+    def _acknowledge_response(
+        self, version: int, listener: str, lock_ms: int, acknowledged: Acknowledged
+    ) -> Any:
+        key = ApiKey.SHARE_ACKNOWLEDGE
+        schema = response_module(key, version)
         endpoints: dict[int, Any] = {}
         topics: dict[str, list[Any]] = {}
         for (topic_id, index), (code, name) in acknowledged.items():
@@ -220,7 +243,7 @@ class ShareFetchApis:
             schema.ShareAcknowledgeResponse,
             throttle_time=0,
             error_code=ErrorCode.NONE,
-            acquisition_lock_timeout=broker.share_partitions.record_lock_duration_ms(group_id),
+            acquisition_lock_timeout=lock_ms,
             responses=[
                 build(schema.ShareAcknowledgeTopicResponse, topic_id=tid, partitions=parts)
                 for tid, parts in topics.items()
@@ -261,15 +284,17 @@ class ShareFetchApis:
 
     def _acknowledge(
         self, group_id: str, member_id: str, acknowledgements: dict[TopicIdPartition, list[Batch]]
-    ) -> dict[TopicIdPartition, tuple[int, str | None]]:
+    ) -> tuple[Acknowledged, Writes]:
         """Apply each partition's acknowledgements (Kafka's handleAcknowledgements): its
-        error code, and its topic's name when known."""
+        error code and its topic's name when known, and the writes of the partitions'
+        state they changed."""
+        writes: Writes = {}
         if not acknowledgements:
-            return {}
+            return {}, writes
         asked = self._names(acknowledgements)
         refused = self._refused(asked)
         manager = self.broker.share_partitions
-        out: dict[TopicIdPartition, tuple[int, str | None]] = {}
+        out: Acknowledged = {}
         for tp, batches in acknowledgements.items():
             name = asked.named.get(tp, (None, 0))[0]
             if tp in refused or name is None:
@@ -282,14 +307,55 @@ class ShareFetchApis:
                     code = share_partition
                 else:
                     code = share_partition.acknowledge(member_id, batches)
+                    if code == ErrorCode.NONE:
+                        writes[tp] = manager.write_state(share_partition)
             out[tp] = (code, name)
-        return out
+        return out, writes
 
-    def _close(self, group_id: str, member_id: str) -> None:
-        """The session closed (epoch -1): the member's acquired records are available."""
+    def _close(self, group_id: str, member_id: str) -> list[asyncio.Future[int]]:
+        """The session closed (epoch -1): the member's acquired records are available (the
+        writes of the partitions' state that changed)."""
         session = self.broker.share_sessions.remove(group_id, member_id)
-        if session is not None:
-            self.broker.share_partitions.release_member(group_id, member_id)
+        if session is None:
+            return []
+        return self.broker.share_partitions.release_member(group_id, member_id)
+
+    def _when_stored(
+        self,
+        acknowledged: Acknowledged,
+        writes: Writes,
+        released: list[asyncio.Future[int]],
+        pending: Any,
+        respond: Callable[[Any], Any],
+    ) -> Result:
+        """The answer ``respond`` makes of ``pending`` (a result, or the future of one),
+        once the writes are stored: each acknowledged partition whose write failed
+        answered with the write's error."""
+        if not writes and not released:
+            return answer(pending, respond)
+        return self._answer_stored(acknowledged, writes, released, pending, respond)
+
+    async def _answer_stored(
+        self,
+        acknowledged: Acknowledged,
+        writes: Writes,
+        released: list[asyncio.Future[int]],
+        pending: Any,
+        respond: Callable[[Any], Any],
+    ) -> Any:
+        try:
+            for tp, write in writes.items():
+                code = await write
+                if code != ErrorCode.NONE:
+                    acknowledged[tp] = (code, acknowledged[tp][1])
+            for write in released:
+                await write
+            if isinstance(pending, asyncio.Future):
+                pending = await pending
+        finally:
+            if isinstance(pending, asyncio.Future) and not pending.done():
+                pending.cancel()  # the client went away: the waiting fetch acquires nothing
+        return respond(pending)
 
     def _leader(
         self,
