@@ -471,3 +471,40 @@ def _window_full(servers: str, acquired_now: Callable[[], int]) -> None:
         given = _poll_until_given(second)
         assert sorted(m.offset() for m in given) == list(range(100, 200))
         _accept(second, given, accepted)
+
+
+async def test_by_default_a_group_starts_at_the_end_of_the_log() -> None:
+    """share.auto.offset.reset's default, latest: the records written before the group's
+    first fetch of a partition are not delivered, those after are."""
+    async with running_cluster(1, **BROKER_CONFIGS) as brokers:
+        loop = asyncio.get_running_loop()
+
+        async def started() -> int | None:
+            share_partition = _share_partition(brokers)
+            return None if share_partition is None else share_partition.start_offset
+
+        def start_offset() -> int | None:  # read on the brokers' loop, from the test's thread
+            return asyncio.run_coroutine_threadsafe(started(), loop).result(WAIT_S)
+
+        given = await asyncio.to_thread(_from_latest, bootstrap(brokers), start_offset)
+    assert given == [(0, offset, 1) for offset in range(5, 10)]
+
+
+def _from_latest(servers: str, start_offset: Callable[[], int | None]) -> list[Delivery]:
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(WAIT_S)
+    _produce(servers, 0, 5)
+    with _member(servers) as consumer:
+        deadline = time.monotonic() + WAIT_S
+        while start_offset() is None:
+            assert time.monotonic() < deadline, "the member never fetched"
+            assert _poll(consumer, 0.2) == []
+        assert start_offset() == 5
+        _produce(servers, 5, 5)
+        given: list[Any] = []
+        accepted: list[int] = []
+        while len(given) < 5 and time.monotonic() < deadline:
+            messages = _poll(consumer)
+            given += messages
+            _accept(consumer, messages, accepted)
+        return sorted(map(_delivery, given))
