@@ -3,7 +3,6 @@ GroupMetadataManager) and the errors they raise; the coordinator's timeout keys.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import functools
 import uuid
@@ -145,12 +144,6 @@ def compiled_regex(regex: str) -> Any:
             ErrorCode.INVALID_REGULAR_EXPRESSION,
             f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.",
         ) from exc
-
-
-def log_append_failure(log: Any, group_id: str, stored: asyncio.Future[int]) -> None:
-    code = stored.result()
-    if code != ErrorCode.NONE:
-        log.warning("consumer_group_records_not_stored", group=group_id, error=code)
 
 
 def validate_heartbeat(request: HeartbeatRequest, version: int, assignors: Collection[str]) -> None:

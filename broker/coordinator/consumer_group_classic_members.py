@@ -8,7 +8,6 @@ or may take more, and SyncGroup hands it its part in the consumer protocol's sha
 from __future__ import annotations
 
 import asyncio
-import functools
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -24,7 +23,6 @@ from purgatory.broker.coordinator.consumer_group_checks import (
     HeartbeatRequest,
     Refused,
     join_key,
-    log_append_failure,
     new_member_id,
     sync_key,
 )
@@ -220,10 +218,7 @@ class ClassicMembers:
             self.coordinator.bump(group, out)
             group.update_state(self.coordinator.now())
         if out:
-            stored = self.coordinator.manager.append(group.group_id, out)
-            stored.add_done_callback(
-                functools.partial(log_append_failure, self.coordinator.log, group.group_id)
-            )
+            self.coordinator.manager.append_in_background(group.group_id, out)
         return errors
 
     def _classic_member(

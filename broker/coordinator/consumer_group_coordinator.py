@@ -21,7 +21,6 @@ either fences it out of the group.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TypeVar
@@ -51,7 +50,6 @@ from purgatory.broker.coordinator.consumer_group_checks import (
     compiled_regex,
     fenced_instance,
     join_key,
-    log_append_failure,
     new_member_id,
     rebalance_key,
     session_key,
@@ -508,8 +506,7 @@ class ConsumerGroupCoordinator:
         self.log.info("consumer_group_member_fenced", group=group_id, member=member_id, why=reason)
         out: list[Record] = []
         self._fence(group, member, out)
-        stored = self.manager.append(group_id, out)
-        stored.add_done_callback(functools.partial(log_append_failure, self.log, group_id))
+        self.manager.append_in_background(group_id, out)
 
     def member_loaded(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """A member read back from ``__consumer_offsets``: its session starts now, and
@@ -536,21 +533,7 @@ class ConsumerGroupCoordinator:
         result: T,
         failed: Callable[[int], T] = HeartbeatResult,  # type: ignore[assignment]
     ) -> T | asyncio.Future[T]:
-        """``result`` once ``out`` is in the group's partition (the state changed at
-        once, as Kafka's uncommitted timeline state does); ``failed(error)`` if not."""
-        if not out:
-            return result
-        stored = self.manager.append(group_id, out)
-        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-        def done(f: asyncio.Future[int]) -> None:
-            if answer.done():
-                return
-            code = f.result()
-            answer.set_result(result if code == ErrorCode.NONE else failed(code))
-
-        stored.add_done_callback(done)
-        return answer
+        return self.manager.answer_when_stored(group_id, out, result, failed)
 
     # -- ConsumerGroupDescribe ------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import structlog
 
@@ -67,6 +68,8 @@ from purgatory.protocol.records import (
     is_kafka_batch,
     iter_batches,
 )
+
+T = TypeVar("T")
 
 _LOAD_BATCH_BYTES = 1 << 20  # replayed per loop turn, so a long load never stalls others
 
@@ -250,6 +253,36 @@ class GroupMetadataManager:
         else:
             done.add_done_callback(lambda d: settle(d.result()[0][1].error))
         return future
+
+    def answer_when_stored(
+        self, group_id: str, records: list[Record], result: T, failed: Callable[[int], T]
+    ) -> T | asyncio.Future[T]:
+        """``result`` once ``records`` are in the group's partition, ``failed(error)`` if
+        they are not stored; ``result`` at once when there is nothing to store. (A modern
+        group's state changes at once, as Kafka's uncommitted timeline state does; its
+        member is answered when the change is durable.)"""
+        if not records:
+            return result
+        stored = self.append(group_id, records)
+        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future[int]) -> None:
+            if not answer.done():
+                code = f.result()
+                answer.set_result(result if code == ErrorCode.NONE else failed(code))
+
+        stored.add_done_callback(done)
+        return answer
+
+    def append_in_background(self, group_id: str, records: list[Record]) -> None:
+        """Append what nobody waits for (a member fenced by a timeout): a failure is
+        logged, the group's state in memory stays as changed."""
+
+        def done(f: asyncio.Future[int]) -> None:
+            if f.result() != ErrorCode.NONE:
+                self.log.warning("group_records_not_stored", group=group_id, error=f.result())
+
+        self.append(group_id, records).add_done_callback(done)
 
     def store_offsets(
         self, group: Group, offsets: dict[TopicPartition, CommittedOffset]

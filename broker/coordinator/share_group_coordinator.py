@@ -13,10 +13,9 @@ is fenced by a timeout on the timing wheel.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import structlog
 
@@ -161,7 +160,7 @@ class ShareGroupCoordinator:
             self.config["group.share.heartbeat.interval.ms"],
             current.assigned if full or current.assigned != member.assigned else None,
         )
-        return self._stored(group.group_id, out, result)
+        return self.manager.answer_when_stored(group.group_id, out, result, HeartbeatResult)
 
     def _group(self, group_id: str, create: bool) -> ShareGroup:
         group = self.manager.groups.get(group_id)
@@ -223,7 +222,7 @@ class ShareGroupCoordinator:
         out: list[Record] = []
         self._fence(group, member.member_id, out)
         result = HeartbeatResult(ErrorCode.NONE, None, member.member_id, LEAVE_GROUP_MEMBER_EPOCH)
-        return self._stored(group.group_id, out, result)
+        return self.manager.answer_when_stored(group.group_id, out, result, HeartbeatResult)
 
     def _fence(self, group: ShareGroup, member_id: str, out: list[Record]) -> None:
         group.members.pop(member_id, None)
@@ -248,8 +247,7 @@ class ShareGroupCoordinator:
         self.log.info("share_group_member_fenced", group=group_id, member=member_id)
         out: list[Record] = []
         self._fence(group, member_id, out)
-        stored = self.manager.append(group_id, out)
-        stored.add_done_callback(functools.partial(_log_failure, self.log, group_id))
+        self.manager.append_in_background(group_id, out)
 
     def member_loaded(self, group: ShareGroup, member_id: str) -> None:
         self._schedule_session(group.group_id, member_id)
@@ -257,22 +255,6 @@ class ShareGroupCoordinator:
     def group_unloaded(self, group: ShareGroup) -> None:
         for member_id in group.members:
             self.timer.cancel(_session_key(group.group_id, member_id))
-
-    def _stored(
-        self, group_id: str, out: list[Record], result: HeartbeatResult
-    ) -> HeartbeatResult | asyncio.Future[HeartbeatResult]:
-        if not out:
-            return result
-        stored = self.manager.append(group_id, out)
-        answer: asyncio.Future[HeartbeatResult] = asyncio.get_running_loop().create_future()
-
-        def done(f: asyncio.Future[int]) -> None:
-            if not answer.done():
-                code = f.result()
-                answer.set_result(result if code == ErrorCode.NONE else HeartbeatResult(code))
-
-        stored.add_done_callback(done)
-        return answer
 
     # -- ShareGroupDescribe -----------------------------------------------------------------
 
@@ -325,12 +307,6 @@ def _fenced_message(epoch: int, member: ShareGroupMember) -> str:
 
 def _session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("share-session", group_id, member_id)
-
-
-def _log_failure(log: Any, group_id: str, stored: asyncio.Future[int]) -> None:
-    code = stored.result()
-    if code != ErrorCode.NONE:
-        log.warning("share_group_records_not_stored", group=group_id, error=code)
 
 
 __all__ = ["Assignment", "ShareGroupCoordinator", "ShareGroupState", "ShareHeartbeatRequest"]

@@ -217,6 +217,53 @@ async def test_kafka_group_membership_needs_read_on_the_group() -> None:
             await wire.close()
 
 
+async def test_kip_848_and_share_group_heartbeats_need_the_group_then_each_topic() -> None:
+    """ConsumerGroupHeartbeat and ShareGroupHeartbeat: READ on the group, then DESCRIBE on
+    each subscribed topic (TOPIC_AUTHORIZATION_FAILED naming the others); nothing joined
+    until both are allowed."""
+    async with secured_broker("t", "u") as secured:
+        broker = secured.broker
+        wire = await KafkaWire.open(broker.port)
+        try:
+            consumer = {
+                "group_id": "g", "member_id": "m1", "member_epoch": 0, "instance_id": None,
+                "rack_id": None, "rebalance_timeout": 30000, "subscribed_topic_names": ["t", "u"],
+                "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": [],
+            }  # fmt: skip
+            share = {
+                "group_id": "s", "member_id": "m1", "member_epoch": 0, "rack_id": None,
+                "subscribed_topic_names": ["t", "u"],
+            }  # fmt: skip
+            beat = await kafka(wire, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, **consumer)
+            assert beat.error_code == GROUP_DENIED
+            beat = await kafka(wire, ApiKey.SHARE_GROUP_HEARTBEAT, 1, **share)
+            assert beat.error_code == GROUP_DENIED
+
+            await secured.allow(ResourceType.GROUP, "g", AclOperation.READ)
+            await secured.allow(ResourceType.GROUP, "s", AclOperation.READ)
+            await secured.allow(ResourceType.TOPIC, "t", AclOperation.DESCRIBE)
+            for api_key, values in (
+                (ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer),
+                (ApiKey.SHARE_GROUP_HEARTBEAT, share),
+            ):
+                beat = await kafka(wire, api_key, 1, **values)
+                assert beat.error_code == TOPIC_DENIED
+                assert beat.error_message == "The following topics are not authorized: ['u']."
+            assert "g" not in broker.group_coordinator.groups
+            assert "s" not in broker.group_coordinator.groups
+
+            await secured.allow(ResourceType.TOPIC, "u", AclOperation.DESCRIBE)
+            await until(lambda: broker.group_coordinator.find_coordinator("s")[0] == 0)
+            for api_key, values in (
+                (ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer),
+                (ApiKey.SHARE_GROUP_HEARTBEAT, share),
+            ):
+                beat = await kafka(wire, api_key, 1, **values)
+                assert beat.error_code == ErrorCode.NONE, beat.error_message
+        finally:
+            await wire.close()
+
+
 async def test_kafka_group_administration_needs_describe_or_delete_on_each_group() -> None:
     async with secured_broker("t") as secured:
         broker = secured.broker

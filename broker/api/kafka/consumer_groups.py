@@ -3,7 +3,7 @@ ConsumerGroupDescribe (69), served by the group coordinator's ConsumerGroupCoord
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.coordinator_acls import denied_groups, group_error
@@ -16,9 +16,10 @@ from purgatory.broker.coordinator.consumer_group_coordinator import (
     HeartbeatResult,
 )
 from purgatory.broker.security.authorizer.acl import AclOperation, ResourceType
+from purgatory.broker.security.authorizer.auth_helper import AuthHelper
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
-from purgatory.protocol.kafka_schemas import build, millis, response_module
+from purgatory.protocol.kafka_schemas import build, millis, response_class, response_module
 
 if TYPE_CHECKING:
     from purgatory.broker.server import Broker
@@ -51,13 +52,8 @@ class ConsumerGroupApis:
             check_topic_count(len(owned))
         if code := group_error(self.auth, AclOperation.READ, request.group_id):
             return heartbeat_response(version, HeartbeatResult(code))
-        if names and self.auth.enabled:
-            allowed = self.auth.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, set(names))
-            if len(allowed) < len(set(names)):
-                denied = sorted(set(names) - allowed)
-                message = f"The following topics are not authorized: {denied}."
-                refused = HeartbeatResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, message)
-                return heartbeat_response(version, refused)
+        if refused := unauthorized_topics(self.auth, names):
+            return heartbeat_response(version, refused)
         server = self.broker.socket_server
         heartbeat = HeartbeatRequest(
             request.group_id,
@@ -87,12 +83,12 @@ class ConsumerGroupApis:
         for group_id in request.group_ids:
             if group_id in denied:
                 described.append(
-                    _described(schema, group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+                    described_error(schema, group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
                 )
                 continue
             code, message, group = self.coordinator.describe(group_id)
             if group is None:
-                described.append(_described(schema, group_id, code, message))
+                described.append(described_error(schema, group_id, code, message))
                 continue
             described.append(
                 build(
@@ -125,8 +121,10 @@ def _member(schema: Any, group: ConsumerGroup, member_id: str, names: Mapping[st
         subscribed_topic_names=list(m.subscribed_topic_names),
         subscribed_topic_regex=m.subscribed_topic_regex or "",  # Kafka: "" for none
         # What it owns (Kafka 4.3.1): its assigned partitions and those it is yet to revoke.
-        assignment=_assignment(schema, _owned(m.assigned, m.pending_revocation), names),
-        target_assignment=_assignment(schema, group.target_assignment.get(member_id, {}), names),
+        assignment=assignment_entity(schema, _owned(m.assigned, m.pending_revocation), names),
+        target_assignment=assignment_entity(
+            schema, group.target_assignment.get(member_id, {}), names
+        ),
         member_type=CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE,
     )
 
@@ -138,9 +136,24 @@ def _owned(assigned: Assignment, revoking: Assignment) -> Assignment:
     }
 
 
-def _assignment(
-    schema: Any, assignment: Mapping[str, frozenset[int]], names: Mapping[str, str]
+def unauthorized_topics(auth: AuthHelper, names: Iterable[str] | None) -> HeartbeatResult | None:
+    """A heartbeat subscribing to topics the principal may not DESCRIBE is refused
+    TOPIC_AUTHORIZATION_FAILED, naming them (Kafka's)."""
+    if not names or not auth.enabled:
+        return None
+    wanted = set(names)
+    denied = sorted(wanted - auth.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, wanted))
+    if not denied:
+        return None
+    message = f"The following topics are not authorized: {denied}."
+    return HeartbeatResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, message)
+
+
+def assignment_entity(
+    schema: Any, assignment: Mapping[str, frozenset[int]], names: Mapping[str, str] = {}
 ) -> Any:
+    """A modern group API's Assignment: topic ids and partitions (and, in the describe
+    APIs, the topics' names; a heartbeat's schema has no name and ``build`` drops it)."""
     return build(
         schema.Assignment,
         topic_partitions=[
@@ -155,7 +168,8 @@ def _assignment(
     )
 
 
-def _described(schema: Any, group_id: str, code: int, message: str | None) -> Any:
+def described_error(schema: Any, group_id: str, code: int, message: str | None) -> Any:
+    """A modern group describe API's entry for a group refused ``code``."""
     return build(
         schema.DescribedGroup,
         error_code=code,
@@ -170,18 +184,17 @@ def _described(schema: Any, group_id: str, code: int, message: str | None) -> An
 
 
 def heartbeat_response(version: int, result: HeartbeatResult) -> Any:
-    schema = response_module(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
+    return modern_heartbeat_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, result)
+
+
+def modern_heartbeat_response(key: ApiKey, version: int, result: HeartbeatResult) -> Any:
+    """A ConsumerGroupHeartbeat or ShareGroupHeartbeat response (they share one shape)."""
+    schema = response_module(key, version)
     assignment = None
     if result.assignment is not None:
-        assignment = build(
-            schema.Assignment,
-            topic_partitions=[
-                build(schema.TopicPartitions, topic_id=topic_id, partitions=sorted(partitions))
-                for topic_id, partitions in sorted(result.assignment.items())
-            ],
-        )
+        assignment = assignment_entity(schema, result.assignment)
     return build(
-        schema.ConsumerGroupHeartbeatResponse,
+        response_class(key, version),
         throttle_time=0,
         error_code=result.error,
         error_message=result.message,
@@ -200,5 +213,5 @@ def error_response(key: int, version: int, body: Any, code: int, message: str | 
     return build(
         schema.ConsumerGroupDescribeResponse,
         throttle_time=0,
-        groups=[_described(schema, g, code, message or None) for g in body.group_ids],
+        groups=[described_error(schema, g, code, message or None) for g in body.group_ids],
     )

@@ -9,6 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from purgatory.broker.api.coordinator_acls import denied_groups, group_error
 from purgatory.broker.api.groups import client_host
+from purgatory.broker.api.kafka.consumer_groups import (
+    assignment_entity,
+    described_error,
+    modern_heartbeat_response,
+    unauthorized_topics,
+)
 from purgatory.broker.api.request_limits import check_topic_count
 from purgatory.broker.api.results import Result, answer
 from purgatory.broker.coordinator.consumer_group_coordinator import HeartbeatResult
@@ -17,7 +23,7 @@ from purgatory.broker.coordinator.share_group_coordinator import (
     SIMPLE_ASSIGNOR,
     ShareHeartbeatRequest,
 )
-from purgatory.broker.security.authorizer.acl import AclOperation, ResourceType
+from purgatory.broker.security.authorizer.acl import AclOperation
 from purgatory.protocol.api import ApiKey
 from purgatory.protocol.errors import ErrorCode
 from purgatory.protocol.kafka_schemas import build, response_module
@@ -46,13 +52,8 @@ class ShareGroupApis:
             check_topic_count(len(names))
         if code := group_error(self.auth, AclOperation.READ, request.group_id):
             return heartbeat_response(version, HeartbeatResult(code))
-        if names and self.auth.enabled:
-            allowed = self.auth.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, set(names))
-            if len(allowed) < len(set(names)):
-                denied = sorted(set(names) - allowed)
-                message = f"The following topics are not authorized: {denied}."
-                refused = HeartbeatResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, message)
-                return heartbeat_response(version, refused)
+        if refused := unauthorized_topics(self.auth, names):
+            return heartbeat_response(version, refused)
         server = self.broker.socket_server
         heartbeat = ShareHeartbeatRequest(
             request.group_id,
@@ -75,11 +76,11 @@ class ShareGroupApis:
         for group_id in request.group_ids:
             if group_id in denied:
                 refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
-                described.append(_described(schema, group_id, refused, None))
+                described.append(described_error(schema, group_id, refused, None))
                 continue
             code, message, group = self.coordinator.describe(group_id)
             if group is None:
-                described.append(_described(schema, group_id, code, message))
+                described.append(described_error(schema, group_id, code, message))
             else:
                 described.append(_described_group(schema, group, names))
         return build(schema.ShareGroupDescribeResponse, throttle_time=0, groups=described)
@@ -103,59 +104,15 @@ def _described_group(schema: Any, group: ShareGroup, names: Mapping[str, str]) -
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names),
-                assignment=build(
-                    schema.Assignment,
-                    topic_partitions=[
-                        build(
-                            schema.TopicPartitions,
-                            topic_id=topic_id,
-                            topic_name=names.get(topic_id, ""),
-                            partitions=sorted(ps),
-                        )
-                        for topic_id, ps in sorted(m.assigned.items())
-                    ],
-                ),
+                assignment=assignment_entity(schema, m.assigned, names),
             )
             for m in group.members.values()
         ],
     )
 
 
-def _described(schema: Any, group_id: str, code: int, message: str | None) -> Any:
-    return build(
-        schema.DescribedGroup,
-        error_code=code,
-        error_message=message,
-        group_id=group_id,
-        group_state="",
-        group_epoch=0,
-        assignment_epoch=0,
-        assignor_name="",
-        members=[],
-    )
-
-
 def heartbeat_response(version: int, result: HeartbeatResult) -> Any:
-    schema = response_module(ApiKey.SHARE_GROUP_HEARTBEAT, version)
-    assignment = None
-    if result.assignment is not None:
-        assignment = build(
-            schema.Assignment,
-            topic_partitions=[
-                build(schema.TopicPartitions, topic_id=topic_id, partitions=sorted(partitions))
-                for topic_id, partitions in sorted(result.assignment.items())
-            ],
-        )
-    return build(
-        schema.ShareGroupHeartbeatResponse,
-        throttle_time=0,
-        error_code=result.error,
-        error_message=result.message,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=result.heartbeat_interval_ms,
-        assignment=assignment,
-    )
+    return modern_heartbeat_response(ApiKey.SHARE_GROUP_HEARTBEAT, version, result)
 
 
 def error_response(key: int, version: int, body: Any, code: int, message: str | None) -> Any:
@@ -166,5 +123,5 @@ def error_response(key: int, version: int, body: Any, code: int, message: str | 
     return build(
         schema.ShareGroupDescribeResponse,
         throttle_time=0,
-        groups=[_described(schema, g, code, message or None) for g in body.group_ids],
+        groups=[described_error(schema, g, code, message or None) for g in body.group_ids],
     )
