@@ -271,9 +271,12 @@ def test_two_console_consumers_of_one_group_split_the_partitions(cluster: dict) 
     assert sorted(values, key=int) == [str(i) for i in range(40)]  # each record once
     assert all(out.split() for out in outputs)  # both read some
     listed = cli("consumer-groups", "--list", "--json", "--bootstrap", bootstrap)
-    assert {"group": "halves", "state": "Empty", "protocol_type": "consumer"} in json.loads(
-        listed.stdout
-    )
+    assert {
+        "group": "halves",
+        "type": "classic",
+        "state": "Empty",
+        "protocol_type": "consumer",
+    } in json.loads(listed.stdout)
     # Back to the start, then gone.
     dry = cli(
         "consumer-groups", "--reset-offsets", "--group", "halves", "--topic", "split",
