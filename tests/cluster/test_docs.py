@@ -35,6 +35,7 @@ DOC_PORTS = (9092, 9093, 9094, 9644, 9645, 9646, 9640)  # bootstrap, admin, clus
 # Client commands that take --bootstrap, and admin commands that take --admin.
 BOOTSTRAP = re.compile(
     r"purgatory (?:topics (?:create|list|describe|alter|delete)|produce|consume|consumer-groups"
+    r"|share-groups"
     r"|perf (?:produce|consume))\b"
 )
 ADMIN = re.compile(r"purgatory admin (?:config|fault) [a-z]+\b")

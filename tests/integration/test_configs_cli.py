@@ -82,8 +82,8 @@ async def test_configs_mistakes_are_one_line_never_a_traceback() -> None:
             "give one of --describe and --alter",
         ),
         (
-            ("--alter", "--entity-type", "groups", "--entity-name", "g", "--add-config", "a=1"),
-            "--entity-type must be topics, brokers or users",
+            ("--alter", "--entity-type", "ips", "--entity-name", "g", "--add-config", "a=1"),
+            "--entity-type must be topics, brokers, groups, users or clients",
         ),
         (
             ("--alter", "--entity-type", "topics", "--entity-default", "--add-config", "a=1"),
