@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from purgatory.broker.coordinator.group_metadata import CommittedOffset, TopicPartition
 from purgatory.common.broker_state import GroupInfo, MemberInfo
+from purgatory.protocol.inter_broker_messages import TopicState
 
 Assignment = Mapping[str, frozenset[int]]  # topic id -> partitions
 
@@ -297,6 +298,20 @@ class ConsumerGroup:
             ],
             offsets=len(self.offsets),
         )
+
+
+def subscription_metadata(
+    names: Iterable[str], topics: Mapping[str, TopicState]
+) -> dict[str, tuple[str, int]]:
+    """What a modern group's target assignment is made of (consumer and share groups):
+    each subscribed topic that exists, name -> (topic id, partitions). A change of it is
+    a new group epoch."""
+    metadata: dict[str, tuple[str, int]] = {}
+    for name in names:
+        topic = topics.get(name)
+        if topic is not None and topic.partitions:
+            metadata[name] = (topic.topic_id, len(topic.partitions))
+    return metadata
 
 
 def member_topics(

@@ -214,7 +214,7 @@ class ClassicMembers:
             self.coordinator.remove(group, member, out)
             errors.append(ErrorCode.NONE)
         if out and isinstance(self.coordinator.manager.groups.get(group.group_id), ConsumerGroup):
-            self.coordinator.refresh_subscriptions(group, out)
+            self.coordinator.refresh_subscriptions(group)
             self.coordinator.bump(group, out)
             group.update_state(self.coordinator.now())
         if out:
@@ -278,7 +278,7 @@ class ClassicMembers:
         except MigrationRefused as exc:
             raise Refused(ErrorCode.GROUP_ID_NOT_FOUND, str(exc)) from None
         self.coordinator.retire_classic(classic)
-        self.coordinator.refresh_subscriptions(group, [])
+        self.coordinator.refresh_subscriptions(group)
         out.append(records.classic_group_tombstone(classic.group_id))
         out.extend(records.all_records(group))
         self.coordinator.manager.groups[group.group_id] = group

@@ -21,7 +21,7 @@ either fences it out of the group.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
@@ -41,6 +41,7 @@ from purgatory.broker.coordinator.consumer_group import (
     ConsumerGroupMember,
     MemberState,
     member_topics,
+    subscription_metadata,
 )
 from purgatory.broker.coordinator.consumer_group_checks import (
     HeartbeatRequest,
@@ -210,7 +211,7 @@ class ConsumerGroupCoordinator:
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
         group.update_member(updated)
-        bump = self.refresh_subscriptions(group, out) or bump
+        bump = self.refresh_subscriptions(group) or bump
         if bump:
             self.bump(group, out)
         if group.group_epoch > group.assignment_epoch:
@@ -312,17 +313,13 @@ class ConsumerGroupCoordinator:
             check_member_epoch(existing, request.member_epoch, request.owned)
         return existing
 
-    def refresh_subscriptions(self, group: ConsumerGroup, out: list[Record]) -> bool:
+    def refresh_subscriptions(self, group: ConsumerGroup) -> bool:
         """Recompute what the group subscribes to from the members and the topics that
         exist now; a change is a new group epoch (True)."""
         regexes = {m.subscribed_topic_regex for m in group.members.values()} - {None}
         matches = self._matches(regexes) if regexes else {}
-        topics = self.metadata.topics
-        metadata: dict[str, tuple[str, int]] = {}
-        for name in group.subscribed_topic_names(matches):
-            topic = topics.get(name)
-            if topic is not None and topic.partitions:
-                metadata[name] = (topic.topic_id, len(topic.partitions))
+        names = group.subscribed_topic_names(matches)
+        metadata = subscription_metadata(names, self.metadata.topics)
         if metadata == group.subscription_metadata:
             return False
         group.subscription_metadata = metadata
@@ -351,7 +348,7 @@ class ConsumerGroupCoordinator:
     def _assign(self, group: ConsumerGroup, out: list[Record]) -> None:
         """Kafka's TargetAssignmentBuilder: the target of every member for the group
         epoch; a record for each member whose target changed, then the epoch's."""
-        assignor = self.assignors[self._preferred_assignor(group)]
+        assignor = self.assignors[self.assignor_of(group)]
         ids_by_name = group.subscription_metadata
         members = {
             m.member_id: MemberSubscription(
@@ -374,9 +371,6 @@ class ConsumerGroupCoordinator:
                 out.append(records.target_member(group.group_id, member_id, new))
         group.assignment_epoch = group.group_epoch
         out.append(records.target_metadata(group))
-
-    def _preferred_assignor(self, group: ConsumerGroup) -> str:
-        return group.preferred_assignor(self.default_assignor)
 
     def _reconcile(
         self,
@@ -456,7 +450,7 @@ class ConsumerGroupCoordinator:
             self.classic_members.downgrade(group, member.member_id, out)
             return
         self.remove(group, member, out)
-        self.refresh_subscriptions(group, out)
+        self.refresh_subscriptions(group)
         self.bump(group, out)
         group.update_state(self.now())
 
@@ -554,10 +548,8 @@ class ConsumerGroupCoordinator:
         return ErrorCode.NONE, None, group
 
     def assignor_of(self, group: ConsumerGroup) -> str:
-        return self._preferred_assignor(group)
-
-    def describe_topic_names(self) -> Mapping[str, str]:
-        return self.metadata.topic_names
+        """The server-side assignor the group's target assignment is made by."""
+        return group.preferred_assignor(self.default_assignor)
 
 
 __all__ = [

@@ -22,7 +22,7 @@ import structlog
 from purgatory.broker.config.broker_config import BrokerConfig
 from purgatory.broker.controller.metadata_cache import MetadataCache
 from purgatory.broker.coordinator import share_group_records as records
-from purgatory.broker.coordinator.consumer_group import Assignment
+from purgatory.broker.coordinator.consumer_group import Assignment, subscription_metadata
 from purgatory.broker.coordinator.consumer_group_coordinator import HeartbeatResult
 from purgatory.broker.coordinator.coordinator_timer import CoordinatorTimer
 from purgatory.broker.coordinator.group_metadata_manager import GroupMetadataManager
@@ -175,12 +175,7 @@ class ShareGroupCoordinator:
         return share
 
     def _refresh_subscriptions(self, group: ShareGroup) -> bool:
-        topics = self.metadata.topics
-        metadata: dict[str, tuple[str, int]] = {}
-        for name in group.subscribed_topic_names():
-            topic = topics.get(name)
-            if topic is not None and topic.partitions:
-                metadata[name] = (topic.topic_id, len(topic.partitions))
+        metadata = subscription_metadata(group.subscribed_topic_names(), self.metadata.topics)
         if metadata == group.subscription_metadata:
             return False
         group.subscription_metadata = metadata
